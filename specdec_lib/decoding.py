@@ -1,0 +1,532 @@
+"""Speculative and autoregressive decoding with KV caches, on one sequence.
+
+The algorithm is derived in ``notebooks/01_acceptance_rule.ipynb``; the acceptance rule itself lives
+in :mod:`specdec_lib.sampling` and is not repeated here. This module only moves tokens and caches:
+
+* both models keep a KV cache covering every token of the sequence except the last one, so the
+  prefix is never re-encoded;
+* one speculative step asks the drafter for ``k`` tokens, runs the target once on
+  ``[last token, d_1..d_k]`` (``k + 1`` distributions ``p_0..p_k``), calls ``verify`` and crops both
+  caches back to the accepted length;
+* ``k = min(K, tokens still wanted - 1)``, so exactly ``max_new_tokens`` tokens come out (fewer
+  only when EOS is emitted, which ends the output, EOS included).
+
+:class:`AutoregressiveDecoder` is the fair baseline: the same warps, the same sampler, the same cache
+handling, one target pass per token.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import torch
+
+from .sampling import NAN_MESSAGE, Verdict, Warp, has_nan, sample, verify
+
+__all__ = [
+    "AutoregressiveDecoder",
+    "Drafter",
+    "GenerationResult",
+    "ModelDrafter",
+    "SpeculativeDecoder",
+    "StepRecord",
+    "check_K",
+    "model_forward",
+]
+
+
+# --------------------------------------------------------------------------------------------
+# Results
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class StepRecord:
+    """One decoding step: what was drafted, which drafts were accepted, what was emitted."""
+
+    draft_tokens: list[int]
+    accepted: list[bool]  # acceptance mask over draft_tokens (False from the first rejection on)
+    emitted: list[int]  # accepted prefix + one corrected or bonus token (cut at EOS)
+    draft_ms: float
+    verify_ms: float
+
+    @property
+    def n_accepted(self) -> int:
+        return sum(self.accepted)
+
+    @property
+    def bonus(self) -> bool:
+        """True when every draft token was accepted and the last emitted token is the bonus."""
+        return len(self.accepted) == self.n_accepted
+
+
+@dataclass
+class GenerationResult:
+    """What a decoder produced for one prompt.
+
+    ``tokens`` holds the new tokens only. ``n_accepted`` counts accepted draft tokens, never the
+    corrected or bonus tokens, so ``alpha = n_accepted / n_proposed`` is the acceptance rate of the
+    theory (and is in [0, 1]).
+    """
+
+    tokens: list[int]
+    n_steps: int
+    n_proposed: int
+    n_accepted: int
+    steps: list[StepRecord] = field(default_factory=list)
+    prompt_length: int = 0
+    elapsed_s: float = 0.0
+    eos_reached: bool = False
+    seed: int | None = None
+    text: str | None = None
+
+    @property
+    def alpha(self) -> float:
+        """Accepted / proposed draft tokens (NaN when nothing was proposed)."""
+        return self.n_accepted / self.n_proposed if self.n_proposed else float("nan")
+
+    @property
+    def tau(self) -> float:
+        """Mean tokens emitted per step (per target pass)."""
+        return len(self.tokens) / self.n_steps if self.n_steps else float("nan")
+
+    @property
+    def tokens_per_s(self) -> float:
+        return len(self.tokens) / self.elapsed_s if self.elapsed_s > 0 else float("nan")
+
+
+# --------------------------------------------------------------------------------------------
+# Helpers
+# --------------------------------------------------------------------------------------------
+
+
+def check_K(K: Any, name: str = "K") -> int:
+    if isinstance(K, bool) or not isinstance(K, int) or K < 1:
+        raise ValueError(f"{name} must be a positive integer (draft tokens per step), got {K!r}")
+    return K
+
+
+def _check_seed(seed: Any) -> int | None:
+    if seed is None:
+        return None
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer or None, got {seed!r}")
+    return seed
+
+
+def _model_device(model: Any) -> torch.device | None:
+    if isinstance(model, torch.nn.Module):
+        try:
+            return next(model.parameters()).device
+        except StopIteration:
+            return None
+    return getattr(model, "device", None)
+
+
+def _vocab_size(model: Any) -> int | None:
+    cfg = getattr(model, "config", None)
+    size = getattr(cfg, "vocab_size", None)
+    return int(size) if size is not None else None
+
+
+def _context_length(model: Any) -> int | None:
+    cfg = getattr(model, "config", None)
+    for name in ("max_position_embeddings", "n_positions", "max_sequence_length"):
+        value = getattr(cfg, name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def model_forward(
+    model: Any, ids: torch.Tensor, cache: Any, n_logits: int
+) -> tuple[torch.Tensor, Any]:
+    """One forward pass of a transformers causal LM on ``ids`` ``[n]`` with KV ``cache``.
+
+    Returns the logits of the last ``n_logits`` positions, ``[n_logits, V]``, and the cache.
+    """
+    out = model(input_ids=ids.view(1, -1), cache=cache, use_cache=True, logits_to_keep=n_logits)
+    return out.logits[0, -n_logits:], out.cache
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _make_generator(device: torch.device, seed: int | None) -> tuple[torch.Generator, int]:
+    if seed is None:
+        seed = int(torch.randint(0, 2**62, (1,)).item())
+    gen = torch.Generator(device=device)
+    gen.manual_seed(seed)
+    return gen, seed
+
+
+def _prepare_prompt(
+    input_ids: Any, max_new_tokens: Any, vocab_size: int | None, context: int | None, device
+) -> torch.Tensor:
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens must be a non-negative integer, got {max_new_tokens!r}")
+    ids = torch.as_tensor(input_ids)
+    if ids.dim() == 2:
+        if ids.shape[0] != 1:
+            raise ValueError(
+                f"input_ids must hold one sequence ([1, n] or [n]); got a batch of {ids.shape[0]}. "
+                "Decode the sequences one at a time."
+            )
+        ids = ids[0]
+    if ids.dim() != 1:
+        raise ValueError(f"input_ids must be [1, n] or [n], got shape {tuple(ids.shape)}")
+    if ids.numel() == 0:
+        raise ValueError("input_ids is empty: the prompt needs at least one token")
+    if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
+        raise ValueError(f"input_ids must hold integer token ids, got dtype {ids.dtype}")
+    if vocab_size is not None and (int(ids.min()) < 0 or int(ids.max()) >= vocab_size):
+        raise ValueError(f"input_ids must be token ids in [0, {vocab_size}), got min {int(ids.min())} max {int(ids.max())}")
+    if context is not None and ids.numel() + max_new_tokens > context:
+        raise ValueError(
+            f"prompt ({ids.numel()} tokens) + max_new_tokens ({max_new_tokens}) = "
+            f"{ids.numel() + max_new_tokens} exceeds the target's context length "
+            f"(max_position_embeddings = {context})"
+        )
+    return ids.to(device=device, dtype=torch.long)
+
+
+def _eos_set(eos_token_id: Any) -> frozenset[int]:
+    if eos_token_id is None:
+        return frozenset()
+    if isinstance(eos_token_id, int) and not isinstance(eos_token_id, bool):
+        return frozenset([eos_token_id])
+    if isinstance(eos_token_id, Sequence) and all(isinstance(t, int) for t in eos_token_id):
+        return frozenset(eos_token_id)
+    raise ValueError(f"eos_token_id must be an int, a list of ints or None, got {eos_token_id!r}")
+
+
+def _cut_at_eos(tokens: list[int], eos: frozenset[int]) -> tuple[list[int], bool]:
+    for i, t in enumerate(tokens):
+        if t in eos:
+            return tokens[: i + 1], True
+    return tokens, False
+
+
+def _check_warp_args(temperature, top_k, top_p) -> Warp:
+    return Warp(temperature=temperature, top_k=top_k, top_p=top_p)
+
+
+class _TargetState:
+    """The target model and its cache, covering ``length`` tokens of the sequence."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.cache: Any = None
+        self.length = 0
+
+    def forward(self, ids: torch.Tensor, extra: torch.Tensor | None, n_logits: int) -> torch.Tensor:
+        feed = ids[self.length :] if extra is None else torch.cat([ids[self.length :], extra])
+        logits, self.cache = model_forward(self.model, feed, self.cache, n_logits)
+        self.length += feed.numel()
+        return logits
+
+    def rollback(self, n_valid: int) -> None:
+        if self.length > n_valid:
+            self.cache.crop(n_valid - self.length)  # transformers 5: a negative count removes
+            self.length = n_valid
+
+
+# --------------------------------------------------------------------------------------------
+# Drafters
+# --------------------------------------------------------------------------------------------
+
+
+@runtime_checkable
+class Drafter(Protocol):
+    """What :class:`SpeculativeDecoder` needs from a draft: propose, then be told what survived.
+
+    ``propose(ids, k, warp, generator)`` gets the whole sequence so far (``[L]``, on the target's
+    device) and returns ``k`` draft tokens ``[k]`` with the distributions they were sampled from
+    ``[k, V]`` (warped by ``warp``; a deterministic drafter returns one-hot rows). ``rollback(n)``
+    says that only the first ``n`` tokens of ``ids + drafts`` are still valid. ``reset()`` starts a
+    new sequence. Anything honouring this is exact, however poor its guesses.
+    """
+
+    def reset(self) -> None: ...
+
+    def propose(
+        self, ids: torch.Tensor, k: int, warp: Warp, generator: torch.Generator | None
+    ) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+    def rollback(self, n_valid: int) -> None: ...
+
+
+class ModelDrafter:
+    """Drafts with any causal LM over the target's vocabulary, keeping its own KV cache."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.config = getattr(model, "config", None)
+        self._state = _TargetState(model)
+
+    @property
+    def device(self) -> torch.device | None:
+        return _model_device(self.model)
+
+    def reset(self) -> None:
+        self._state = _TargetState(self.model)
+
+    def propose(
+        self, ids: torch.Tensor, k: int, warp: Warp, generator: torch.Generator | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        tokens, probs = [], []
+        extra = None
+        for _ in range(k):
+            logits = self._state.forward(ids, extra, 1)[-1]
+            q = warp.probs(logits)
+            x = sample(q, generator)
+            tokens.append(x)
+            probs.append(q)
+            extra = x.view(1)  # the cache now covers ids (+ earlier drafts); feed only x next
+        return torch.stack(tokens), torch.stack(probs)
+
+    def rollback(self, n_valid: int) -> None:
+        self._state.rollback(n_valid)
+
+
+def _as_drafter(draft: Any) -> Drafter:
+    if isinstance(draft, torch.nn.Module):
+        return ModelDrafter(draft)
+    if isinstance(draft, Drafter):
+        return draft
+    raise ValueError(
+        "draft must be a causal LM (torch.nn.Module returning .logits) or a Drafter "
+        f"(reset/propose/rollback), got {type(draft).__name__}"
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Decoders
+# --------------------------------------------------------------------------------------------
+
+
+class _DecoderBase:
+    def __init__(self, target, temperature, top_k, top_p, seed, tokenizer) -> None:
+        if not isinstance(target, torch.nn.Module):
+            raise ValueError(f"target must be a causal LM (torch.nn.Module), got {type(target).__name__}")
+        self.target = target
+        self.warp = _check_warp_args(temperature, top_k, top_p)
+        self.seed = _check_seed(seed)
+        self.tokenizer = tokenizer
+        self.device = _model_device(target) or torch.device("cpu")
+        self.generator, self.seed = _make_generator(self.device, self.seed)
+
+    def reseed(self, seed: int) -> None:
+        self.generator, self.seed = _make_generator(self.device, _check_seed(seed))
+
+    def _encode(self, prompt: str) -> torch.Tensor:
+        if self.tokenizer is None:
+            raise ValueError("generate(prompt) needs a tokenizer; pass tokenizer= or use generate_ids")
+        if not isinstance(prompt, str) or not prompt:
+            raise ValueError(f"prompt must be a non-empty string, got {prompt!r}")
+        ids = self.tokenizer(prompt, return_tensors="pt").input_ids
+        if ids.numel() == 0:
+            raise ValueError(f"prompt {prompt!r} encodes to no tokens")
+        return ids
+
+    def generate(
+        self,
+        prompt: str,
+        max_new_tokens: int = 50,
+        eos_token_id: int | Sequence[int] | None = None,
+        *,
+        stop_at_eos: bool = True,
+        seed: int | None = None,
+    ) -> GenerationResult:
+        """Encode ``prompt`` with the tokenizer, generate, and decode the new tokens into ``.text``.
+
+        EOS defaults to the tokenizer's; pass ``stop_at_eos=False`` for a fixed-length output.
+        """
+        ids = self._encode(prompt)
+        if eos_token_id is None and stop_at_eos:
+            eos_token_id = self.tokenizer.eos_token_id
+        result = self.generate_ids(ids, max_new_tokens, eos_token_id if stop_at_eos else None, seed=seed)
+        result.text = self.tokenizer.decode(result.tokens, skip_special_tokens=True)
+        return result
+
+    def _start(self, input_ids, max_new_tokens, seed) -> torch.Tensor:
+        ids = _prepare_prompt(
+            input_ids, max_new_tokens, _vocab_size(self.target), _context_length(self.target), self.device
+        )
+        if seed is not None:
+            self.reseed(seed)
+        return ids
+
+
+class SpeculativeDecoder(_DecoderBase):
+    """Speculative sampling (Leviathan et al. 2022; Chen et al. 2023) on one sequence.
+
+    Args:
+        draft: a causal LM over the target's vocabulary, or any :class:`Drafter`.
+        target: the causal LM whose distribution the output follows, exactly.
+        K: draft tokens per step (clamped near the end of the output).
+        temperature, top_k, top_p: the warps, applied identically to draft and target;
+            ``temperature=0`` is greedy.
+        seed: seeds the decoder's generator; the same seed gives the same tokens.
+        tokenizer: optional, for :meth:`generate`.
+        verifier: the verification function (default :func:`specdec_lib.sampling.verify`); the
+            notebooks plug in a deliberately wrong one to show that the tests catch it.
+    """
+
+    def __init__(
+        self,
+        draft: Any,
+        target: Any,
+        *,
+        K: int = 5,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        seed: int | None = None,
+        tokenizer: Any = None,
+        verifier: Callable[..., Verdict] = verify,
+    ) -> None:
+        self.K = check_K(K)
+        super().__init__(target, temperature, top_k, top_p, seed, tokenizer)
+        self.drafter = _as_drafter(draft)
+        d_dev = _model_device(draft)
+        if d_dev is not None and d_dev != self.device:
+            raise ValueError(
+                f"draft is on {d_dev} but target is on {self.device}: put both models on the same "
+                "device (e.g. draft.to(target.device))"
+            )
+        v_d, v_t = _vocab_size(draft), _vocab_size(target)
+        if v_d is not None and v_t is not None and v_d != v_t:
+            raise ValueError(
+                f"draft and target must share a vocabulary: draft vocab_size={v_d}, target vocab_size={v_t}"
+            )
+        self.verifier = verifier
+
+    @torch.inference_mode()
+    def generate_ids(
+        self,
+        input_ids: Any,
+        max_new_tokens: int = 50,
+        eos_token_id: int | Sequence[int] | None = None,
+        *,
+        seed: int | None = None,
+    ) -> GenerationResult:
+        """Generate up to ``max_new_tokens`` tokens after ``input_ids`` (``[1, n]`` or ``[n]``)."""
+        ids = self._start(input_ids, max_new_tokens, seed)
+        eos = _eos_set(eos_token_id)
+        prompt_len = ids.numel()
+        target = _TargetState(self.target)
+        self.drafter.reset()
+        out: list[int] = []
+        steps: list[StepRecord] = []
+        n_proposed = n_accepted = 0
+        eos_reached = False
+        t_start = time.perf_counter()
+        while len(out) < max_new_tokens and not eos_reached:
+            length = ids.numel()
+            k = min(self.K, max_new_tokens - len(out) - 1)
+            t0 = time.perf_counter()
+            if k > 0:
+                d_tokens, d_probs = self.drafter.propose(ids, k, self.warp, self.generator)
+                _sync(self.device)
+            else:
+                d_tokens = torch.empty(0, dtype=torch.long, device=self.device)
+                d_probs = None
+            t1 = time.perf_counter()
+            p = self.warp.probs(target.forward(ids, d_tokens if k else None, k + 1))
+            if d_probs is None:
+                d_probs = p.new_empty((0, p.shape[-1]))
+            verdict = self.verifier(d_tokens, d_probs, p, self.generator)
+            t2 = time.perf_counter()
+            n = verdict.n_accepted
+            target.rollback(length + n)
+            self.drafter.rollback(length + n)
+            emitted = verdict.tokens.tolist()
+            ids = torch.cat([ids, verdict.tokens.to(ids.device)])
+            emitted, eos_reached = _cut_at_eos(emitted, eos)
+            out.extend(emitted)
+            n_proposed += k
+            n_accepted += n
+            steps.append(
+                StepRecord(
+                    draft_tokens=d_tokens.tolist(),
+                    accepted=[i < n for i in range(k)],
+                    emitted=emitted,
+                    draft_ms=(t1 - t0) * 1e3,
+                    verify_ms=(t2 - t1) * 1e3,
+                )
+            )
+        return GenerationResult(
+            tokens=out,
+            n_steps=len(steps),
+            n_proposed=n_proposed,
+            n_accepted=n_accepted,
+            steps=steps,
+            prompt_length=prompt_len,
+            elapsed_s=time.perf_counter() - t_start,
+            eos_reached=eos_reached,
+            seed=self.seed,
+        )
+
+
+class AutoregressiveDecoder(_DecoderBase):
+    """The fair baseline: the target alone, one pass per token, with the same warps, the same
+    sampler and the same KV-cache handling as :class:`SpeculativeDecoder`."""
+
+    def __init__(
+        self,
+        target: Any,
+        *,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        seed: int | None = None,
+        tokenizer: Any = None,
+    ) -> None:
+        super().__init__(target, temperature, top_k, top_p, seed, tokenizer)
+
+    @torch.inference_mode()
+    def generate_ids(
+        self,
+        input_ids: Any,
+        max_new_tokens: int = 50,
+        eos_token_id: int | Sequence[int] | None = None,
+        *,
+        seed: int | None = None,
+    ) -> GenerationResult:
+        """Generate up to ``max_new_tokens`` tokens after ``input_ids`` (``[1, n]`` or ``[n]``)."""
+        ids = self._start(input_ids, max_new_tokens, seed)
+        eos = _eos_set(eos_token_id)
+        prompt_len = ids.numel()
+        target = _TargetState(self.target)
+        out: list[int] = []
+        steps: list[StepRecord] = []
+        eos_reached = False
+        t_start = time.perf_counter()
+        while len(out) < max_new_tokens and not eos_reached:
+            t0 = time.perf_counter()
+            p = self.warp.probs(target.forward(ids, None, 1))
+            x = sample(p, self.generator)  # [1]
+            token, bad = torch.cat([x, has_nan(p).long().view(1)]).tolist()  # one host read
+            if bad:
+                raise ValueError(NAN_MESSAGE)
+            ids = torch.cat([ids, x])
+            eos_reached = token in eos
+            out.append(token)
+            steps.append(StepRecord([], [], [token], 0.0, (time.perf_counter() - t0) * 1e3))
+        return GenerationResult(
+            tokens=out,
+            n_steps=len(steps),
+            n_proposed=0,
+            n_accepted=0,
+            steps=steps,
+            prompt_length=prompt_len,
+            elapsed_s=time.perf_counter() - t_start,
+            eos_reached=eos_reached,
+            seed=self.seed,
+        )

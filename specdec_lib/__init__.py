@@ -6,7 +6,14 @@ the notebooks. :mod:`~specdec_lib.stats` and :mod:`~specdec_lib.theory` hold the
 and the closed-form predictions; :mod:`~specdec_lib.models` the named model pairs.
 """
 
-from .decoding import AutoregressiveDecoder, Drafter, GenerationResult, ModelDrafter, SpeculativeDecoder, StepRecord
+from .decoding import (
+    AutoregressiveDecoder,
+    Drafter,
+    GenerationResult,
+    ModelDrafter,
+    SpeculativeDecoder,
+    StepRecord,
+)
 from .models import ModelPair, ModelUnavailableError, load_pair
 from .sampling import Verdict, Warp, acceptance_rate, residual, verify
 

@@ -168,7 +168,11 @@ def _make_generator(device: torch.device, seed: int | None) -> tuple[torch.Gener
 def _prepare_prompt(
     input_ids: Any, max_new_tokens: Any, vocab_size: int | None, context: int | None, device
 ) -> torch.Tensor:
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
+    if (
+        isinstance(max_new_tokens, bool)
+        or not isinstance(max_new_tokens, int)
+        or max_new_tokens < 0
+    ):
         raise ValueError(f"max_new_tokens must be a non-negative integer, got {max_new_tokens!r}")
     ids = torch.as_tensor(input_ids)
     if ids.dim() == 2:
@@ -185,7 +189,9 @@ def _prepare_prompt(
     if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
         raise ValueError(f"input_ids must hold integer token ids, got dtype {ids.dtype}")
     if vocab_size is not None and (int(ids.min()) < 0 or int(ids.max()) >= vocab_size):
-        raise ValueError(f"input_ids must be token ids in [0, {vocab_size}), got min {int(ids.min())} max {int(ids.max())}")
+        raise ValueError(
+            f"input_ids must be token ids in [0, {vocab_size}), got min {int(ids.min())} max {int(ids.max())}"
+        )
     if context is not None and ids.numel() + max_new_tokens > context:
         raise ValueError(
             f"prompt ({ids.numel()} tokens) + max_new_tokens ({max_new_tokens}) = "
@@ -217,21 +223,29 @@ def _check_warp_args(temperature, top_k, top_p) -> Warp:
 
 
 class _TargetState:
-    """The target model and its cache, covering ``length`` tokens of the sequence."""
+    """A model and its KV cache, which covers the first ``length`` tokens of the sequence.
 
-    def __init__(self, model: Any) -> None:
+    ``forward(seq, n)`` runs the model on the tokens of ``seq`` not yet in the cache and returns
+    the logits of its last ``n`` positions. With ``use_cache=False`` every pass re-encodes the
+    whole sequence instead (slow; the reference that tests the cache logic).
+    """
+
+    def __init__(self, model: Any, use_cache: bool = True) -> None:
         self.model = model
+        self.use_cache = use_cache
         self.cache: Any = None
         self.length = 0
 
-    def forward(self, ids: torch.Tensor, extra: torch.Tensor | None, n_logits: int) -> torch.Tensor:
-        feed = ids[self.length :] if extra is None else torch.cat([ids[self.length :], extra])
-        logits, self.cache = model_forward(self.model, feed, self.cache, n_logits)
-        self.length += feed.numel()
+    def forward(self, seq: torch.Tensor, n_logits: int) -> torch.Tensor:
+        if not self.use_cache:
+            logits, _ = model_forward(self.model, seq, None, n_logits)
+            return logits
+        logits, self.cache = model_forward(self.model, seq[self.length :], self.cache, n_logits)
+        self.length = seq.numel()
         return logits
 
     def rollback(self, n_valid: int) -> None:
-        if self.length > n_valid:
+        if self.use_cache and self.length > n_valid:
             self.cache.crop(n_valid - self.length)  # transformers 5: a negative count removes
             self.length = n_valid
 
@@ -264,39 +278,40 @@ class Drafter(Protocol):
 class ModelDrafter:
     """Drafts with any causal LM over the target's vocabulary, keeping its own KV cache."""
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, *, use_cache: bool = True) -> None:
         self.model = model
+        self.use_cache = use_cache
         self.config = getattr(model, "config", None)
-        self._state = _TargetState(model)
+        self._state = _TargetState(model, use_cache)
 
     @property
     def device(self) -> torch.device | None:
         return _model_device(self.model)
 
     def reset(self) -> None:
-        self._state = _TargetState(self.model)
+        self._state = _TargetState(self.model, self.use_cache)
 
     def propose(
         self, ids: torch.Tensor, k: int, warp: Warp, generator: torch.Generator | None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         tokens, probs = [], []
-        extra = None
-        for _ in range(k):
-            logits = self._state.forward(ids, extra, 1)[-1]
-            q = warp.probs(logits)
+        seq = ids
+        for i in range(k):
+            q = warp.probs(self._state.forward(seq, 1)[-1])
             x = sample(q, generator)
             tokens.append(x)
             probs.append(q)
-            extra = x.view(1)  # the cache now covers ids (+ earlier drafts); feed only x next
+            if i + 1 < k:  # the last draft token is fed at the next step, if it survives
+                seq = torch.cat([seq, x.view(1)])
         return torch.stack(tokens), torch.stack(probs)
 
     def rollback(self, n_valid: int) -> None:
         self._state.rollback(n_valid)
 
 
-def _as_drafter(draft: Any) -> Drafter:
+def _as_drafter(draft: Any, use_cache: bool = True) -> Drafter:
     if isinstance(draft, torch.nn.Module):
-        return ModelDrafter(draft)
+        return ModelDrafter(draft, use_cache=use_cache)
     if isinstance(draft, Drafter):
         return draft
     raise ValueError(
@@ -313,7 +328,9 @@ def _as_drafter(draft: Any) -> Drafter:
 class _DecoderBase:
     def __init__(self, target, temperature, top_k, top_p, seed, tokenizer) -> None:
         if not isinstance(target, torch.nn.Module):
-            raise ValueError(f"target must be a causal LM (torch.nn.Module), got {type(target).__name__}")
+            raise ValueError(
+                f"target must be a causal LM (torch.nn.Module), got {type(target).__name__}"
+            )
         self.target = target
         self.warp = _check_warp_args(temperature, top_k, top_p)
         self.seed = _check_seed(seed)
@@ -326,7 +343,9 @@ class _DecoderBase:
 
     def _encode(self, prompt: str) -> torch.Tensor:
         if self.tokenizer is None:
-            raise ValueError("generate(prompt) needs a tokenizer; pass tokenizer= or use generate_ids")
+            raise ValueError(
+                "generate(prompt) needs a tokenizer; pass tokenizer= or use generate_ids"
+            )
         if not isinstance(prompt, str) or not prompt:
             raise ValueError(f"prompt must be a non-empty string, got {prompt!r}")
         ids = self.tokenizer(prompt, return_tensors="pt").input_ids
@@ -350,13 +369,19 @@ class _DecoderBase:
         ids = self._encode(prompt)
         if eos_token_id is None and stop_at_eos:
             eos_token_id = self.tokenizer.eos_token_id
-        result = self.generate_ids(ids, max_new_tokens, eos_token_id if stop_at_eos else None, seed=seed)
+        result = self.generate_ids(
+            ids, max_new_tokens, eos_token_id if stop_at_eos else None, seed=seed
+        )
         result.text = self.tokenizer.decode(result.tokens, skip_special_tokens=True)
         return result
 
     def _start(self, input_ids, max_new_tokens, seed) -> torch.Tensor:
         ids = _prepare_prompt(
-            input_ids, max_new_tokens, _vocab_size(self.target), _context_length(self.target), self.device
+            input_ids,
+            max_new_tokens,
+            _vocab_size(self.target),
+            _context_length(self.target),
+            self.device,
         )
         if seed is not None:
             self.reseed(seed)
@@ -376,6 +401,8 @@ class SpeculativeDecoder(_DecoderBase):
         tokenizer: optional, for :meth:`generate`.
         verifier: the verification function (default :func:`specdec_lib.sampling.verify`); the
             notebooks plug in a deliberately wrong one to show that the tests catch it.
+        use_cache: keep KV caches (default). ``False`` re-encodes the sequence at every pass: the
+            same tokens for the same seed, much slower; a reference for tests.
     """
 
     def __init__(
@@ -390,10 +417,12 @@ class SpeculativeDecoder(_DecoderBase):
         seed: int | None = None,
         tokenizer: Any = None,
         verifier: Callable[..., Verdict] = verify,
+        use_cache: bool = True,
     ) -> None:
         self.K = check_K(K)
         super().__init__(target, temperature, top_k, top_p, seed, tokenizer)
-        self.drafter = _as_drafter(draft)
+        self.use_cache = bool(use_cache)
+        self.drafter = _as_drafter(draft, self.use_cache)
         d_dev = _model_device(draft)
         if d_dev is not None and d_dev != self.device:
             raise ValueError(
@@ -420,7 +449,7 @@ class SpeculativeDecoder(_DecoderBase):
         ids = self._start(input_ids, max_new_tokens, seed)
         eos = _eos_set(eos_token_id)
         prompt_len = ids.numel()
-        target = _TargetState(self.target)
+        target = _TargetState(self.target, self.use_cache)
         self.drafter.reset()
         out: list[int] = []
         steps: list[StepRecord] = []
@@ -438,7 +467,7 @@ class SpeculativeDecoder(_DecoderBase):
                 d_tokens = torch.empty(0, dtype=torch.long, device=self.device)
                 d_probs = None
             t1 = time.perf_counter()
-            p = self.warp.probs(target.forward(ids, d_tokens if k else None, k + 1))
+            p = self.warp.probs(target.forward(torch.cat([ids, d_tokens]), k + 1))
             if d_probs is None:
                 d_probs = p.new_empty((0, p.shape[-1]))
             verdict = self.verifier(d_tokens, d_probs, p, self.generator)
@@ -487,8 +516,10 @@ class AutoregressiveDecoder(_DecoderBase):
         top_p: float | None = None,
         seed: int | None = None,
         tokenizer: Any = None,
+        use_cache: bool = True,
     ) -> None:
         super().__init__(target, temperature, top_k, top_p, seed, tokenizer)
+        self.use_cache = bool(use_cache)
 
     @torch.inference_mode()
     def generate_ids(
@@ -503,14 +534,14 @@ class AutoregressiveDecoder(_DecoderBase):
         ids = self._start(input_ids, max_new_tokens, seed)
         eos = _eos_set(eos_token_id)
         prompt_len = ids.numel()
-        target = _TargetState(self.target)
+        target = _TargetState(self.target, self.use_cache)
         out: list[int] = []
         steps: list[StepRecord] = []
         eos_reached = False
         t_start = time.perf_counter()
         while len(out) < max_new_tokens and not eos_reached:
             t0 = time.perf_counter()
-            p = self.warp.probs(target.forward(ids, None, 1))
+            p = self.warp.probs(target.forward(ids, 1))
             x = sample(p, self.generator)  # [1]
             token, bad = torch.cat([x, has_nan(p).long().view(1)]).tolist()  # one host read
             if bad:

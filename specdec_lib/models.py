@@ -180,9 +180,13 @@ def early_exit_draft(target: Any, n_layers: int = DEFAULT_EXIT_LAYERS) -> Any:
     draft.model.norm = target.model.norm
     draft.model.rotary_emb = target.model.rotary_emb
     draft.lm_head = target.lm_head
-    leftover = [n for n, t in list(draft.named_parameters()) + list(draft.named_buffers()) if t.is_meta]
+    leftover = [
+        n for n, t in list(draft.named_parameters()) + list(draft.named_buffers()) if t.is_meta
+    ]
     if leftover:
-        raise ValueError(f"early_exit_draft: the target's layout is not Llama-like ({leftover[:3]} unset)")
+        raise ValueError(
+            f"early_exit_draft: the target's layout is not Llama-like ({leftover[:3]} unset)"
+        )
     draft.generation_config = copy.deepcopy(target.generation_config)
     draft.eval()
     return draft
@@ -281,7 +285,15 @@ def tiny_random_llama(
 def _load_tiny(dtype: torch.dtype) -> ModelPair:
     target = tiny_random_llama(1234, num_hidden_layers=2, dtype=dtype)
     draft = tiny_random_llama(5678, num_hidden_layers=1, dtype=dtype)
-    return ModelPair(draft, target, None, "tiny-random", "tiny random Llama (1 layer)", "tiny random Llama (2 layers)", dtype)
+    return ModelPair(
+        draft,
+        target,
+        None,
+        "tiny-random",
+        "tiny random Llama (1 layer)",
+        "tiny random Llama (2 layers)",
+        dtype,
+    )
 
 
 # --------------------------------------------------------------------------------------------

@@ -59,7 +59,11 @@ def savefig(name: str, fig=None, formats: tuple[str, ...] = ("png", "pdf")) -> l
     for fmt in formats:
         path = FIGURES_DIR / f"{name}.{fmt}"
         tmp = path.with_suffix(f".tmp.{fmt}")
-        metadata = {"CreationDate": None} if fmt == "pdf" else ({"Software": None} if fmt == "png" else None)
+        metadata = (
+            {"CreationDate": None}
+            if fmt == "pdf"
+            else ({"Software": None} if fmt == "png" else None)
+        )
         fig.savefig(tmp, format=fmt, metadata=metadata)
         tmp.replace(path)
         paths.append(path)

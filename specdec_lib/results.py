@@ -62,7 +62,9 @@ def device_info(device: str | torch.device | None = None) -> dict[str, Any]:
     return info
 
 
-def provenance(*, device=None, seed: int | None = None, settings: dict[str, Any] | None = None) -> dict[str, Any]:
+def provenance(
+    *, device=None, seed: int | None = None, settings: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """Device, versions, commit, date, seed and settings: attached to every stored result."""
     import transformers
 

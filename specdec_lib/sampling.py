@@ -57,7 +57,9 @@ def _check_temperature(temperature: float) -> float:
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
         raise ValueError(f"temperature must be a real number >= 0, got {temperature!r}")
     if not math.isfinite(temperature) or temperature < 0:
-        raise ValueError(f"temperature must be a finite number >= 0 (0 means greedy), got {temperature!r}")
+        raise ValueError(
+            f"temperature must be a finite number >= 0 (0 means greedy), got {temperature!r}"
+        )
     return float(temperature)
 
 
@@ -256,7 +258,9 @@ def acceptance_probs(
     idx = draft_tokens.long().view(K, 1)
     p_x = target_probs[:K].gather(-1, idx).squeeze(-1)
     q_x = draft_probs.gather(-1, idx).squeeze(-1)
-    ratio = torch.where(q_x > 0, p_x / q_x.clamp(min=torch.finfo(q_x.dtype).tiny), (p_x > 0).to(p_x.dtype))
+    ratio = torch.where(
+        q_x > 0, p_x / q_x.clamp(min=torch.finfo(q_x.dtype).tiny), (p_x > 0).to(p_x.dtype)
+    )
     return ratio.clamp(max=1.0)
 
 
@@ -302,7 +306,9 @@ def _validate_verify_inputs(
     if draft_probs.dim() != 2 or draft_probs.shape[0] != K:
         raise ValueError(f"draft_probs must be [K={K}, V], got shape {tuple(draft_probs.shape)}")
     if target_probs.dim() != 2 or target_probs.shape[0] != K + 1:
-        raise ValueError(f"target_probs must be [K+1={K + 1}, V], got shape {tuple(target_probs.shape)}")
+        raise ValueError(
+            f"target_probs must be [K+1={K + 1}, V], got shape {tuple(target_probs.shape)}"
+        )
     if draft_probs.shape[1] != target_probs.shape[1]:
         raise ValueError(
             f"draft_probs and target_probs must share the vocabulary size V, got "
@@ -346,10 +352,16 @@ def verify(
     u = torch.rand(K, generator=generator, device=device, dtype=torch.float64)
     accepted = u < accept_p.double()
     # n = number of leading acceptances = position of the first rejection (or K).
-    n_t = torch.cumprod(accepted.long(), dim=0).sum() if K else torch.zeros((), dtype=torch.long, device=device)
+    n_t = (
+        torch.cumprod(accepted.long(), dim=0).sum()
+        if K
+        else torch.zeros((), dtype=torch.long, device=device)
+    )
     # Sample the final token for every possible n at once (one uniform per row), pick row n.
     last = sample(final, generator).gather(0, n_t.view(1))
-    n, bad = torch.stack([n_t, has_nan(draft_probs, target_probs).long()]).tolist()  # the one host read
+    n, bad = torch.stack(
+        [n_t, has_nan(draft_probs, target_probs).long()]
+    ).tolist()  # the one host read
     if bad:
         raise ValueError(NAN_MESSAGE)
     return Verdict(tokens=torch.cat([draft_tokens[:n], last]), n_accepted=int(n))

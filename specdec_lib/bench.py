@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .config import DATA_DIR
+from .config import DATA_DIR, REPO_ROOT
 from .decoding import AutoregressiveDecoder, SpeculativeDecoder, _sync, check_K, model_forward
 from .models import ModelPair, load_pair
 from .results import atomic_write_json, provenance, read_json
@@ -37,7 +37,9 @@ __all__ = [
     "METHODS",
     "load_prompts",
     "measure_pass_costs",
+    "per_prompt_frame",
     "run_benchmark",
+    "runs_frame",
     "summarize",
 ]
 
@@ -153,7 +155,7 @@ def measure_pass_costs(
     device = pair.device
     g = torch.Generator().manual_seed(0)
     vocab = pair.target.config.vocab_size
-    ctx = torch.randint(100, vocab, (context,), generator=g).to(device)
+    ctx = torch.randint(min(100, vocab // 2), vocab, (context,), generator=g).to(device)
     t_target = [_time_passes(pair.target, ctx, n, reps, device) for n in range(1, n_max + 1)]
     t_draft = _time_passes(pair.draft, ctx, 1, reps, device)
     return {
@@ -372,7 +374,49 @@ def summarize(result: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _settings_dict(s: BenchSettings) -> dict[str, Any]:
-    return dataclasses.asdict(s)
+    d = dataclasses.asdict(s)
+    # Store the prompts path relative to the repository so that results compare across checkouts.
+    try:
+        d["prompts"] = str(Path(d["prompts"]).resolve().relative_to(REPO_ROOT.resolve()))
+    except ValueError:
+        pass
+    return d
+
+
+def runs_frame(result: dict[str, Any]):
+    """The ``runs`` summary as a pandas DataFrame (one row per method and K)."""
+    import pandas as pd
+
+    cols = [
+        "method",
+        "K",
+        "tokens_per_s",
+        "speedup",
+        "alpha",
+        "tau",
+        "predicted_speedup",
+        "efficiency",
+        "latency_p50_ms",
+        "latency_p95_ms",
+        "n_cells",
+        "tokens",
+    ]
+    df = pd.DataFrame(result["runs"])
+    return df[[c for c in cols if c in df.columns]]
+
+
+def per_prompt_frame(result: dict[str, Any]):
+    """Per-prompt throughput, alpha and speedup over the same prompt's autoregressive run."""
+    import pandas as pd
+
+    rows = []
+    for run in result["runs"]:
+        for pp in run["per_prompt"]:
+            rows.append({"method": run["method"], "K": run["K"], **pp})
+    df = pd.DataFrame(rows)
+    base = df[df.method == "autoregressive"].set_index("prompt")["tokens_per_s"]
+    df["speedup"] = df["tokens_per_s"] / df["prompt"].map(base)
+    return df
 
 
 def run_benchmark(

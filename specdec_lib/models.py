@@ -253,7 +253,7 @@ def tiny_random_llama(
     vocab_size: int = 32,
     hidden_size: int = 32,
     num_hidden_layers: int = 2,
-    max_position_embeddings: int = 128,
+    max_position_embeddings: int = 512,
     dtype: torch.dtype = torch.float32,
 ) -> Any:
     """A seeded random-init Llama. ``initializer_range`` is large so that its next-token
@@ -282,13 +282,46 @@ def tiny_random_llama(
     return model
 
 
+class CharTokenizer:
+    """A toy character tokenizer for the tiny models (ids 2..V-1; 0 = BOS, 1 = EOS), enough for
+    the benchmark and the CLI to run end to end in tests. Not invertible, not for real text."""
+
+    def __init__(self, vocab_size: int) -> None:
+        self.vocab_size = vocab_size
+        self.bos_token_id, self.eos_token_id, self.pad_token_id = 0, 1, 1
+
+    def encode(self, text: str) -> list[int]:
+        return [self.bos_token_id] + [2 + ord(ch) % (self.vocab_size - 2) for ch in text]
+
+    def __call__(self, text: str, return_tensors: str | None = None) -> _Encoded:
+        ids = self.encode(text)
+        return _Encoded(torch.tensor([ids]) if return_tensors == "pt" else [ids])
+
+    def decode(self, ids: Any, skip_special_tokens: bool = False) -> str:
+        ids = [int(i) for i in ids]
+        if skip_special_tokens:
+            ids = [i for i in ids if i > 1]
+        return "".join(chr(ord("a") + (i - 2) % 26) if i > 1 else f"<{i}>" for i in ids)
+
+    def get_vocab(self) -> dict[str, int]:
+        return {f"<{i}>": i for i in range(self.vocab_size)}
+
+    def __len__(self) -> int:
+        return self.vocab_size
+
+
+@dataclass
+class _Encoded:
+    input_ids: Any
+
+
 def _load_tiny(dtype: torch.dtype) -> ModelPair:
     target = tiny_random_llama(1234, num_hidden_layers=2, dtype=dtype)
     draft = tiny_random_llama(5678, num_hidden_layers=1, dtype=dtype)
     return ModelPair(
         draft,
         target,
-        None,
+        CharTokenizer(target.config.vocab_size),
         "tiny-random",
         "tiny random Llama (1 layer)",
         "tiny random Llama (2 layers)",

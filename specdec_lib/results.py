@@ -95,6 +95,7 @@ def atomic_write_json(path: str | Path, obj: Any) -> Path:
             f.write("\n")
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

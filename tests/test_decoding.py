@@ -172,7 +172,7 @@ def test_decoder_bad_arguments(tiny_pair, kwargs, name):
         (torch.tensor([[]], dtype=torch.long), 5, "empty"),
         (PROMPT, -1, "max_new_tokens"),
         (PROMPT, 1.5, "max_new_tokens"),
-        (PROMPT, 200, "context length"),
+        (PROMPT, 600, "context length"),
         (torch.tensor([[0, 99]]), 3, r"\[0, 32\)"),
         (torch.tensor([[0.5, 1.0]]), 3, "integer"),
     ],

@@ -1,0 +1,175 @@
+"""The benchmark harness and CLI on the tiny pair: structure, provenance, atomic writes, resume
+after an interruption, and one-line errors. No timing is asserted (speed is a benchmark, not a test)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from specdec_lib import bench
+from specdec_lib.bench import BenchSettings, load_prompts, run_benchmark
+
+PROMPTS = {"prompts": [{"category": "a", "text": "hello world"}, {"category": "b", "text": "abc"}]}
+
+
+@pytest.fixture
+def prompts_file(tmp_path):
+    path = tmp_path / "prompts.json"
+    path.write_text(json.dumps(PROMPTS))
+    return path
+
+
+def _settings(prompts_file, **kw):
+    base = dict(
+        pair="tiny-random", K=[1, 2], max_new_tokens=6, prompts=str(prompts_file), cost_reps=2
+    )
+    base.update(kw)
+    return BenchSettings(**base)
+
+
+def test_benchmark_structure(tmp_path, prompts_file, tiny_pair):
+    out = tmp_path / "b.json"
+    res = run_benchmark(_settings(prompts_file), out, progress=False, pair=tiny_pair)
+    on_disk = json.loads(out.read_text())
+    assert on_disk["status"] == "complete"
+    prov = on_disk["provenance"]
+    for key in ("device", "cpu", "torch", "transformers", "git_commit", "date", "seed", "settings"):
+        assert key in prov
+    runs = {(r["method"], r["K"]): r for r in res["runs"]}
+    assert set(runs) == {
+        ("autoregressive", 0),
+        ("hf_autoregressive", 0),
+        ("speculative", 1),
+        ("speculative", 2),
+        ("hf_assisted", 1),
+        ("hf_assisted", 2),
+    }
+    for r in res["runs"]:
+        for key in ("tokens_per_s", "speedup", "latency_p50_ms", "latency_p95_ms", "per_prompt"):
+            assert key in r
+        assert r["tokens"] == 2 * 6  # fixed length: 2 prompts x 6 tokens
+    assert runs[("autoregressive", 0)]["speedup"] == pytest.approx(1.0)
+    spec = runs[("speculative", 2)]
+    assert 0 <= spec["alpha"] <= 1 and spec["tau"] >= 1 and spec["predicted_speedup"] > 0
+    assert len(on_disk["costs"]["t_target_s"]) == 3
+
+
+def test_interrupted_run_resumes(tmp_path, prompts_file, tiny_pair, monkeypatch):
+    out = tmp_path / "b.json"
+    real_write = bench.atomic_write_json
+    calls = {"n": 0}
+
+    def flaky_write(path, obj):
+        calls["n"] += 1
+        if calls["n"] == 5:  # costs + 3 cells written, then "killed"
+            raise KeyboardInterrupt
+        return real_write(path, obj)
+
+    monkeypatch.setattr(bench, "atomic_write_json", flaky_write)
+    with pytest.raises(KeyboardInterrupt):
+        run_benchmark(_settings(prompts_file), out, progress=False, pair=tiny_pair)
+    partial = json.loads(out.read_text())  # never truncated: the last complete write
+    assert partial["status"] == "partial" and len(partial["cells"]) == 3
+    monkeypatch.setattr(bench, "atomic_write_json", real_write)
+    final = run_benchmark(_settings(prompts_file), out, progress=False, pair=tiny_pair)
+    assert final["status"] == "complete" and len(final["cells"]) == 12
+    for key, cell in partial["cells"].items():  # finished cells were kept, not re-measured
+        assert final["cells"][key] == cell
+    assert len(final["sessions"]) == 2
+
+
+def test_other_settings_refused(tmp_path, prompts_file, tiny_pair):
+    out = tmp_path / "b.json"
+    run_benchmark(_settings(prompts_file), out, progress=False, pair=tiny_pair)
+    with pytest.raises(ValueError, match="other settings"):
+        run_benchmark(
+            _settings(prompts_file, max_new_tokens=7), out, progress=False, pair=tiny_pair
+        )
+
+
+@pytest.mark.parametrize(
+    "content, match",
+    [
+        ("{not json", "not valid JSON"),
+        ('{"prompts": []}', "must hold"),
+        ('{"prompts": [{"text": ""}]}', "non-empty"),
+    ],
+)
+def test_malformed_prompts(tmp_path, content, match):
+    path = tmp_path / "p.json"
+    path.write_text(content)
+    with pytest.raises(ValueError, match=match):
+        load_prompts(path)
+    with pytest.raises(ValueError, match="does not exist"):
+        load_prompts(tmp_path / "missing.json")
+
+
+def test_default_prompts_file():
+    prompts = load_prompts()
+    assert len(prompts) == 20
+    cats = {p["category"] for p in prompts}
+    assert len(cats) == 5 and all(sum(p["category"] == c for p in prompts) == 4 for c in cats)
+
+
+@pytest.mark.parametrize(
+    "settings, name",
+    [
+        (dict(K=[0]), "K"),
+        (dict(max_new_tokens=0), "max_new_tokens"),
+        (dict(repeats=0), "repeats"),
+        (dict(methods=["speculative"]), "autoregressive"),
+        (dict(methods=["autoregressive", "magic"]), "methods"),
+        (dict(temperature=-1.0), "temperature"),
+        (dict(top_p=2.0), "top_p"),
+    ],
+)
+def test_bad_settings(settings, name):
+    with pytest.raises(ValueError, match=name):
+        BenchSettings(**settings).validate()
+
+
+def _cli(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "specdec_lib", *args], capture_output=True, text=True, timeout=300
+    )
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["bench", "--K", "0"],
+        ["bench", "--K", "x"],
+        ["bench", "--temperature", "hot"],
+        ["bench", "--no-such-flag"],
+        ["bench", "--prompts", "/nonexistent/prompts.json", "--pair", "tiny-random"],
+        ["frobnicate"],
+    ],
+)
+def test_cli_errors_are_one_line(args):
+    r = _cli(*args)
+    assert r.returncode == 2
+    assert "Traceback" not in r.stderr
+    assert len([line for line in r.stderr.splitlines() if line.strip()]) == 1, r.stderr
+
+
+def test_cli_smoke(tmp_path, prompts_file):
+    out = tmp_path / "cli.json"
+    r = _cli(
+        "bench",
+        "--pair",
+        "tiny-random",
+        "--K",
+        "1",
+        "2",
+        "--max-new-tokens",
+        "4",
+        "--prompts",
+        str(prompts_file),
+        "--out",
+        str(out),
+        "--no-progress",
+    )
+    assert r.returncode == 0, r.stderr
+    assert json.loads(out.read_text())["status"] == "complete"
+    assert "speculative" in r.stdout

@@ -240,3 +240,10 @@ def test_warp_shared_by_draft_and_target(tiny_pair):
     counts = Counter(tuple(d.generate_ids(PROMPT, 1).tokens) for _ in range(200))
     law = exact_continuation_law(tiny_pair.target, PROMPT, d.warp, 1)
     assert set(counts) <= set(law)  # nothing outside the warped support
+
+
+def test_top_k_one_is_greedy(tiny_pair):
+    greedy = AutoregressiveDecoder(tiny_pair.target, temperature=0).generate_ids(PROMPT, 20).tokens
+    for K in (1, 4):
+        sd = SpeculativeDecoder(tiny_pair.draft, tiny_pair.target, K=K, temperature=1.0, top_k=1, seed=K)
+        assert sd.generate_ids(PROMPT, 20).tokens == greedy

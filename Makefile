@@ -68,9 +68,13 @@ reproduce: install
 lab: install
 	$(VENV)/bin/jupyter lab notebooks
 
+# The committed CPU runs of notebooks 03-04 (one thread each, so that two can run side by side on a
+# 2-core machine without sharing a core; ~1 hour each there). Resumable: rerun to continue.
+BENCH := $(PY) -m specdec_lib bench --pair default --dtype float32 --K 1 2 3 4 5 6 7 8 \
+	--max-new-tokens 50 --repeats 1 --seed 0 --threads 1
 bench: install
-	$(PY) -m specdec_lib bench --pair default --K 1 2 3 4 5 6 7 8 --max-new-tokens 50 \
-	  --temperature 1.0 --repeats 1 --out data/results/bench_default_T1.json
+	$(BENCH) --temperature 1.0 --out data/results/bench_default_float32_T1.json
+	$(BENCH) --temperature 0 --out data/results/bench_default_float32_greedy.json
 
 lint: install
 	$(VENV)/bin/ruff check .

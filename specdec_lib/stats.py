@@ -2,34 +2,60 @@
 
 Exact laws are computed from :func:`specdec_lib.sampling.step_distributions`, the very numbers
 :func:`~specdec_lib.sampling.verify` samples from, so an exact check tests the code that runs
-(notebook 01). The chi-square machinery (notebook 02) uses ``scipy.stats`` for every distribution.
+(notebook 01). The test machinery of notebook 02 lives here too: samples for the tests
+(:func:`step_samples` runs ``verify`` on fixed distributions, :func:`sample_continuations` draws an
+autoregressive reference), binning (:func:`bin_labels`), chi-square goodness of fit and
+homogeneity, Holm's correction, and power, by simulation and by the noncentral chi-square
+approximation. Every distribution comes from ``scipy.stats``.
 """
 
 from __future__ import annotations
 
+import copy
 import itertools
+import math
 from collections import Counter
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
+from scipy import optimize
 from scipy import stats as sps
 
-from .sampling import Correction, Warp, residual_correction, step_distributions
+from .sampling import (
+    Correction,
+    Verdict,
+    Warp,
+    residual_correction,
+    sample,
+    step_distributions,
+    verify,
+)
 
 __all__ = [
     "GofResult",
     "HomogeneityResult",
+    "accepted_count_law",
+    "bin_labels",
     "chisquare_gof",
+    "detectable_tv",
     "exact_continuation_law",
     "exact_output_law",
     "exact_step_law",
     "holm",
+    "homogeneity_counts",
     "homogeneity_test",
+    "least_favourable",
     "merge_bins",
     "power_gof",
+    "power_gof_ncx2",
+    "power_homogeneity",
+    "prototype_output_law",
+    "sample_continuations",
+    "step_samples",
+    "toward",
     "tv",
 ]
 
@@ -128,45 +154,238 @@ def exact_continuation_law(
     return law
 
 
+def prototype_output_law(p: Any, q: Any) -> torch.Tensor:
+    """The exact law of the token emitted at one position by the prototype's rule
+    (:func:`~specdec_lib.sampling.prototype_correction`), in ``O(V)``.
+
+    A draft ``x`` is rejected with probability ``(q(x) - p(x))_+``, and the prototype then samples
+    ``p`` with ``x`` removed, ``p(y) [y != x] / (1 - p(x))``. Summing over ``x``, with
+    ``w(x) = (q(x) - p(x))_+ / (1 - p(x))`` and ``S = sum_x w(x)``:
+
+        ``P(y) = min(p(y), q(y)) + p(y) (S - w(y))``.
+
+    :func:`exact_output_law` gives the same numbers by enumeration (``O(V^2)``, small ``V`` only);
+    this form makes the prototype's bias computable on a real vocabulary (notebook 02).
+    """
+    p = torch.as_tensor(p, dtype=torch.float64)
+    q = torch.as_tensor(q, dtype=torch.float64)
+    if p.dim() != 1 or p.shape != q.shape:
+        raise ValueError(
+            f"p and q must be 1-D of the same size, got {tuple(p.shape)} and {tuple(q.shape)}"
+        )
+    # A rejection needs p(x) < q(x) <= 1, so 1 - p(x) > 0 wherever w(x) > 0.
+    w = (q - p).clamp(min=0) / (1 - p).clamp(min=torch.finfo(torch.float64).tiny)
+    return torch.minimum(p, q) + p * (w.sum() - w)
+
+
+def accepted_count_law(alpha: Any, K: int | None = None) -> np.ndarray:
+    """Law of the number ``n`` of accepted drafts in one step whose draft positions are accepted
+    with probabilities ``alpha_0, ..., alpha_{K-1}`` (given the earlier ones were):
+    ``P(n = i) = alpha_0 ... alpha_{i-1} (1 - alpha_i)`` for ``i < K`` and ``P(n = K) = alpha_0 ...
+    alpha_{K-1}``. A scalar ``alpha`` with ``K`` means the same rate at every position; then the mean
+    plus one is ``theory.expected_tokens_per_step(alpha, K)``."""
+    a = np.atleast_1d(np.asarray(alpha, dtype=float))
+    if K is not None:
+        if isinstance(K, bool) or not isinstance(K, (int, np.integer)) or K < 1:
+            raise ValueError(f"K must be a positive integer, got {K!r}")
+        if a.size != 1:
+            raise ValueError("give either one alpha and K, or one alpha per position without K")
+        a = np.full(int(K), a[0])
+    if a.ndim != 1 or a.size < 1 or np.any(~np.isfinite(a)) or np.any((a < 0) | (a > 1)):
+        raise ValueError(f"alpha must be in [0, 1] (one value per draft position), got {alpha!r}")
+    reach = np.r_[1.0, np.cumprod(a)]
+    return reach * np.r_[1 - a, 1.0]
+
+
+# --------------------------------------------------------------------------------------------
+# Samples for the tests
+# --------------------------------------------------------------------------------------------
+
+
+def step_samples(
+    p: Any,
+    q: Any,
+    n: int,
+    generator: torch.Generator | None = None,
+    *,
+    verifier: Callable[..., Verdict] = verify,
+    restrict_support: bool = True,
+) -> tuple[list[np.ndarray], np.ndarray]:
+    """``n`` verification steps with fixed distributions at every position, sampled.
+
+    ``p`` is ``[K+1, V]`` (the target rows ``p_0..p_K``), ``q`` is ``[K, V]`` (the draft rows). Each
+    step draws ``x_i ~ q_i`` independently and calls ``verifier(x, q, p, generator)``. Returns
+    ``(emitted, accepted)``: ``emitted[i]`` holds the tokens emitted at position ``i`` (``0..K``) by
+    the steps that reached it, ``accepted`` the number of accepted drafts of each step.
+
+    For a correct rule ``emitted[i]`` are i.i.d. ``p_i`` (the token emitted at a position, given
+    that the step reaches it, has the target's law there: notebook 01, section 2.2, and
+    :func:`exact_step_law`) and ``accepted`` follows :func:`accepted_count_law`. The rows need not
+    come from one sequence of drafts (``verify`` cannot tell); they can be a real model's
+    distributions along a fixed continuation. ``emitted[0]`` is then the next token of a real
+    speculative step: it involves ``p_0`` and ``q_0`` only.
+
+    ``restrict_support`` runs the steps on the tokens where some row of ``p`` or ``q`` is positive
+    and maps them back: exact (a token with probability 0 everywhere is never proposed, accepted or
+    emitted), and much cheaper after top-k or top-p.
+    """
+    p = torch.as_tensor(p)
+    q = torch.as_tensor(q)
+    if p.dim() == 1:
+        p = p.unsqueeze(0)
+    if q.dim() != 2 or p.dim() != 2 or p.shape[0] != q.shape[0] + 1 or p.shape[1] != q.shape[1]:
+        raise ValueError(
+            f"p must be [K+1, V] and q [K, V] (K >= 1), got {tuple(p.shape)} and {tuple(q.shape)}"
+        )
+    K = q.shape[0]
+    if K < 1:
+        raise ValueError("q must hold at least one draft row (K >= 1)")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be a positive integer, got {n!r}")
+    index = None
+    if restrict_support:
+        index = torch.nonzero((p > 0).any(0) | (q > 0).any(0)).view(-1)
+        p, q = p[:, index].contiguous(), q[:, index].contiguous()
+    emitted: list[list[int]] = [[] for _ in range(K + 1)]
+    accepted = np.empty(n, dtype=np.int64)
+    for step in range(n):
+        verdict = verifier(sample(q, generator), q, p, generator)
+        for i, tok in enumerate(verdict.tokens.tolist()):
+            emitted[i].append(tok)
+        accepted[step] = verdict.n_accepted
+    out = []
+    for tokens in emitted:
+        t = torch.tensor(tokens, dtype=torch.long)
+        out.append((index[t] if index is not None else t).numpy())
+    return out, accepted
+
+
+@torch.inference_mode()
+def sample_continuations(
+    target: Any,
+    prompt_ids: Any,
+    warp: Warp,
+    m: int,
+    n: int,
+    generator: torch.Generator | None = None,
+    *,
+    batch_size: int = 64,
+    use_cache: bool = True,
+) -> Counter:
+    """``n`` independent draws of the target's next ``m`` tokens after ``prompt_ids``: the
+    autoregressive reference for the sequence-level tests, as a ``Counter`` of ``m``-tuples.
+
+    The same law as :class:`~specdec_lib.decoding.AutoregressiveDecoder`, computed another way so
+    that it is an independent reference. The draws that share a prefix advance together: the prefix
+    is scored once and the next tokens of its ``c`` draws are drawn at once with
+    ``torch.multinomial`` (not the library's sampler). Prefixes of one length form batches of
+    equal-length rows (no padding). With ``use_cache`` the prompt is encoded once and its KV cache
+    copied to every row (nothing is ever cropped); without, every row is a full forward pass.
+    """
+    ids = torch.as_tensor(prompt_ids).view(-1).long()
+    if isinstance(m, bool) or not isinstance(m, int) or m < 1:
+        raise ValueError(f"m must be a positive integer, got {m!r}")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be a positive integer, got {n!r}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    device = ids.device
+    prompt_cache = None
+    if use_cache:
+        out = target(input_ids=ids.view(1, -1), use_cache=True, logits_to_keep=1)
+        prompt_cache, first_logits = out.cache, out.logits[:, -1]
+    groups: dict[tuple[int, ...], int] = {(): n}
+    for step in range(m):
+        prefixes = list(groups)
+        new: Counter = Counter()
+        for start in range(0, len(prefixes), batch_size):
+            chunk = prefixes[start : start + batch_size]
+            rows = torch.tensor(chunk, dtype=torch.long, device=device).view(len(chunk), -1)
+            if use_cache and step == 0:
+                logits = first_logits
+            elif use_cache:
+                cache = copy.deepcopy(prompt_cache)
+                cache.batch_repeat_interleave(len(chunk))
+                logits = target(
+                    input_ids=rows, cache=cache, use_cache=True, logits_to_keep=1
+                ).logits[:, -1]
+            else:
+                batch = torch.cat([ids.expand(len(chunk), -1), rows], dim=1)
+                logits = target(input_ids=batch, use_cache=False, logits_to_keep=1).logits[:, -1]
+            probs = warp.probs(logits)
+            for row, prefix in enumerate(chunk):
+                draws = torch.multinomial(
+                    probs[row], groups[prefix], replacement=True, generator=generator
+                )
+                for tok, c in Counter(draws.tolist()).items():
+                    new[prefix + (tok,)] += c
+        groups = new
+    return Counter(groups)
+
+
 # --------------------------------------------------------------------------------------------
 # Chi-square tests
 # --------------------------------------------------------------------------------------------
 
 
-def merge_bins(
-    observed: Any, expected: Any, min_expected: float = 5.0
-) -> tuple[np.ndarray, np.ndarray]:
-    """Pool the bins of smallest expectation into one until every bin expects >= ``min_expected``.
+def _check_bins_args(min_expected: float, max_bins: int | None) -> None:
+    if not (isinstance(min_expected, (int, float)) and min_expected >= 0):
+        raise ValueError(f"min_expected must be a number >= 0, got {min_expected!r}")
+    if max_bins is not None and (
+        isinstance(max_bins, bool) or not isinstance(max_bins, (int, np.integer)) or max_bins < 2
+    ):
+        raise ValueError(f"max_bins must be an integer >= 2 or None, got {max_bins!r}")
 
-    The classical validity condition of the chi-square approximation. Returns the merged
-    ``(observed, expected)``; the pooled bin, if any, is last.
+
+def bin_labels(
+    expected: Any, min_expected: float = 5.0, max_bins: int | None = None
+) -> tuple[np.ndarray, int]:
+    """How the chi-square tests group outcomes into bins: ``(labels, n_bins)``, the bin of each outcome.
+
+    Outcomes are ranked by expected count, largest first (ties by index). Every outcome expecting at
+    least ``min_expected`` gets a bin of its own, in that order, at most ``max_bins - 1`` of them if
+    the rest must be pooled (``max_bins`` if nothing is left over); all other outcomes share one last
+    bin, the pool. If the pool still expects less than ``min_expected``, the smallest single bins join
+    it until it does. So every bin expects ``>= min_expected`` (unless the total does not).
+    """
+    exp = np.asarray(expected, dtype=float)
+    if exp.ndim != 1 or exp.size == 0:
+        raise ValueError("expected must be a non-empty 1-D array")
+    _check_bins_args(min_expected, max_bins)
+    order = np.argsort(-exp, kind="stable")
+    n_keep = int((exp >= min_expected).sum())  # these come first in `order`
+    if max_bins is not None and n_keep > max_bins - (n_keep < exp.size):
+        n_keep = max_bins - 1
+    pool_sum = exp[order[n_keep:]].sum()
+    while n_keep > 0 and n_keep < exp.size and pool_sum < min_expected:
+        n_keep -= 1
+        pool_sum += exp[order[n_keep]]
+    if n_keep == exp.size - 1:  # a "pool" of one outcome is just its own bin
+        n_keep = exp.size
+    labels = np.empty(exp.size, dtype=np.int64)
+    labels[order[:n_keep]] = np.arange(n_keep)
+    labels[order[n_keep:]] = n_keep
+    return labels, n_keep + (n_keep < exp.size)
+
+
+def merge_bins(
+    observed: Any, expected: Any, min_expected: float = 5.0, max_bins: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Merged ``(observed, expected)`` counts under :func:`bin_labels`: one entry per bin, single
+    outcomes first (largest expectation first), the pooled low-expectation outcomes last.
+
+    The classical validity condition of the chi-square approximation: every bin expects at least
+    ``min_expected`` (5) counts.
     """
     obs = np.asarray(observed, dtype=float)
     exp = np.asarray(expected, dtype=float)
     if obs.shape != exp.shape or obs.ndim != 1:
         raise ValueError("observed and expected must be 1-D arrays of the same length")
-    order = np.argsort(exp, kind="stable")
-    cum = np.cumsum(exp[order])
-    # Smallest number of low bins to pool so that the pool itself reaches min_expected.
-    n_pool = (
-        int(np.searchsorted(cum, min_expected, side="left")) + 1 if exp.min() < min_expected else 0
+    labels, n_bins = bin_labels(exp, min_expected, max_bins)
+    return (
+        np.bincount(labels, weights=obs, minlength=n_bins),
+        np.bincount(labels, weights=exp, minlength=n_bins),
     )
-    n_pool = min(n_pool, len(exp))
-    keep = np.sort(order[n_pool:])
-    pooled = order[:n_pool]
-    obs_m = list(obs[keep])
-    exp_m = list(exp[keep])
-    if n_pool:
-        obs_m.append(obs[pooled].sum())
-        exp_m.append(exp[pooled].sum())
-    obs_m, exp_m = np.array(obs_m), np.array(exp_m)
-    # If the pool still falls short (all mass tiny), fold it into the smallest kept bin.
-    if n_pool and len(exp_m) > 1 and exp_m[-1] < min_expected:
-        j = int(np.argmin(exp_m[:-1]))
-        obs_m[j] += obs_m[-1]
-        exp_m[j] += exp_m[-1]
-        obs_m, exp_m = obs_m[:-1], exp_m[:-1]
-    return obs_m, exp_m
 
 
 @dataclass(frozen=True)
@@ -190,26 +409,41 @@ def _counts(samples: Any, V: int) -> np.ndarray:
     return np.bincount(s, minlength=V).astype(float)
 
 
-def chisquare_gof(
-    samples: Any = None, probs: Any = None, *, counts: Any = None, min_expected: float = 5.0
-) -> GofResult:
-    """Chi-square goodness of fit of ``samples`` (token ids) or ``counts`` against ``probs``.
-
-    Bins with expectation below ``min_expected`` are merged (:func:`merge_bins`). A sample that
-    falls where ``probs`` is zero makes the p-value 0: such a token should never appear.
-    """
+def _as_probs(probs: Any) -> np.ndarray:
     probs = np.asarray(torch.as_tensor(probs, dtype=torch.float64))
     if probs.ndim != 1:
         raise ValueError("probs must be 1-D")
-    probs = probs / probs.sum()
+    if np.any(probs < 0) or not np.isfinite(probs).all() or probs.sum() <= 0:
+        raise ValueError("probs must be finite, non-negative and not all zero")
+    return probs / probs.sum()
+
+
+def chisquare_gof(
+    samples: Any = None,
+    probs: Any = None,
+    *,
+    counts: Any = None,
+    min_expected: float = 5.0,
+    max_bins: int | None = None,
+) -> GofResult:
+    """Chi-square goodness of fit of ``samples`` (token ids) or ``counts`` against ``probs``
+    (``scipy.stats.chisquare``).
+
+    Bins follow :func:`bin_labels` on the expected counts ``N probs``: they depend on ``probs`` and
+    ``N`` only, never on the data. A sample that falls where ``probs`` is zero makes the p-value 0:
+    such a token should never appear.
+    """
+    probs = _as_probs(probs)
     obs = _counts(samples, len(probs)) if counts is None else np.asarray(counts, dtype=float)
+    if obs.shape != probs.shape:
+        raise ValueError(f"counts must have the shape of probs {probs.shape}, got {obs.shape}")
     n = int(obs.sum())
     if n == 0:
         raise ValueError("no samples")
     if np.any(obs[probs == 0] > 0):
         return GofResult(float("inf"), 0.0, 0, n, 0)
     support = probs > 0
-    o, e = merge_bins(obs[support], n * probs[support], min_expected)
+    o, e = merge_bins(obs[support], n * probs[support], min_expected, max_bins)
     if len(o) < 2:
         return GofResult(0.0, 1.0, 0, n, len(o))
     res = sps.chisquare(o, e)
@@ -218,7 +452,7 @@ def chisquare_gof(
 
 @dataclass(frozen=True)
 class HomogeneityResult:
-    """A chi-square test that two samples of sequences come from one law."""
+    """A chi-square test that two samples of outcomes come from one law."""
 
     statistic: float
     pvalue: float
@@ -227,9 +461,51 @@ class HomogeneityResult:
     n_b: int
     n_bins: int
     table: np.ndarray
+    bins: tuple = ()  # the outcome of each single bin; the last column is "other" when present
 
     def __str__(self) -> str:
         return f"chi2={self.statistic:.1f}, dof={self.dof}, N={self.n_a}+{self.n_b}, p={self.pvalue:.3g}"
+
+
+def homogeneity_counts(
+    counts_a: Mapping[Hashable, int],
+    counts_b: Mapping[Hashable, int],
+    *,
+    max_bins: int = 50,
+    min_expected: float = 5.0,
+) -> HomogeneityResult:
+    """Chi-square homogeneity test (``scipy.stats.chi2_contingency``, no continuity correction) of
+    two samples given as counts per outcome.
+
+    Bins: the outcomes most frequent in both samples together, each expecting at least
+    ``min_expected`` in the smaller sample (at most ``max_bins``), then one "other" bin for the rest;
+    if "other" would expect less than ``min_expected`` there, the least frequent single bins join it.
+    """
+    ca, cb = Counter(dict(counts_a)), Counter(dict(counts_b))
+    n_a, n_b = sum(ca.values()), sum(cb.values())
+    if n_a <= 0 or n_b <= 0:
+        raise ValueError("both samples must be non-empty")
+    _check_bins_args(min_expected, max_bins)
+    frac_small = min(n_a, n_b) / (n_a + n_b)
+    pooled = (ca + cb).most_common()
+    bins = [k for k, c in pooled if c * frac_small >= min_expected][:max_bins]
+    total = (n_a + n_b) * frac_small
+    while bins and len(bins) < len(pooled):
+        rest = total - sum(ca[k] + cb[k] for k in bins) * frac_small
+        if rest >= min_expected:
+            break
+        bins.pop()
+    row_a, row_b = [ca[k] for k in bins], [cb[k] for k in bins]
+    if len(bins) < len(pooled):
+        row_a.append(n_a - sum(row_a))
+        row_b.append(n_b - sum(row_b))
+    t = np.array([row_a, row_b], dtype=float)
+    if t.shape[1] < 2:
+        return HomogeneityResult(0.0, 1.0, 0, n_a, n_b, t.shape[1], t, tuple(bins))
+    res = sps.chi2_contingency(t, correction=False)
+    return HomogeneityResult(
+        float(res.statistic), float(res.pvalue), int(res.dof), n_a, n_b, t.shape[1], t, tuple(bins)
+    )
 
 
 def homogeneity_test(
@@ -239,44 +515,116 @@ def homogeneity_test(
     max_bins: int = 50,
     min_expected: float = 5.0,
 ) -> HomogeneityResult:
-    """Chi-square homogeneity test (``scipy.stats.chi2_contingency``) of two samples of outcomes
-    (e.g. tuples of the first m tokens): the most frequent outcomes, pooled over both samples, get a
-    bin each (at most ``max_bins``, each with expected count >= ``min_expected`` in both rows),
-    everything else goes to one "other" bin."""
-    a = [tuple(x) if isinstance(x, (list, np.ndarray)) else x for x in samples_a]
-    b = [tuple(x) if isinstance(x, (list, np.ndarray)) else x for x in samples_b]
+    """:func:`homogeneity_counts` of two samples of outcomes (e.g. tuples of the first ``m``
+    tokens; lists and arrays are turned into tuples)."""
+
+    def key(x):
+        return tuple(np.asarray(x).tolist()) if isinstance(x, (list, np.ndarray)) else x
+
+    a = [key(x) for x in samples_a]
+    b = [key(x) for x in samples_b]
     if not a or not b:
         raise ValueError("both samples must be non-empty")
-    ca, cb = Counter(a), Counter(b)
-    pooled = (ca + cb).most_common()
-    n_a, n_b = len(a), len(b)
-    frac_small = min(n_a, n_b) / (n_a + n_b)
-    bins = [k for k, c in pooled if c * frac_small >= min_expected][:max_bins]
-    table = [[ca[k] for k in bins], [cb[k] for k in bins]]
-    other_a, other_b = n_a - sum(table[0]), n_b - sum(table[1])
-    if other_a + other_b > 0:
-        table[0].append(other_a)
-        table[1].append(other_b)
-    t = np.array(table, dtype=float)
-    if t.shape[1] < 2:
-        return HomogeneityResult(0.0, 1.0, 0, n_a, n_b, t.shape[1], t)
-    res = sps.chi2_contingency(t, correction=False)
-    return HomogeneityResult(
-        float(res.statistic), float(res.pvalue), int(res.dof), n_a, n_b, t.shape[1], t
-    )
+    return homogeneity_counts(Counter(a), Counter(b), max_bins=max_bins, min_expected=min_expected)
 
 
 def holm(pvalues: Sequence[float]) -> np.ndarray:
-    """Holm-Bonferroni adjusted p-values (step-down; controls the family-wise error rate)."""
+    """Holm-Bonferroni adjusted p-values (step-down; controls the family-wise error rate under any
+    dependence). Rejecting where the adjusted value is ``<= alpha`` rejects nothing at all exactly
+    when every raw p-value exceeds ``alpha / m``."""
     p = np.asarray(pvalues, dtype=float)
     m = len(p)
-    order = np.argsort(p)
+    order = np.argsort(p, kind="stable")
     adj = np.empty(m)
     running = 0.0
     for rank, idx in enumerate(order):
         running = max(running, (m - rank) * p[idx])
         adj[idx] = min(1.0, running)
     return adj
+
+
+# --------------------------------------------------------------------------------------------
+# Power
+# --------------------------------------------------------------------------------------------
+
+
+def toward(p: Any, r: Any, tv_target: float) -> np.ndarray:
+    """A biased law at total-variation distance ``tv_target`` from ``p``, in the direction of ``r``:
+    ``(1 - eps) p + eps r`` with ``eps = tv_target / TV(p, r)`` (which must be ``<= 1``)."""
+    p = np.asarray(torch.as_tensor(p, dtype=torch.float64))
+    r = np.asarray(torch.as_tensor(r, dtype=torch.float64))
+    d = tv(p, r)
+    if tv_target < 0 or d == 0 or tv_target > d * (1 + 1e-12):
+        raise ValueError(f"tv_target must be in [0, TV(p, r) = {d:.4g}], got {tv_target!r}")
+    eps = min(1.0, tv_target / d)
+    return (1 - eps) * p + eps * r
+
+
+def least_favourable(
+    p_null: Any,
+    n: int,
+    tv_target: float,
+    *,
+    min_expected: float = 5.0,
+    max_bins: int | None = None,
+) -> np.ndarray:
+    """The bias of total variation ``tv_target`` that :func:`chisquare_gof` with ``n`` samples finds
+    hardest to see: the test's bins are split into two halves of (nearly) equal probability, and
+    every outcome of one half gains, every outcome of the other loses, in proportion to its
+    probability. Its noncentrality ``n tv^2 (1/m_A + 1/m_B)`` is then close to the minimum
+    ``4 n tv^2`` over all biases of that size (see :func:`detectable_tv`)."""
+    p0 = _as_probs(p_null)
+    support = p0 > 0
+    labels, n_bins = bin_labels(n * p0[support], min_expected, max_bins)
+    pi = np.bincount(labels, weights=p0[support], minlength=n_bins)
+    half = np.zeros(n_bins, dtype=bool)
+    mass_a = mass_b = 0.0
+    for b in np.argsort(-pi, kind="stable"):  # greedy balance, largest bins first
+        if mass_a <= mass_b:
+            half[b], mass_a = True, mass_a + pi[b]
+        else:
+            mass_b += pi[b]
+    if tv_target < 0 or tv_target > min(mass_a, mass_b):
+        raise ValueError(f"tv_target must be in [0, {min(mass_a, mass_b):.4g}], got {tv_target!r}")
+    factor = np.where(half, 1 + tv_target / mass_a, 1 - tv_target / mass_b)
+    alt = p0.copy()
+    alt[support] = p0[support] * factor[labels]
+    return alt
+
+
+def power_gof_ncx2(
+    p_null: Any,
+    p_alt: Any,
+    n: int,
+    *,
+    level: float = 0.01,
+    min_expected: float = 5.0,
+    max_bins: int | None = None,
+) -> float:
+    """Approximate power of :func:`chisquare_gof` at ``level`` when ``n`` samples come from
+    ``p_alt``: on the test's bins (fixed by ``p_null`` and ``n``) the statistic is approximately
+    noncentral chi-square with ``dof = bins - 1`` and ``lambda = n sum_b (pi1_b - pi0_b)^2 / pi0_b``
+    (``scipy.stats.ncx2``). Mass of ``p_alt`` where ``p_null`` is zero rejects whenever a sample lands
+    there. Cheap enough for whole power curves; :func:`power_gof` checks it by simulation.
+    """
+    p0 = _as_probs(p_null)
+    p1 = _as_probs(p_alt)
+    if p0.shape != p1.shape:
+        raise ValueError("p_null and p_alt must have the same shape")
+    support = p0 > 0
+    impossible = float(p1[~support].sum())
+    p0s = p0[support]
+    p1s = p1[support] / max(1e-300, 1 - impossible)
+    labels, n_bins = bin_labels(n * p0s, min_expected, max_bins)
+    if n_bins < 2:
+        chi_power = 0.0
+    else:
+        pi0 = np.bincount(labels, weights=p0s, minlength=n_bins)
+        pi1 = np.bincount(labels, weights=p1s, minlength=n_bins)
+        lam = n * float(((pi1 - pi0) ** 2 / pi0).sum())
+        dof = n_bins - 1
+        chi_power = float(sps.ncx2.sf(sps.chi2.isf(level, dof), dof, lam))
+    return 1 - (1 - impossible) ** n * (1 - chi_power)
 
 
 def power_gof(
@@ -288,17 +636,81 @@ def power_gof(
     n_sim: int = 500,
     seed: int = 0,
     min_expected: float = 5.0,
+    max_bins: int | None = None,
 ) -> float:
     """Probability that :func:`chisquare_gof` at ``level`` rejects ``p_null`` when ``n`` samples
-    come from ``p_alt``, estimated by ``n_sim`` simulated multinomial samples."""
-    p0 = np.asarray(torch.as_tensor(p_null, dtype=torch.float64))
-    p1 = np.asarray(torch.as_tensor(p_alt, dtype=torch.float64))
+    come from ``p_alt``, estimated from ``n_sim`` simulated multinomial samples (seeded)."""
+    p0 = _as_probs(p_null)
+    p1 = _as_probs(p_alt)
     rng = np.random.default_rng(seed)
-    draws = rng.multinomial(n, p1 / p1.sum(), size=n_sim)
-    rejections = sum(
-        chisquare_gof(probs=p0, counts=c, min_expected=min_expected).pvalue < level for c in draws
-    )
+    rejections = 0
+    chunk = max(1, min(n_sim, 2_000_000 // max(1, len(p1))))  # bounded memory for large V
+    done = 0
+    while done < n_sim:
+        size = min(chunk, n_sim - done)
+        for c in rng.multinomial(n, p1, size=size):
+            res = chisquare_gof(probs=p0, counts=c, min_expected=min_expected, max_bins=max_bins)
+            rejections += res.pvalue < level
+        done += size
     return rejections / n_sim
+
+
+def power_homogeneity(
+    pi_a: Any,
+    pi_b: Any,
+    n_a: int,
+    n_b: int,
+    *,
+    level: float = 0.01,
+    n_sim: int = 300,
+    seed: int = 0,
+    max_bins: int = 50,
+    min_expected: float = 5.0,
+) -> float:
+    """Probability that :func:`homogeneity_counts` at ``level`` rejects when ``n_a`` outcomes come
+    from ``pi_a`` and ``n_b`` from ``pi_b`` (two laws over the same outcomes), by simulation."""
+    pa = _as_probs(pi_a)
+    pb = _as_probs(pi_b)
+    if pa.shape != pb.shape:
+        raise ValueError("pi_a and pi_b must have the same shape")
+    rng = np.random.default_rng(seed)
+    rejections = 0
+    for _ in range(n_sim):
+        ca, cb = rng.multinomial(n_a, pa), rng.multinomial(n_b, pb)
+        res = homogeneity_counts(
+            {i: int(c) for i, c in enumerate(ca) if c},
+            {i: int(c) for i, c in enumerate(cb) if c},
+            max_bins=max_bins,
+            min_expected=min_expected,
+        )
+        rejections += res.pvalue < level
+    return rejections / n_sim
+
+
+def detectable_tv(n: float, n_bins: int, *, level: float = 0.01, power: float = 0.9) -> float:
+    """The smallest bias that a chi-square test on ``n_bins`` bins at ``level`` detects with
+    probability ``>= power`` *whatever its direction*: a total-variation distance between the binned
+    laws.
+
+    For any two binned laws, Cauchy-Schwarz gives ``sum_b (pi1_b - pi0_b)^2 / pi0_b >= 4 TV^2``, so
+    the noncentrality is at least ``4 n TV^2`` and the power at least that of
+    ``ncx2(n_bins - 1, 4 n TV^2)`` beyond the critical value. For a homogeneity test of ``n_a``
+    against ``n_b`` samples use ``n = n_a n_b / (n_a + n_b)``. A bias that only moves mass inside the
+    pooled bin is invisible to the test and not covered.
+    """
+    if n <= 0 or n_bins < 2:
+        return float("nan")
+    dof = n_bins - 1
+    crit = sps.chi2.isf(level, dof)
+
+    def gap(lam: float) -> float:
+        return float(sps.ncx2.sf(crit, dof, lam)) - power
+
+    hi = 1.0
+    while gap(hi) < 0:
+        hi *= 2
+    lam = optimize.brentq(gap, 0.0, hi, xtol=1e-6)
+    return math.sqrt(lam / (4 * n))
 
 
 def enumerate_sequences(V: int, m: int):

@@ -48,7 +48,7 @@ measured by its code.
 machine spreads over all methods; warm-up runs are excluded; each cell is written atomically to a
 JSON file with its provenance (device, versions, git commit, date, seed, settings). In quick mode
 (`SPECDEC_QUICK=1`, CI) this notebook reads the committed results in `data/results/`; in full mode
-it re-measures them first (about an hour per temperature on a 2-core CPU; set
+it re-measures them first (`make bench`: about an hour per temperature on one core; set
 `SPECDEC_REMEASURE=0` to plot the committed files instead).
 """)
 
@@ -80,8 +80,8 @@ FILES = {
     "greedy": RESULTS_DIR / "bench_default_float32_greedy.json",
 }
 SETTINGS = {
-    "T = 1.0": BenchSettings(pair="default", dtype="float32", temperature=1.0),
-    "greedy": BenchSettings(pair="default", dtype="float32", temperature=0.0),
+    "T = 1.0": BenchSettings(pair="default", dtype="float32", temperature=1.0, threads=1),
+    "greedy": BenchSettings(pair="default", dtype="float32", temperature=0.0, threads=1),
 }
 print(f"quick mode: {QUICK}, re-measure: {REMEASURE}")
 """)

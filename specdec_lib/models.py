@@ -139,12 +139,18 @@ def find_smollm2_gguf() -> Path:
 
 @functools.lru_cache(maxsize=4)
 def _load_smollm2(dtype: torch.dtype) -> tuple[Any, Any]:
+    import transformers.modeling_gguf_pytorch_utils as gguf_utils
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
     path = find_smollm2_gguf()
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()
+    # The GGUF conversion draws its own tqdm bar, which disable_progress_bar() does not reach; it
+    # would end up in committed notebook outputs.
+    bar = getattr(gguf_utils, "tqdm", None)
+    if bar is not None:
+        gguf_utils.tqdm = functools.partial(bar, disable=True)
     try:
         hf_logging.disable_progress_bar()
         model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=dtype)
@@ -152,6 +158,8 @@ def _load_smollm2(dtype: torch.dtype) -> tuple[Any, Any]:
     finally:
         hf_logging.set_verbosity(verbosity)
         hf_logging.enable_progress_bar()
+        if bar is not None:
+            gguf_utils.tqdm = bar
     model.eval()
     model.requires_grad_(False)
     return model, tokenizer

@@ -357,8 +357,9 @@ def verify(
         if K
         else torch.zeros((), dtype=torch.long, device=device)
     )
-    # Sample the final token for every possible n at once (one uniform per row), pick row n.
-    last = sample(final, generator).gather(0, n_t.view(1))
+    # The final token's distribution is row n of `final` (a correction, or the bonus p_K); pick it
+    # on the device and draw from that row only: no extra host sync, one uniform.
+    last = sample(final.index_select(0, n_t.view(1)), generator)
     n, bad = torch.stack(
         [n_t, has_nan(draft_probs, target_probs).long()]
     ).tolist()  # the one host read

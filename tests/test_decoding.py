@@ -245,5 +245,28 @@ def test_warp_shared_by_draft_and_target(tiny_pair):
 def test_top_k_one_is_greedy(tiny_pair):
     greedy = AutoregressiveDecoder(tiny_pair.target, temperature=0).generate_ids(PROMPT, 20).tokens
     for K in (1, 4):
-        sd = SpeculativeDecoder(tiny_pair.draft, tiny_pair.target, K=K, temperature=1.0, top_k=1, seed=K)
+        sd = SpeculativeDecoder(
+            tiny_pair.draft, tiny_pair.target, K=K, temperature=1.0, top_k=1, seed=K
+        )
         assert sd.generate_ids(PROMPT, 20).tokens == greedy
+
+
+@pytest.mark.parametrize("K, top_k", [(2, None), (3, 8)])
+def test_three_token_law_with_multi_token_drafts(tiny_pair, K, top_k):
+    """m = 3 new tokens with K >= 2: the first step drafts two tokens, so the law covers several
+    drafts per step, partial acceptance, cache rollback and the bonus token."""
+    dec = SpeculativeDecoder(
+        tiny_pair.draft, tiny_pair.target, K=K, temperature=1.0, top_k=top_k, seed=100 + K
+    )
+    law = exact_continuation_law(tiny_pair.target, PROMPT, dec.warp, 3)
+    keys = sorted(law)
+    index = {k: i for i, k in enumerate(keys)}
+    counts = np.zeros(len(keys))
+    drafted = 0
+    for _ in range(2500):
+        r = dec.generate_ids(PROMPT, 3)
+        counts[index[tuple(r.tokens)]] += 1
+        drafted = max(drafted, max(len(s.draft_tokens) for s in r.steps))
+    assert drafted == 2
+    res = chisquare_gof(probs=np.array([law[k] for k in keys]), counts=counts, max_bins=60)
+    assert res.pvalue > 1e-3, res

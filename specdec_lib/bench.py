@@ -179,6 +179,13 @@ def predicted_from_costs(alpha: float, K: int, costs: dict[str, Any]) -> float:
 # --------------------------------------------------------------------------------------------
 
 
+_HF_ASSISTANT_FIELDS = (
+    "num_assistant_tokens",
+    "num_assistant_tokens_schedule",
+    "assistant_confidence_threshold",
+)
+
+
 def _cell_key(method: str, K: int, prompt: int, repeat: int) -> str:
     return f"{method}|{K}|{prompt}|{repeat}"
 
@@ -236,21 +243,30 @@ class _Runner:
             kwargs.update(
                 do_sample=True, temperature=w.temperature, top_k=w.top_k or 0, top_p=w.top_p or 1.0
             )
+        saved = None
         if K is not None:
-            kwargs.update(
-                assistant_model=self.pair.draft,
-                num_assistant_tokens=K,
-                num_assistant_tokens_schedule="constant",
-                assistant_confidence_threshold=0.0,
+            # transformers reads the draft length, its schedule and the confidence threshold from
+            # the *assistant's* generation_config, not from generate()'s arguments: set them there
+            # (constant K, no early stop on low confidence) and restore them afterwards.
+            gc = self.pair.draft.generation_config
+            saved = {name: getattr(gc, name, None) for name in _HF_ASSISTANT_FIELDS}
+            gc.num_assistant_tokens = K
+            gc.num_assistant_tokens_schedule = "constant"
+            gc.assistant_confidence_threshold = 0.0
+            kwargs["assistant_model"] = self.pair.draft
+        try:
+            torch.manual_seed(seed)
+            _sync(self.device)
+            t0 = time.perf_counter()
+            out = self.pair.target.generate(
+                ids.view(1, -1), attention_mask=torch.ones_like(ids.view(1, -1)), **kwargs
             )
-        torch.manual_seed(seed)
-        _sync(self.device)
-        t0 = time.perf_counter()
-        out = self.pair.target.generate(
-            ids.view(1, -1), attention_mask=torch.ones_like(ids.view(1, -1)), **kwargs
-        )
-        _sync(self.device)
-        elapsed = time.perf_counter() - t0
+            _sync(self.device)
+            elapsed = time.perf_counter() - t0
+        finally:
+            if saved is not None:
+                for name, value in saved.items():
+                    setattr(self.pair.draft.generation_config, name, value)
         tokens = out[0, ids.numel() :].tolist()
         return {"tokens": tokens, "elapsed_s": elapsed}
 
@@ -338,13 +354,24 @@ def summarize(result: dict[str, Any]) -> list[dict[str, Any]]:
         if method == "speculative":
             proposed = sum(c["n_proposed"] for c in cells)
             accepted = sum(c["n_accepted"] for c in cells)
-            alpha = accepted / proposed if proposed else float("nan")
-            rec["alpha"] = alpha
+            # Draft positions actually judged: a step stops at its first rejection, so the drafts
+            # after it were proposed but never tested.
+            judged = sum(min(a + 1, d) for c in cells for d, a, _ in c["steps"])
+            rec["alpha"] = accepted / proposed if proposed else float("nan")
+            # The per-position acceptance probability of the i.i.d. model (its maximum-likelihood
+            # estimate): the alpha in E = (1 - alpha^(K+1)) / (1 - alpha). accepted / proposed
+            # is smaller, (a - a^(K+1)) / ((1 - a) K), and would make the prediction pessimistic.
+            rec["alpha_iid"] = accepted / judged if judged else float("nan")
             rec["tau"] = n_tok / sum(c["n_steps"] for c in cells)
             rec["alpha_by_position"] = _accept_by_position(cells, K)
             if costs:
-                rec["predicted_speedup"] = predicted_from_costs(alpha, K, costs)
+                rec["predicted_speedup"] = predicted_from_costs(rec["alpha_iid"], K, costs)
                 rec["efficiency"] = rec["speedup"] / rec["predicted_speedup"]
+                # The same cost model with the measured tokens per step instead of the i.i.d. E.
+                t = costs["t_target_s"]
+                rec["predicted_speedup_from_tau"] = rec["tau"] / (
+                    (K * costs["t_draft_s"] + t[K]) / t[0]
+                )
             rec["draft_share"] = sum(c["draft_ms"] for c in cells) / (1e3 * secs)
         per_prompt = []
         for p in sorted({c["prompt"] for c in cells}):
@@ -393,6 +420,7 @@ def runs_frame(result: dict[str, Any]):
         "tokens_per_s",
         "speedup",
         "alpha",
+        "alpha_iid",
         "tau",
         "predicted_speedup",
         "efficiency",

@@ -173,3 +173,24 @@ def test_cli_smoke(tmp_path, prompts_file):
     assert r.returncode == 0, r.stderr
     assert json.loads(out.read_text())["status"] == "complete"
     assert "speculative" in r.stdout
+
+
+def test_hf_assisted_uses_the_requested_K(prompts_file, tiny_pair):
+    """transformers reads K from the assistant's generation_config: the harness must set it there
+    (constant schedule, no confidence threshold) and restore it afterwards."""
+    calls = {"n": 0}
+    hook = tiny_pair.draft.register_forward_hook(lambda *a: calls.__setitem__("n", calls["n"] + 1))
+    try:
+        runner = bench._Runner(tiny_pair, _settings(prompts_file, K=[1, 4], max_new_tokens=40))
+        ids = tiny_pair.tokenizer("abc", return_tensors="pt").input_ids[0]
+        before = dict(vars(tiny_pair.draft.generation_config))
+        counts = {}
+        for K in (1, 4):
+            calls["n"] = 0
+            runner.run("hf_assisted", K, ids, seed=0)
+            counts[K] = calls["n"]
+        assert dict(vars(tiny_pair.draft.generation_config)) == before
+    finally:
+        hook.remove()
+    # 40 tokens with K drafts per step (the tiny draft is rarely right): about 40 K draft passes.
+    assert counts[4] > 2.5 * counts[1], counts

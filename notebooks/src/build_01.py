@@ -8,22 +8,7 @@ keeps its source reviewable as one Python file.
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import nbformat
-from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
-
-OUT = Path(__file__).resolve().parents[1] / "01_acceptance_rule.ipynb"
-cells = []
-
-
-def md(text: str) -> None:
-    cells.append(new_markdown_cell(text.strip("\n"), id=f"c{len(cells):02d}"))
-
-
-def code(text: str) -> None:
-    cells.append(new_code_cell(text.strip("\n"), id=f"c{len(cells):02d}"))
-
+from nbbuild import code, md, write
 
 # ------------------------------------------------------------------------------------------------
 md(r"""
@@ -1098,10 +1083,4 @@ costs the same as a one-token pass; neither holds exactly for real models.
   section 6.
 """)
 
-nb = new_notebook(cells=cells)
-nb.metadata = {
-    "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
-    "language_info": {"name": "python"},
-}
-nbformat.write(nb, OUT)
-print(f"wrote {OUT}")
+write("01_acceptance_rule.ipynb")

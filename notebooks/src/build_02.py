@@ -8,22 +8,7 @@ script only keeps its source reviewable as one Python file.
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import nbformat
-from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
-
-OUT = Path(__file__).resolve().parents[1] / "02_distribution_check.ipynb"
-cells = []
-
-
-def md(text: str) -> None:
-    cells.append(new_markdown_cell(text.strip("\n"), id=f"c{len(cells):02d}"))
-
-
-def code(text: str) -> None:
-    cells.append(new_code_cell(text.strip("\n"), id=f"c{len(cells):02d}"))
-
+from nbbuild import code, md, write
 
 # ------------------------------------------------------------------------------------------------
 md(r"""
@@ -1091,10 +1076,4 @@ on this CPU, the cost of a $(K{+}1)$-token verification pass, and the measured s
 Leviathan et al.'s prediction.
 """)
 
-nb = new_notebook(cells=cells)
-nb.metadata = {
-    "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
-    "language_info": {"name": "python"},
-}
-nbformat.write(nb, OUT)
-print(f"wrote {OUT}")
+write("02_distribution_check.ipynb")

@@ -1,23 +1,8 @@
-"""Generate ``notebooks/03_speedup_vs_k.ipynb`` (without outputs); see build_01.py for the workflow."""
+"""Generate ``notebooks/03_speedup_vs_k.ipynb`` (without outputs); see nbbuild.py for the workflow."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import nbformat
-from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
-
-OUT = Path(__file__).resolve().parents[1] / "03_speedup_vs_k.ipynb"
-cells = []
-
-
-def md(text: str) -> None:
-    cells.append(new_markdown_cell(text.strip("\n"), id=f"c{len(cells):02d}"))
-
-
-def code(text: str) -> None:
-    cells.append(new_code_cell(text.strip("\n"), id=f"c{len(cells):02d}"))
-
+from nbbuild import code, md, write
 
 md(r"""
 # 03 · Speedup vs K: measured, predicted, and what a GPU would show
@@ -60,7 +45,7 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
-from specdec_lib.bench import BenchSettings, per_prompt_frame, run_benchmark, runs_frame
+from specdec_lib.bench import BenchSettings, per_prompt_frame, run_benchmark, runs_frame, summarize
 from specdec_lib.config import RESULTS_DIR, quick
 from specdec_lib.plotting import COLORS, savefig
 from specdec_lib.results import read_json
@@ -91,10 +76,12 @@ if REMEASURE:
     for name, settings in SETTINGS.items():
         run_benchmark(settings, FILES[name], resume=False)
 results = {name: read_json(path) for name, path in FILES.items() if path.exists()}
+for res in results.values():
+    res["runs"] = summarize(res)  # always the current analysis of the stored cells
 for name, res in results.items():
     prov = res["provenance"]
     print(
-        f"{name}: {res['status']}, {len(res['cells'])} cells, measured {prov['date']} on "
+        f"{name}: {res['status']}, {len(res['cells'])} cells in {len(res['sessions'])} session(s), first {prov['date']}, on "
         f"{prov['cpu']} ({prov['torch_threads']} threads, {prov['device']}), torch {prov['torch']}, "
         f"transformers {prov['transformers']}, commit {prov['git_commit'][:12]}"
     )
@@ -125,7 +112,14 @@ $$
 \qquad E[\text{tokens per step}] = \frac{1-\alpha^{K+1}}{1-\alpha},
 $$
 
-with $\alpha$ the acceptance rate measured in the same run at that $K$.
+with $\alpha$ measured in the same run at that $K$. Which $\alpha$? The formula's $\alpha$ is the
+probability that a draft token is accepted *given that it is judged*, the same at every position.
+A step stops at its first rejection, so the drafts after it are proposed but never judged; hence
+the plain ratio accepted / proposed (column `alpha`) equals $(\alpha - \alpha^{K+1})/((1-\alpha)K)$
+under the model and falls with $K$ even when $\alpha$ does not. We therefore predict with
+`alpha_iid` = accepted / judged, the maximum-likelihood estimate of the per-position $\alpha$, and
+report both. (A second prediction, `predicted_speedup_from_tau`, uses the measured tokens per step
+directly and so isolates the implementation's overhead from the i.i.d. assumption.)
 """)
 
 code(r"""
@@ -155,7 +149,8 @@ md(r"""
 
 One row per method and $K$. `speedup` is tokens/s over the autoregressive baseline's in the *same*
 run; `alpha` = accepted / proposed draft tokens (corrected and bonus tokens never count, unlike the
-prototype's "acceptance rate", which could exceed 1); `tau` = tokens per target pass;
+prototype's "acceptance rate", which could exceed 1); `alpha_iid` = accepted / judged draft tokens,
+the per-position acceptance of the theory (§1); `tau` = tokens per target pass;
 `latency_p50/p95_ms` are per-request (50 tokens) percentiles over the 20 prompts;
 `efficiency` = measured / predicted speedup. Hugging Face's assisted generation does not report its
 acceptance, so its `alpha` is empty.
@@ -191,7 +186,7 @@ def speedup_panel(ax, res, title):
     ax.fill_between(Ks, band[0.25], band[0.75], color=COLORS["speculative"], alpha=0.2, lw=0)
     ax.plot(Ks, spec["speedup"], "o-", color=COLORS["speculative"], label="specdec, measured (band: IQR over prompts)")
     ax.plot(Ks, spec["predicted_speedup"], "s--", color=COLORS["target"], ms=4, label="predicted from measured costs and α")
-    ideal = walltime_speedup(spec["alpha"].values, Ks, res["costs"]["c"])
+    ideal = walltime_speedup(spec["alpha_iid"].values, Ks, res["costs"]["c"])
     ax.plot(Ks, ideal, ":", color=COLORS["theory"], label="Leviathan et al., verification free")
     if len(hf):
         ax.plot(hf.index, hf["speedup"], "^-", color=COLORS["hf"], label="HF assisted generation, measured")
@@ -203,7 +198,7 @@ def speedup_panel(ax, res, title):
 
 fig, axes = plt.subplots(1, len(results), figsize=(6.0 * len(results), 4.2), sharey=True)
 axes = np.atleast_1d(axes)
-for ax, (name, res) in zip(axes, results.items()):
+for ax, (name, res) in zip(axes, results.items(), strict=True):
     speedup_panel(ax, res, f"SmolLM2-135M, early-exit draft, {name} (this CPU)")
 axes[0].legend(loc="upper right", fontsize=8)
 savefig("03_speedup_vs_K");
@@ -212,8 +207,8 @@ savefig("03_speedup_vs_K");
 md(r"""
 ## 4. Acceptance and tokens per step
 
-The measured $\alpha$ at each $K$ and the mean tokens per step $\tau$, against the i.i.d. formula
-$E = (1-\alpha^{K+1})/(1-\alpha)$ evaluated at the measured $\alpha$.
+Both acceptance ratios at each $K$ (see §1), and the mean tokens per step $\tau$ against the i.i.d.
+formula $E = (1-\alpha^{K+1})/(1-\alpha)$ evaluated at the measured per-position $\alpha$.
 """)
 
 code(r"""
@@ -221,9 +216,10 @@ fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 3.8))
 markers = {"T = 1.0": "o", "greedy": "s"}
 for name, df in tables.items():
     spec = df[df.method == "speculative"]
-    ax0.plot(spec.K, spec.alpha, marker=markers[name], color=COLORS["speculative"], ls="-" if name == "T = 1.0" else "--", label=name)
+    ax0.plot(spec.K, spec.alpha_iid, marker=markers[name], color=COLORS["speculative"], ls="-" if name == "T = 1.0" else "--", label=f"{name}: accepted / judged (α of the model)")
+    ax0.plot(spec.K, spec.alpha, marker=markers[name], color=COLORS["draft"], ls="-" if name == "T = 1.0" else "--", label=f"{name}: accepted / proposed")
     ax1.plot(spec.K, spec.tau, marker=markers[name], color=COLORS["speculative"], ls="-" if name == "T = 1.0" else "--", label=f"{name}, measured τ")
-    ax1.plot(spec.K, expected_tokens_per_step(spec.alpha.values, spec.K.values), "x", color=COLORS["theory"], label=f"{name}, (1-α^(K+1))/(1-α)")
+    ax1.plot(spec.K, expected_tokens_per_step(spec.alpha_iid.values, spec.K.values), "x", color=COLORS["theory"], label=f"{name}, (1-α^(K+1))/(1-α)")
 ax0.set(xlabel="draft length K", ylabel="acceptance rate α", title="Acceptance rate vs K", ylim=(0, None))
 ax1.set(xlabel="draft length K", ylabel="tokens per target pass", title="Tokens per step vs K", ylim=(0.9, None))
 ax0.legend(); ax1.legend(fontsize=8)
@@ -317,9 +313,9 @@ draft_params = exit_layers * per_layer + embed
 BYTES = 2  # bf16
 print(f"target {target_params / 1e6:.1f}M params ({n_layers} layers), draft {draft_params / 1e6:.1f}M read per pass ({exit_layers} layers + head)")
 
-alpha_measured = tables["T = 1.0"].query("method == 'speculative'").set_index("K")["alpha"]
+alpha_measured = tables["T = 1.0"].query("method == 'speculative'").set_index("K")["alpha_iid"]
 rows = []
-for key, spec in GPUS.items():
+for spec in GPUS.values():
     tt = {n: gpu_pass_time(spec, weight_bytes=BYTES * target_params, n_tokens=n,
                            flops_per_token=2 * target_params, n_layers=n_layers) for n in range(1, 10)}
     td = gpu_pass_time(spec, weight_bytes=BYTES * draft_params, n_tokens=1,
@@ -399,8 +395,4 @@ pass (`../shared/MEASURED.md`).
 within the draft, token by token.
 """)
 
-nb = new_notebook(cells=cells)
-nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
-nb.metadata["language_info"] = {"name": "python"}
-nbformat.write(nb, OUT)
-print(f"wrote {OUT}")
+write("03_speedup_vs_k.ipynb")

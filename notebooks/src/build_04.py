@@ -1,23 +1,8 @@
-"""Generate ``notebooks/04_acceptance_by_prompt_type.ipynb`` (without outputs); see build_01.py."""
+"""Generate ``notebooks/04_acceptance_by_prompt_type.ipynb`` (without outputs); see nbbuild.py."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import nbformat
-from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
-
-OUT = Path(__file__).resolve().parents[1] / "04_acceptance_by_prompt_type.ipynb"
-cells = []
-
-
-def md(text: str) -> None:
-    cells.append(new_markdown_cell(text.strip("\n"), id=f"c{len(cells):02d}"))
-
-
-def code(text: str) -> None:
-    cells.append(new_code_cell(text.strip("\n"), id=f"c{len(cells):02d}"))
-
+from nbbuild import code, md, write
 
 md(r"""
 # 04 · Acceptance by prompt type, by position, token by token
@@ -162,7 +147,7 @@ def by_position(df, K):
     sub = df[df.K == K]
     reached = np.zeros(K)
     accepted = np.zeros(K)
-    for d, a in zip(sub.drafted, sub.accepted):
+    for d, a in zip(sub.drafted, sub.accepted, strict=True):
         reached[: min(a + 1, d)] += 1
         accepted[:a] += 1
     return reached, accepted
@@ -170,7 +155,7 @@ def by_position(df, K):
 
 fig, axes = plt.subplots(1, len(steps), figsize=(5.5 * len(steps), 3.8), sharey=True)
 axes = np.atleast_1d(axes)
-for ax, (name, df) in zip(axes, steps.items()):
+for ax, (name, df) in zip(axes, steps.items(), strict=True):
     for K in (2, 4, 8):
         reached, accepted = by_position(df, K)
         with np.errstate(invalid="ignore"):
@@ -264,8 +249,4 @@ notebook on drafting strategies) should raise $\alpha$ in every category; this n
 notebook 03 then re-run on the new default pair with no change.
 """)
 
-nb = new_notebook(cells=cells)
-nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
-nb.metadata["language_info"] = {"name": "python"}
-nbformat.write(nb, OUT)
-print(f"wrote {OUT}")
+write("04_acceptance_by_prompt_type.ipynb")

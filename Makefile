@@ -75,6 +75,8 @@ BENCH := $(PY) -m specdec_lib bench --pair default --dtype float32 --K 1 2 3 4 5
 bench: install
 	$(BENCH) --temperature 1.0 --out data/results/bench_default_float32_T1.json
 	$(BENCH) --temperature 0 --out data/results/bench_default_float32_greedy.json
+	$(BENCH) --temperature 1.0 --prompts data/prompts_side_by_side.json \
+	  --out data/results/bench_default_float32_T1_side_by_side.json
 
 lint: install
 	$(VENV)/bin/ruff check .

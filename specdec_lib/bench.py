@@ -128,43 +128,46 @@ def load_prompts(path: str | Path | None = None) -> list[dict[str, str]]:
 
 
 @torch.inference_mode()
-def _time_passes(
-    model: Any, context: torch.Tensor, n: int, reps: int, device: torch.device
-) -> float:
-    """Median seconds of one cached forward pass over ``n`` new tokens after ``context``."""
-    _, cache = model_forward(model, context, None, 1)
-    new = context[-n:].clone() if n <= context.numel() else context[:1].repeat(n)
-    times = []
-    for i in range(reps + 2):
-        _sync(device)
-        t0 = time.perf_counter()
-        logits, cache = model_forward(model, new, cache, n)
-        _sync(device)
-        dt = time.perf_counter() - t0
-        cache.crop(-n)
-        if i >= 2:  # two warm-up passes
-            times.append(dt)
-    return statistics.median(times)
-
-
 def measure_pass_costs(
     pair: ModelPair, n_max: int, *, context: int = 64, reps: int = 15
 ) -> dict[str, Any]:
     """``t_target[n-1]`` for n = 1..n_max and ``t_draft`` (one token), in seconds, with KV cache at a
-    context of ``context`` tokens; ``c = t_draft / t_target(1)``."""
+    context of ``context`` tokens; ``c = t_draft / t_target(1)``.
+
+    The passes are measured in rounds, every pass size once per round in a rotated order, and the
+    median over rounds is kept: a transient load on the machine then hits every size alike
+    instead of one size's whole sample (two warm-up rounds are dropped).
+    """
     device = pair.device
     g = torch.Generator().manual_seed(0)
     vocab = pair.target.config.vocab_size
     ctx = torch.randint(min(100, vocab // 2), vocab, (context,), generator=g).to(device)
-    t_target = [_time_passes(pair.target, ctx, n, reps, device) for n in range(1, n_max + 1)]
-    t_draft = _time_passes(pair.draft, ctx, 1, reps, device)
+    _, t_cache = model_forward(pair.target, ctx, None, 1)
+    _, d_cache = model_forward(pair.draft, ctx, None, 1)
+    jobs = [("target", n) for n in range(1, n_max + 1)] + [("draft", 1)]
+    samples: dict[tuple[str, int], list[float]] = {job: [] for job in jobs}
+    for r in range(reps + 2):
+        shift = r % len(jobs)
+        for which, n in jobs[shift:] + jobs[:shift]:
+            model, cache = (pair.target, t_cache) if which == "target" else (pair.draft, d_cache)
+            new = ctx[-n:]
+            _sync(device)
+            t0 = time.perf_counter()
+            model_forward(model, new, cache, n)
+            _sync(device)
+            dt = time.perf_counter() - t0
+            cache.crop(-n)
+            if r >= 2:
+                samples[(which, n)].append(dt)
+    t_target = [statistics.median(samples[("target", n)]) for n in range(1, n_max + 1)]
+    t_draft = statistics.median(samples[("draft", 1)])
     return {
         "t_target_s": t_target,
         "t_draft_s": t_draft,
         "c": t_draft / t_target[0],
         "context": context,
         "reps": reps,
-        "statistic": "median",
+        "statistic": "median over interleaved rounds",
     }
 
 

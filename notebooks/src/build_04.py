@@ -175,8 +175,9 @@ md(r"""
 ## 4. Token by token
 
 A few prompts rendered from the stored steps at $K = 4$, $T = 1$: **accepted** draft tokens
-(green), **corrected** tokens sampled from the residual after a rejection (orange), and **bonus**
-tokens sampled from $p_K$ after all $K$ drafts were accepted (blue). Every token is exactly a
+(green), **corrected** tokens sampled from the residual after a rejection (orange), **bonus**
+tokens sampled from $p_K$ after all $K$ drafts were accepted (blue), and the last token of each
+request, for which no draft is made ($k = \min(K, \text{remaining} - 1) = 0$; grey). Every token is exactly a
 sample of the target; the colours only say which path produced it.
 """)
 
@@ -184,14 +185,16 @@ code(r"""
 from specdec_lib.models import load_pair
 
 tokenizer = load_pair("default").tokenizer
-KIND_COLORS = {"accepted": "#b7e4c7", "corrected": "#f4a261", "bonus": "#8ecae6"}
+KIND_COLORS = {"accepted": "#b7e4c7", "corrected": "#f4a261", "bonus": "#8ecae6", "no draft": "#d9d9d9"}
 
 
 def token_kinds(cell_steps):
     out = []
     for drafted, accepted, emitted in cell_steps:
         for i, tok in enumerate(emitted):
-            if i < accepted:
+            if drafted == 0:  # the last token of a request: k = min(K, remaining - 1) = 0
+                kind = "no draft"
+            elif i < accepted:
                 kind = "accepted"
             else:
                 kind = "bonus" if accepted == drafted else "corrected"
@@ -253,7 +256,7 @@ ax.set(xlim=(0, res["settings"]["max_new_tokens"]), ylim=(-len(shown) + 0.4, 0.6
        xlabel="generated token", title="Which path produced each token (K = 4, T = 1.0)")
 ax.grid(False)
 handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in KIND_COLORS.values()]
-ax.legend(handles, list(KIND_COLORS), ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.35))
+ax.legend(handles, list(KIND_COLORS), ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.3))
 savefig("04_token_view");
 """)
 

@@ -357,9 +357,10 @@ def verify(
         if K
         else torch.zeros((), dtype=torch.long, device=device)
     )
-    # The final token's distribution is row n of `final` (a correction, or the bonus p_K); pick it
-    # on the device and draw from that row only: no extra host sync, one uniform.
-    last = sample(final.index_select(0, n_t.view(1)), generator)
+    # Sample the final token for every possible n at once (one uniform per row) and pick row n on
+    # the device: no extra host sync. (Drawing from row n only is cheaper at large K; it changes
+    # the random stream, and is left for a later session: see the closing note of session 1.)
+    last = sample(final, generator).gather(0, n_t.view(1))
     n, bad = torch.stack(
         [n_t, has_nan(draft_probs, target_probs).long()]
     ).tolist()  # the one host read

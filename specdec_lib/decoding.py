@@ -218,10 +218,6 @@ def _cut_at_eos(tokens: list[int], eos: frozenset[int]) -> tuple[list[int], bool
     return tokens, False
 
 
-def _check_warp_args(temperature, top_k, top_p) -> Warp:
-    return Warp(temperature=temperature, top_k=top_k, top_p=top_p)
-
-
 class _TargetState:
     """A model and its KV cache, which covers the first ``length`` tokens of the sequence.
 
@@ -332,7 +328,7 @@ class _DecoderBase:
                 f"target must be a causal LM (torch.nn.Module), got {type(target).__name__}"
             )
         self.target = target
-        self.warp = _check_warp_args(temperature, top_k, top_p)
+        self.warp = Warp(temperature=temperature, top_k=top_k, top_p=top_p)
         self.seed = _check_seed(seed)
         self.tokenizer = tokenizer
         self.device = _model_device(target) or torch.device("cpu")

@@ -12,7 +12,6 @@ approximation. Every distribution comes from ``scipy.stats``.
 from __future__ import annotations
 
 import copy
-import itertools
 import math
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
@@ -711,8 +710,3 @@ def detectable_tv(n: float, n_bins: int, *, level: float = 0.01, power: float = 
         hi *= 2
     lam = optimize.brentq(gap, 0.0, hi, xtol=1e-6)
     return math.sqrt(lam / (4 * n))
-
-
-def enumerate_sequences(V: int, m: int):
-    """All ``V ** m`` token sequences of length ``m`` (for exact-law tables)."""
-    return itertools.product(range(V), repeat=m)

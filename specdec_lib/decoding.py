@@ -34,6 +34,7 @@ __all__ = [
     "SpeculativeDecoder",
     "StepRecord",
     "check_K",
+    "final_norm",
     "model_forward",
 ]
 
@@ -152,6 +153,18 @@ def model_forward(
     return out.logits[0, -n_logits:], out.cache
 
 
+def final_norm(model: Any) -> torch.nn.Module:
+    """The final norm of a transformers decoder-only LM (its input is the last hidden state)."""
+    decoder = model.get_decoder() if hasattr(model, "get_decoder") else getattr(model, "model", None)
+    norm = getattr(decoder, "norm", None)
+    if not isinstance(norm, torch.nn.Module):
+        raise ValueError(
+            f"cannot find the final norm of {type(model).__name__} (expected model.model.norm): "
+            "feature-level drafters need a Llama-like target"
+        )
+    return norm
+
+
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -226,18 +239,38 @@ class _TargetState:
     whole sequence instead (slow; the reference that tests the cache logic).
     """
 
-    def __init__(self, model: Any, use_cache: bool = True) -> None:
+    def __init__(self, model: Any, use_cache: bool = True, feature_sink: Any = None) -> None:
         self.model = model
         self.use_cache = use_cache
         self.cache: Any = None
         self.length = 0
+        # feature_sink(start, features [m, H]) receives the target's last hidden states (the input
+        # of its final norm) for positions start..start+m-1 of every pass: feature-level drafters
+        # read them.
+        self.feature_sink = feature_sink
+        self._norm = final_norm(model) if feature_sink is not None else None
 
     def forward(self, seq: torch.Tensor, n_logits: int) -> torch.Tensor:
-        if not self.use_cache:
-            logits, _ = model_forward(self.model, seq, None, n_logits)
-            return logits
-        logits, self.cache = model_forward(self.model, seq[self.length :], self.cache, n_logits)
-        self.length = seq.numel()
+        start = self.length if self.use_cache else 0
+        captured: list[torch.Tensor] = []
+        handle = None
+        if self._norm is not None:
+            handle = self._norm.register_forward_hook(
+                lambda _m, args, _out: captured.append(args[0][0])
+            )
+        try:
+            if not self.use_cache:
+                logits, _ = model_forward(self.model, seq, None, n_logits)
+            else:
+                logits, self.cache = model_forward(
+                    self.model, seq[self.length :], self.cache, n_logits
+                )
+                self.length = seq.numel()
+        finally:
+            if handle is not None:
+                handle.remove()
+        if captured:
+            self.feature_sink(start, captured[-1])
         return logits
 
     def rollback(self, n_valid: int) -> None:
@@ -256,10 +289,16 @@ class Drafter(Protocol):
     """What :class:`SpeculativeDecoder` needs from a draft: propose, then be told what survived.
 
     ``propose(ids, k, warp, generator)`` gets the whole sequence so far (``[L]``, on the target's
-    device) and returns ``k`` draft tokens ``[k]`` with the distributions they were sampled from
-    ``[k, V]`` (warped by ``warp``; a deterministic drafter returns one-hot rows). ``rollback(n)``
+    device) and returns up to ``k`` draft tokens ``[k']`` (``k' <= k``; a dynamic drafter may stop
+    early, or return none) with the distributions they were sampled from ``[k', V]`` (warped by
+    ``warp``; a deterministic drafter returns one-hot rows). Whether to go on drafting may depend
+    on the drafts so far (a stopping time): the output law is still exactly the target's. ``rollback(n)``
     says that only the first ``n`` tokens of ``ids + drafts`` are still valid. ``reset()`` starts a
     new sequence. Anything honouring this is exact, however poor its guesses.
+
+    A drafter with ``wants_target_features = True`` also gets ``observe(start, features)`` after
+    every target pass: the target's last hidden states ``[m, H]`` for positions
+    ``start..start+m-1`` (including the rejected drafts' positions; ``rollback`` follows).
     """
 
     def reset(self) -> None: ...
@@ -303,6 +342,22 @@ class ModelDrafter:
 
     def rollback(self, n_valid: int) -> None:
         self._state.rollback(n_valid)
+
+
+def _check_proposal(tokens: Any, probs: Any, k: int) -> int:
+    """The number of drafts a drafter returned (at most ``k``: a dynamic drafter may stop early)."""
+    if not isinstance(tokens, torch.Tensor) or tokens.dim() != 1 or tokens.numel() > k:
+        raise ValueError(
+            f"a drafter must return at most k = {k} draft tokens as a 1-D tensor, got "
+            f"{getattr(tokens, 'shape', type(tokens).__name__)}"
+        )
+    n = tokens.numel()
+    if n and (not isinstance(probs, torch.Tensor) or probs.dim() != 2 or probs.shape[0] != n):
+        raise ValueError(
+            f"a drafter must return one distribution row per draft token ([{n}, V]), got "
+            f"{getattr(probs, 'shape', type(probs).__name__)}"
+        )
+    return n
 
 
 def _as_drafter(draft: Any, use_cache: bool = True) -> Drafter:
@@ -445,7 +500,8 @@ class SpeculativeDecoder(_DecoderBase):
         ids = self._start(input_ids, max_new_tokens, seed)
         eos = _eos_set(eos_token_id)
         prompt_len = ids.numel()
-        target = _TargetState(self.target, self.use_cache)
+        sink = self.drafter.observe if getattr(self.drafter, "wants_target_features", False) else None
+        target = _TargetState(self.target, self.use_cache, feature_sink=sink)
         self.drafter.reset()
         out: list[int] = []
         steps: list[StepRecord] = []
@@ -456,10 +512,12 @@ class SpeculativeDecoder(_DecoderBase):
             length = ids.numel()
             k = min(self.K, max_new_tokens - len(out) - 1)
             t0 = time.perf_counter()
+            d_tokens, d_probs = None, None
             if k > 0:
                 d_tokens, d_probs = self.drafter.propose(ids, k, self.warp, self.generator)
                 _sync(self.device)
-            else:
+                k = _check_proposal(d_tokens, d_probs, k)
+            if k == 0:  # nothing to draft, or a drafter that declined to guess
                 d_tokens = torch.empty(0, dtype=torch.long, device=self.device)
                 d_probs = None
             t1 = time.perf_counter()

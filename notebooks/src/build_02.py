@@ -474,6 +474,13 @@ emitted at each later position $i$ (by the steps that reached it) against $p_i$,
 p-value per cell by Bonferroni ($K$ times the smallest, valid whatever their dependence); and the
 number of accepted drafts per step against $\prod_{j<n} \alpha_j \,(1 - \alpha_n)$. All the tests
 of all cells form one family (Holm).
+
+The seeds are fixed, so a run is reproducible; a correct sampler still fails the family with
+probability up to 0.002, and that happened once while this series was written: when `verify`
+changed to sample the final token from the one row it needs, the quick grid at seed key 4 drew
+68 acceptances where 41 were expected in one cell (binomial p = 1e-4). The same cell passed at 300,000
+steps with that seed's stream (p = 0.26), and over 200 other seeds its test rejected at level 0.05
+in 5.0% of them (10 of 200), so the grid now uses seed key 5. Say so when you change a seed after seeing a result.
 """)
 
 code(r"""
@@ -507,7 +514,7 @@ def grid_run(verifier, drafts, key):
 
 GRID_TESTS = ["p position 0", "p later positions", "p accepted"]
 t0 = time.perf_counter()
-grid = grid_run(VERIFY, GRID_DRAFTS, 4)
+grid = grid_run(VERIFY, GRID_DRAFTS, 5)
 TIMES["4 grid"] = time.perf_counter() - t0
 holm_grid = np.split(stats.holm(grid[GRID_TESTS].to_numpy().T.ravel()), len(GRID_TESTS))
 for name, adjusted in zip(GRID_TESTS, holm_grid, strict=True):
@@ -799,7 +806,7 @@ correction is wrong).
 
 code(r"""
 t0 = time.perf_counter()
-proto_grid = grid_run(wrong_verify, ("sharp self-draft",), 4)
+proto_grid = grid_run(wrong_verify, ("sharp self-draft",), 5)
 TIMES["7.1 prototype, grid"] = time.perf_counter() - t0
 power = []  # of the position-0 test, whose samples follow the prototype's one-position law
 for wname in proto_grid.warp:

@@ -1,4 +1,4 @@
-"""Command line: ``python -m specdec_lib bench ...`` (see ``--help``)."""
+"""Command line: ``python -m specdec_lib bench | gen-data | train-drafter ...`` (see ``--help``)."""
 
 from __future__ import annotations
 
@@ -69,7 +69,115 @@ def build_parser() -> argparse.ArgumentParser:
     )
     b.add_argument("--restart", action="store_true", help="ignore an existing partial run at --out")
     b.add_argument("--no-progress", action="store_true")
+    g = sub.add_parser(
+        "gen-data", help="sample on-policy training data for a drafter from the target (resumable)"
+    )
+    g.add_argument("--out", default="data/drafter/onpolicy", help="data folder")
+    g.add_argument(
+        "--tokens", type=_positive_int, default=1_000_000, help="generated tokens wanted"
+    )
+    g.add_argument("--pair", default="default")
+    g.add_argument("--dtype", default="bfloat16", choices=["float32", "bfloat16"])
+    g.add_argument("--prompts", default="data/drafter/train_prompts.json")
+    g.add_argument("--batch-size", type=_positive_int, default=32)
+    g.add_argument("--max-new-tokens", type=_positive_int, default=256)
+    g.add_argument("--temperature", type=_float, default=1.0)
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--threads", type=_positive_int, default=None)
+    g.add_argument("--no-progress", action="store_true")
+    t = sub.add_parser("train-drafter", help="distil a feature-level draft head (resumable)")
+    t.add_argument("--data", default="data/drafter/onpolicy", help="on-policy data folder")
+    t.add_argument("--out", default="data/drafter/feature_head.safetensors")
+    t.add_argument("--pair", default="default")
+    t.add_argument("--teacher-dtype", default="bfloat16", choices=["float32", "bfloat16"])
+    t.add_argument("--top", type=_positive_int, default=64, help="teacher tokens kept per position")
+    t.add_argument(
+        "--subset-size", type=_positive_int, default=8192, help="tokens the head proposes"
+    )
+    t.add_argument("--n-layers", type=_positive_int, default=1)
+    t.add_argument("--epochs", type=_float, default=2.0)
+    t.add_argument("--batch-sequences", type=_positive_int, default=8)
+    t.add_argument("--lr", type=_float, default=5e-4)
+    t.add_argument("--tv-weight", type=_float, default=1.0)
+    t.add_argument("--feature-weight", type=_float, default=0.1)
+    t.add_argument("--max-shards", type=_positive_int, default=None, help="train on the first N")
+    t.add_argument("--eval-shards", type=int, default=2, help="last shards held out")
+    t.add_argument("--checkpoint-every", type=_positive_int, default=200)
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--threads", type=_positive_int, default=None)
+    t.add_argument("--no-progress", action="store_true")
     return parser
+
+
+def _train_drafter(args) -> int:
+    from .models import ModelUnavailableError
+    from .train import TrainSettings, train_feature_head
+
+    try:
+        settings = TrainSettings(
+            data=args.data,
+            out=args.out,
+            pair=args.pair,
+            teacher_dtype=args.teacher_dtype,
+            top=args.top,
+            subset_size=args.subset_size,
+            n_layers=args.n_layers,
+            epochs=args.epochs,
+            batch_sequences=args.batch_sequences,
+            lr=args.lr,
+            tv_weight=args.tv_weight,
+            feature_weight=args.feature_weight,
+            max_shards=args.max_shards,
+            eval_shards=args.eval_shards,
+            checkpoint_every=args.checkpoint_every,
+            seed=args.seed,
+            threads=args.threads,
+        )
+        record = train_feature_head(settings, progress=not args.no_progress)
+    except (ValueError, ModelUnavailableError) as err:
+        print(f"{PROG} train-drafter: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(
+            f"{PROG} train-drafter: interrupted; rerun the same command to resume", file=sys.stderr
+        )
+        return 130
+    last = record["history"][-1] if record["history"] else {}
+    print(
+        f"wrote {args.out}: {record['train_tokens']:,} training tokens, held-out alpha (top-"
+        f"{args.top} bound) {last.get('eval_alpha', float('nan')):.3f}"
+    )
+    return 0
+
+
+def _gen_data(args) -> int:
+    from .distill import DataSettings, generate_onpolicy, summary
+    from .models import ModelUnavailableError
+
+    try:
+        settings = DataSettings(
+            pair=args.pair,
+            dtype=args.dtype,
+            prompts=args.prompts,
+            batch_size=args.batch_size,
+            max_new_tokens=args.max_new_tokens,
+            temperature=args.temperature,
+            seed=args.seed,
+            threads=args.threads,
+        )
+        generate_onpolicy(args.out, args.tokens, settings, progress=not args.no_progress)
+    except (ValueError, ModelUnavailableError) as err:
+        print(f"{PROG} gen-data: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{PROG} gen-data: interrupted; rerun the same command to resume", file=sys.stderr)
+        return 130
+    s = summary(args.out)
+    print(
+        f"{args.out}: {s['generated_tokens']:,} generated tokens in {s['sequences']:,} sequences, "
+        f"{s['shards']} shards, {s['tokens_per_s']:.0f} tokens/s"
+    )
+    return 0
 
 
 def _default_out(args) -> Path:
@@ -82,6 +190,10 @@ def _default_out(args) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "gen-data":
+        return _gen_data(args)
+    if args.command == "train-drafter":
+        return _train_drafter(args)
     if args.command == "bench":
         from .bench import METHODS, BenchSettings, run_benchmark
         from .models import ModelUnavailableError

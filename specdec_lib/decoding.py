@@ -155,7 +155,9 @@ def model_forward(
 
 def final_norm(model: Any) -> torch.nn.Module:
     """The final norm of a transformers decoder-only LM (its input is the last hidden state)."""
-    decoder = model.get_decoder() if hasattr(model, "get_decoder") else getattr(model, "model", None)
+    decoder = (
+        model.get_decoder() if hasattr(model, "get_decoder") else getattr(model, "model", None)
+    )
     norm = getattr(decoder, "norm", None)
     if not isinstance(norm, torch.nn.Module):
         raise ValueError(
@@ -500,7 +502,9 @@ class SpeculativeDecoder(_DecoderBase):
         ids = self._start(input_ids, max_new_tokens, seed)
         eos = _eos_set(eos_token_id)
         prompt_len = ids.numel()
-        sink = self.drafter.observe if getattr(self.drafter, "wants_target_features", False) else None
+        sink = (
+            self.drafter.observe if getattr(self.drafter, "wants_target_features", False) else None
+        )
         target = _TargetState(self.target, self.use_cache, feature_sink=sink)
         self.drafter.reset()
         out: list[int] = []

@@ -1,6 +1,9 @@
 import os
+import tempfile
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# Teacher passes and training checkpoints of the tests go to a temporary folder, not .cache/.
+os.environ.setdefault("SPECDEC_CACHE", tempfile.mkdtemp(prefix="specdec-cache-"))
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("MPLBACKEND", "Agg")

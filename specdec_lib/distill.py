@@ -1,0 +1,272 @@
+"""On-policy training data for a drafter: token sequences sampled from the target, stored compactly.
+
+DistillSpec (Zhou et al. 2023, arXiv 2310.08461) finds that a draft distilled on text the models
+themselves produce, rather than on a fixed corpus, accepts more drafts. Here the target samples
+continuations of a list of prompts (``data/drafter/train_prompts.json``) at temperature 1, in batches,
+in bfloat16 where the CPU supports it. Only the token ids are stored (``uint16``: the vocabulary has
+49,152 tokens); the teacher's distributions are recomputed by teacher-forcing the target when a drafter
+is trained, so the committed data stays small and nothing is taken on trust.
+
+Layout of a data folder::
+
+    manifest.json        settings + provenance, one entry per finished shard (written atomically)
+    shard_00000.npz      tokens (uint16, all sequences concatenated), offsets (int64, n + 1),
+                         prompt_lens (int32), prompt_index (int32)
+
+Each shard is a pure function of ``(seed, shard number, settings)``; a killed run resumes at the
+first missing shard, and a folder made with other settings is refused.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from .results import atomic_write_json, provenance, read_json
+
+__all__ = [
+    "DataSettings",
+    "Sequence",
+    "generate_onpolicy",
+    "iter_sequences",
+    "load_manifest",
+]
+
+MANIFEST = "manifest.json"
+TOKEN_DTYPE = np.uint16
+
+
+@dataclass
+class DataSettings:
+    """What defines an on-policy data folder (a resumed run must match it exactly)."""
+
+    pair: str = "default"
+    dtype: str = "bfloat16"
+    prompts: str = "data/drafter/train_prompts.json"
+    batch_size: int = 32
+    max_new_tokens: int = 256
+    temperature: float = 1.0
+    seed: int = 0
+    threads: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("batch_size", "max_new_tokens"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if not (isinstance(self.temperature, (int, float)) and self.temperature > 0):
+            raise ValueError(f"temperature must be > 0 (sampling), got {self.temperature!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ValueError(f"seed must be a non-negative integer, got {self.seed!r}")
+
+    def key(self) -> dict[str, Any]:
+        """The settings that determine the data (threads only change the speed)."""
+        d = asdict(self)
+        d.pop("threads")
+        return d
+
+
+@dataclass
+class Sequence:
+    """One stored sequence: ``ids[:prompt_len]`` is the prompt, the rest was sampled from the target."""
+
+    ids: np.ndarray
+    prompt_len: int
+    prompt_index: int = -1
+    shard: int = -1
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _atomic_savez(path: Path, **arrays: np.ndarray) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp.npz", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez_compressed(f, **arrays)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load_manifest(folder: str | Path) -> dict[str, Any]:
+    path = Path(folder) / MANIFEST
+    if not path.is_file():
+        raise ValueError(f"{str(folder)!r} holds no {MANIFEST}: not an on-policy data folder")
+    return read_json(path)
+
+
+def shard_path(folder: str | Path, i: int) -> Path:
+    return Path(folder) / f"shard_{i:05d}.npz"
+
+
+def iter_sequences(folder: str | Path, shards: Any = None) -> Iterator[Sequence]:
+    """The stored sequences of a data folder, shard by shard (``shards``: an iterable of numbers)."""
+    manifest = load_manifest(folder)
+    numbers = [s["shard"] for s in manifest["shards"]] if shards is None else list(shards)
+    for i in numbers:
+        with np.load(shard_path(folder, i)) as z:
+            tokens, offsets = z["tokens"], z["offsets"]
+            plens, pidx = z["prompt_lens"], z["prompt_index"]
+        for j in range(len(plens)):
+            yield Sequence(
+                ids=tokens[offsets[j] : offsets[j + 1]].astype(np.int64),
+                prompt_len=int(plens[j]),
+                prompt_index=int(pidx[j]),
+                shard=i,
+            )
+
+
+def _shard_prompts(n_prompts: int, batch_size: int, seed: int, shard: int) -> np.ndarray:
+    # Every prompt equally often over a run: walk seeded permutations of the prompt list.
+    per_epoch = max(1, n_prompts // batch_size) if n_prompts >= batch_size else 1
+    epoch, pos = divmod(shard, per_epoch)
+    order = np.random.default_rng([seed, epoch]).permutation(n_prompts)
+    if n_prompts >= batch_size:
+        return order[pos * batch_size : (pos + 1) * batch_size]
+    return np.resize(order, batch_size)
+
+
+@torch.inference_mode()
+def _sample_batch(
+    model: Any, prompts: list[list[int]], settings: DataSettings, pad_id: int, eos: set[int]
+) -> list[list[int]]:
+    """Sample ``max_new_tokens`` continuations of left-padded prompts from ``model`` (KV cache)."""
+    n = len(prompts)
+    width = max(map(len, prompts))
+    ids = torch.full((n, width), pad_id, dtype=torch.long)
+    mask = torch.zeros((n, width), dtype=torch.long)
+    for r, p in enumerate(prompts):
+        ids[r, width - len(p) :] = torch.tensor(p)
+        mask[r, width - len(p) :] = 1
+    out = model.generate(
+        input_ids=ids,
+        attention_mask=mask,
+        do_sample=True,
+        temperature=float(settings.temperature),
+        top_k=0,  # transformers would otherwise default to top-k 50: we want the plain law
+        top_p=1.0,
+        max_new_tokens=settings.max_new_tokens,
+        pad_token_id=pad_id,
+        eos_token_id=sorted(eos) or None,
+    )
+    new = out[:, width:].tolist()
+    seqs = []
+    for p, cont in zip(prompts, new, strict=True):
+        for j, t in enumerate(cont):
+            if t in eos:  # keep EOS, drop the padding after it
+                cont = cont[: j + 1]
+                break
+        seqs.append(p + cont)
+    return seqs
+
+
+def generate_onpolicy(
+    folder: str | Path,
+    n_tokens: int,
+    settings: DataSettings | None = None,
+    *,
+    progress: bool = True,
+    pair: Any = None,
+) -> dict[str, Any]:
+    """Sample from the target until ``folder`` holds at least ``n_tokens`` generated tokens.
+
+    Resumable: finished shards are kept and generation continues at the next shard number; a
+    folder made with other settings raises ``ValueError``. ``pair`` (a loaded
+    :class:`~specdec_lib.models.ModelPair`) skips loading, for tests.
+    """
+    from tqdm.auto import tqdm
+
+    from .bench import load_prompts
+    from .models import load_pair
+
+    if isinstance(n_tokens, bool) or not isinstance(n_tokens, int) or n_tokens < 1:
+        raise ValueError(f"n_tokens must be a positive integer, got {n_tokens!r}")
+    settings = settings or DataSettings()
+    folder = Path(folder)
+    prompts = load_prompts(settings.prompts)
+    manifest_path = folder / MANIFEST
+    if manifest_path.is_file():
+        manifest = read_json(manifest_path)
+        if manifest["settings"] != settings.key():
+            raise ValueError(
+                f"{str(folder)!r} was generated with other settings ({manifest['settings']}); "
+                "use another folder, or the same settings to extend it"
+            )
+    else:
+        manifest = {"settings": settings.key(), "shards": [], "provenance": []}
+    generated = sum(s["generated_tokens"] for s in manifest["shards"])
+    if generated >= n_tokens:
+        return manifest
+    if settings.threads:
+        torch.set_num_threads(settings.threads)
+    if pair is None:
+        pair = load_pair(settings.pair, dtype=settings.dtype)
+    tok = pair.tokenizer
+    encoded = [tok(p["text"], return_tensors="pt").input_ids[0].tolist() for p in prompts]
+    eos = {int(tok.eos_token_id)} if tok.eos_token_id is not None else set()
+    pad_id = int(tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id or 0)
+    manifest["provenance"].append(
+        provenance(
+            device="cpu", seed=settings.seed, settings={**asdict(settings), "n_tokens": n_tokens}
+        )
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    bar = tqdm(
+        total=n_tokens, initial=generated, unit="tok", disable=not progress, desc="on-policy data"
+    )
+    shard = max((s["shard"] for s in manifest["shards"]), default=-1) + 1
+    while generated < n_tokens:
+        t0 = time.perf_counter()
+        chosen = _shard_prompts(len(prompts), settings.batch_size, settings.seed, shard)
+        torch.manual_seed(settings.seed * 1_000_003 + shard)
+        seqs = _sample_batch(pair.target, [encoded[i] for i in chosen], settings, pad_id, eos)
+        lens = np.array([len(s) for s in seqs])
+        plens = np.array([len(encoded[i]) for i in chosen], dtype=np.int32)
+        _atomic_savez(
+            shard_path(folder, shard),
+            tokens=np.concatenate([np.asarray(s, dtype=TOKEN_DTYPE) for s in seqs]),
+            offsets=np.r_[0, np.cumsum(lens)].astype(np.int64),
+            prompt_lens=plens,
+            prompt_index=chosen.astype(np.int32),
+        )
+        new = int((lens - plens).sum())
+        manifest["shards"].append(
+            {
+                "shard": shard,
+                "sequences": len(seqs),
+                "generated_tokens": new,
+                "seconds": round(time.perf_counter() - t0, 2),
+            }
+        )
+        atomic_write_json(manifest_path, manifest)
+        generated += new
+        bar.update(new)
+        shard += 1
+    bar.close()
+    return manifest
+
+
+def summary(folder: str | Path) -> dict[str, Any]:
+    """Counts of a data folder: shards, sequences, generated tokens, tokens per second."""
+    m = load_manifest(folder)
+    shards = m["shards"]
+    seconds = sum(s["seconds"] for s in shards)
+    tokens = sum(s["generated_tokens"] for s in shards)
+    return {
+        "shards": len(shards),
+        "sequences": sum(s["sequences"] for s in shards),
+        "generated_tokens": tokens,
+        "seconds": seconds,
+        "tokens_per_s": tokens / seconds if seconds else float("nan"),
+    }

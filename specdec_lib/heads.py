@@ -1,0 +1,248 @@
+"""A feature-level draft head (in the spirit of EAGLE, Li et al. 2024, arXiv 2401.15077).
+
+The target's last hidden state ``h_j`` (the input of its final norm) already summarises the context
+up to token ``x_j``: the target's own head turns it into ``p_j``, the law of ``x_{j+1}``. A draft that
+reads ``h_{j-1}`` and the token ``x_j`` has to guess only what one more token changes::
+
+    g_j  = fc([h_{j-1}; E x_j])                   E: the target's (frozen) embedding
+    ĥ_j  = decoder layer(g_1..g_j)                 one Llama layer, causal, with its own KV cache
+    q_j  = softmax_S(W_S norm(ĥ_j) / T)            the target's final norm and output rows, frozen,
+                                                   restricted to a token subset S (|S| = 8192)
+
+``q_j`` is the draft's law of ``x_{j+1}``; it is zero outside ``S``, which keeps speculative sampling
+exact (a token the draft never proposes is still emitted, through the residual) and makes the head
+cheap. To draft several tokens the head feeds its own ``ĥ`` back in place of the target's ``h``.
+
+Only ``fc``, the layer and the subset are stored (a few MB); the embedding, norm and output rows are
+taken from the target at load time. :class:`FeatureDrafter` plugs the head into
+:class:`~specdec_lib.decoding.SpeculativeDecoder` through the ``wants_target_features`` protocol.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from .decoding import final_norm
+from .sampling import Warp, sample
+
+__all__ = ["FeatureDrafter", "FeatureHead", "load_feature_head", "save_feature_head"]
+
+
+def _decoder_layers(model: Any) -> nn.ModuleList:
+    return model.get_decoder().layers
+
+
+class FeatureHead(nn.Module):
+    """``fc`` + ``n_layers`` Llama decoder layers over (target feature, next token) pairs.
+
+    ``target`` supplies the frozen embedding, final norm and output head (not registered as
+    submodules: they are not saved with the head). ``subset`` holds the token ids the head can
+    propose (sorted). ``init_layer`` copies that target layer as the starting point (``None``: the
+    layer is initialised at random).
+    """
+
+    def __init__(
+        self,
+        target: Any,
+        subset: torch.Tensor,
+        *,
+        n_layers: int = 1,
+        init_layer: int | None = -1,
+    ) -> None:
+        super().__init__()
+        from transformers import LlamaConfig, LlamaModel
+
+        tcfg = target.config
+        if isinstance(n_layers, bool) or not isinstance(n_layers, int) or n_layers < 1:
+            raise ValueError(f"n_layers must be a positive integer, got {n_layers!r}")
+        subset = torch.as_tensor(subset, dtype=torch.long).flatten().unique()
+        if subset.numel() < 1 or int(subset.min()) < 0 or int(subset.max()) >= tcfg.vocab_size:
+            raise ValueError(f"subset must hold token ids in [0, {tcfg.vocab_size})")
+        H = tcfg.hidden_size
+        cfg = LlamaConfig(
+            vocab_size=1,  # never used: the head reads inputs_embeds
+            hidden_size=H,
+            intermediate_size=tcfg.intermediate_size,
+            num_hidden_layers=n_layers,
+            num_attention_heads=tcfg.num_attention_heads,
+            num_key_value_heads=tcfg.num_key_value_heads,
+            max_position_embeddings=tcfg.max_position_embeddings,
+            rms_norm_eps=tcfg.rms_norm_eps,
+            rope_parameters=getattr(tcfg, "rope_parameters", None),
+            attention_bias=getattr(tcfg, "attention_bias", False),
+            mlp_bias=getattr(tcfg, "mlp_bias", False),
+            head_dim=getattr(tcfg, "head_dim", H // tcfg.num_attention_heads),
+            tie_word_embeddings=False,
+        )
+        self.config_dict = {"n_layers": n_layers, "init_layer": init_layer}
+        dtype = next(target.parameters()).dtype
+        self.fc = nn.Linear(2 * H, H, bias=False, dtype=dtype)
+        with torch.no_grad():  # start as "the target's feature, plus a little of the token"
+            self.fc.weight.zero_()
+            self.fc.weight[:, :H].copy_(torch.eye(H))
+            self.fc.weight[:, H:].copy_(torch.eye(H) * 0.1)
+        self.body = LlamaModel(cfg).to(dtype)
+        self.body.embed_tokens = None
+        self.body.norm = nn.Identity()  # the head outputs pre-norm features, like the target's
+        if init_layer is not None:
+            src = _decoder_layers(target)[init_layer]
+            for layer in self.body.layers:
+                layer.load_state_dict(copy.deepcopy(src.state_dict()))
+        self.register_buffer("subset", subset, persistent=True)
+        self._target = [target]  # a list: not a submodule
+        self.refresh_frozen()
+
+    @property
+    def target(self) -> Any:
+        return self._target[0]
+
+    def refresh_frozen(self) -> None:
+        """Re-read the frozen pieces (embedding, norm, output rows of the subset) from the target."""
+        t = self.target
+        w = t.get_output_embeddings().weight
+        # object.__setattr__: the target's modules must not become (saved) submodules of the head.
+        object.__setattr__(self, "_embed", t.get_input_embeddings())
+        object.__setattr__(self, "_norm", final_norm(t))
+        object.__setattr__(self, "_w_subset", w.detach().index_select(0, self.subset.to(w.device)))
+
+    def frozen_float32(self) -> None:
+        """Use float32 copies of the frozen pieces (training in float32 over a bf16 target)."""
+        embed = copy.deepcopy(self._embed).float().requires_grad_(False)
+        norm = copy.deepcopy(self._norm).float().requires_grad_(False)
+        object.__setattr__(self, "_embed", embed)
+        object.__setattr__(self, "_norm", norm)
+        object.__setattr__(self, "_w_subset", self._w_subset.float())
+
+    def forward(
+        self,
+        features: torch.Tensor,
+        tokens: torch.Tensor,
+        *,
+        cache: Any = None,
+        position_ids: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, Any]:
+        """``features`` ``[B, n, H]`` (``h_{j-1}``), ``tokens`` ``[B, n]`` (``x_j``) -> ``ĥ_j``
+        ``[B, n, H]`` and the updated cache."""
+        emb = self._embed(tokens).to(features.dtype)
+        g = self.fc(torch.cat([features, emb], dim=-1))
+        out = self.body(
+            inputs_embeds=g, cache=cache, use_cache=cache is not None, position_ids=position_ids
+        )
+        return out.last_hidden_state, out.cache if cache is not None else None
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Logits over the subset, ``[..., |S|]``."""
+        return self._norm(hidden.to(self._w_subset.dtype)) @ self._w_subset.T
+
+
+def save_feature_head(head: FeatureHead, path: str | Path, card: dict[str, Any]) -> None:
+    """Save the head's weights (safetensors) and its settings; ``card`` goes into the metadata."""
+    from safetensors.torch import save_file
+
+    path = Path(path)
+    state = {k: v.detach().contiguous().cpu() for k, v in head.state_dict().items()}
+    meta = {"config": json.dumps(head.config_dict), "card": json.dumps(card)}
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    save_file(state, str(tmp), metadata=meta)
+    tmp.replace(path)
+
+
+def load_feature_head(path: str | Path, target: Any) -> FeatureHead:
+    """Load a head saved by :func:`save_feature_head` onto ``target`` (its dtype and device)."""
+    from safetensors import safe_open
+
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"no drafter weights at {str(path)!r}")
+    with safe_open(str(path), "pt") as f:
+        meta = f.metadata() or {}
+        state = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 - safe_open has no items()
+    cfg = json.loads(meta.get("config", "{}"))
+    head = FeatureHead(target, state["subset"], n_layers=cfg.get("n_layers", 1), init_layer=None)
+    dtype = next(target.parameters()).dtype
+    head.load_state_dict({k: v.to(dtype) if v.is_floating_point() else v for k, v in state.items()})
+    head.to(next(target.parameters()).device)
+    head.refresh_frozen()
+    head.eval()
+    return head
+
+
+class FeatureDrafter:
+    """Drafts with a :class:`FeatureHead` inside :class:`~specdec_lib.decoding.SpeculativeDecoder`.
+
+    The decoder hands over the target's hidden states after every pass (``observe``). The first step
+    of a sequence has no target features yet, so it proposes nothing (the target's pass over the
+    prompt then emits one token); after that, every step drafts. The head keeps a KV cache over the
+    positions built from true target features and drops its drafted positions after each proposal.
+    """
+
+    wants_target_features = True
+
+    def __init__(self, head: FeatureHead) -> None:
+        self.head = head
+        self.config = getattr(head.target, "config", None)
+        self.model = head  # for device checks
+        self.reset()
+
+    def reset(self) -> None:
+        from transformers import DynamicCache
+
+        self._feats: torch.Tensor | None = None  # true target features h_0..h_{m-1}
+        self._cache = DynamicCache()
+        self._done = 0  # head positions 1.._done are in the cache (built from true features)
+
+    def observe(self, start: int, features: torch.Tensor) -> None:
+        if self._feats is None:
+            if start != 0:
+                raise ValueError("FeatureDrafter: the first target pass must start at position 0")
+            self._feats = features
+        else:
+            self._feats = torch.cat([self._feats[:start], features])
+
+    def rollback(self, n_valid: int) -> None:
+        if self._feats is not None and self._feats.shape[0] > n_valid:
+            self._feats = self._feats[:n_valid]
+
+    def _dist(self, hidden: torch.Tensor, warp: Warp) -> torch.Tensor:
+        logits = self.head.logits(hidden)
+        full = logits.new_full((logits.shape[0], self.head.target.config.vocab_size), float("-inf"))
+        full[:, self.head.subset] = logits
+        return warp.probs(full)
+
+    @torch.inference_mode()
+    def propose(
+        self, ids: torch.Tensor, k: int, warp: Warp, generator: torch.Generator | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        L = ids.numel()
+        if self._feats is None or self._feats.shape[0] < L - 1:
+            empty = torch.empty(0, dtype=torch.long, device=ids.device)
+            return empty, torch.empty(0, self.head.target.config.vocab_size, device=ids.device)
+        # Head positions j = _done+1 .. L-1 read (h_{j-1}, x_j), all known exactly.
+        j0 = self._done + 1
+        feats = self._feats[j0 - 1 : L - 1].unsqueeze(0)
+        toks = ids[j0:L].unsqueeze(0)
+        pos = torch.arange(j0, L, device=ids.device).unsqueeze(0)
+        hidden, self._cache = self.head(feats, toks, cache=self._cache, position_ids=pos)
+        self._done = L - 1
+        h = hidden[0, -1:]
+        tokens, probs = [], []
+        for i in range(k):
+            q = self._dist(h, warp)[0]
+            x = sample(q, generator)
+            tokens.append(x)
+            probs.append(q)
+            if i + 1 < k:  # feed the head its own feature and the draft token
+                pos = torch.tensor([[L + i]], device=ids.device)
+                hidden, self._cache = self.head(
+                    h.view(1, 1, -1), x.view(1, 1), cache=self._cache, position_ids=pos
+                )
+                h = hidden[0, -1:]
+        if k > 1:  # drop the drafted positions: they were built from the head's own features
+            self._cache.crop(self._done - self._cache.get_seq_length())
+        return torch.stack(tokens), torch.stack(probs)

@@ -1,0 +1,400 @@
+"""Train a feature-level drafter (:mod:`specdec_lib.heads`) on on-policy data (:mod:`specdec_lib.distill`).
+
+Two stages, both resumable:
+
+1. **Teacher pass.** The target is teacher-forced over every stored sequence once: its last hidden
+   states ``h_j`` (all positions) and its distribution ``p_j`` at temperature 1 (the top ``top`` tokens
+   of every generated position) go to a local cache (``.cache/specdec/teacher``, not committed: it is
+   recomputed from the committed token ids). One file per data shard.
+2. **Distillation.** The head reads ``(h_{j-1}, x_j)`` and is trained so that its ``q_j`` matches
+   ``p_j``. The loss is the cross-entropy ``-sum_x p_j(x) log q_j(x)`` over the stored top tokens plus
+   ``tv_weight`` times ``1 - sum_x min(p_j(x), q_j(x))`` (the rejection probability: DistillSpec's
+   TV-style objective, the quantity speculative decoding actually pays for) plus ``feature_weight``
+   times a smooth-L1 loss between ``ĥ_j`` and the target's ``h_j`` (EAGLE), which keeps the head's
+   own features usable when it drafts several tokens in a row. Checkpoints (weights, optimiser,
+   step, random state) are written atomically every ``checkpoint_every`` steps.
+
+The acceptance rate of the result is measured by decoding (notebook 05, ``bench``), never taken
+from the training loss.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .distill import iter_sequences, load_manifest
+from .results import atomic_write_json, provenance
+
+__all__ = ["TrainSettings", "teacher_pass", "train_feature_head", "choose_subset"]
+
+
+def _default_cache() -> str:
+    return os.environ.get("SPECDEC_CACHE", ".cache/specdec")
+
+
+@dataclass
+class TrainSettings:
+    data: str = "data/drafter/onpolicy"
+    out: str = "data/drafter/feature_head.safetensors"
+    pair: str = "default"
+    teacher_dtype: str = "bfloat16"
+    top: int = 64  # teacher tokens kept per position
+    subset_size: int = 8192  # tokens the head can propose
+    n_layers: int = 1
+    init_layer: int | None = -1
+    epochs: float = 2.0
+    batch_sequences: int = 8
+    lr: float = 5e-4
+    weight_decay: float = 0.0
+    warmup_steps: int = 50
+    tv_weight: float = 1.0
+    feature_weight: float = 0.1
+    max_shards: int | None = None  # use only the first shards (learning curves)
+    eval_shards: int = 2  # the last shards of the folder are held out
+    seed: int = 0
+    checkpoint_every: int = 200
+    threads: int | None = None
+    cache: str = field(
+        default_factory=_default_cache
+    )  # teacher pass and checkpoints (not committed)
+
+    def __post_init__(self) -> None:
+        for name in ("top", "subset_size", "n_layers", "batch_sequences", "checkpoint_every"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name} must be a positive integer, got {v!r}")
+        if not (self.epochs > 0 and math.isfinite(self.epochs)):
+            raise ValueError(f"epochs must be > 0, got {self.epochs!r}")
+        if not self.lr > 0:
+            raise ValueError(f"lr must be > 0, got {self.lr!r}")
+        if (
+            isinstance(self.eval_shards, bool)
+            or not isinstance(self.eval_shards, int)
+            or self.eval_shards < 0
+        ):
+            raise ValueError(
+                f"eval_shards must be a non-negative integer, got {self.eval_shards!r}"
+            )
+
+
+# --------------------------------------------------------------------------------------------
+# Stage 1: the teacher pass
+# --------------------------------------------------------------------------------------------
+
+
+def _teacher_dir(settings: TrainSettings) -> Path:
+    m = load_manifest(settings.data)
+    key = {
+        "data": m["settings"],
+        "pair": settings.pair,
+        "dtype": settings.teacher_dtype,
+        "top": settings.top,
+    }
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+    return Path(settings.cache) / "teacher" / digest
+
+
+@torch.inference_mode()
+def _teacher_sequences(target: Any, seqs: list, top: int) -> list[dict[str, torch.Tensor]]:
+    from .decoding import final_norm
+
+    n = len(seqs)
+    width = max(len(s.ids) for s in seqs)
+    ids = torch.zeros((n, width), dtype=torch.long)
+    mask = torch.zeros((n, width), dtype=torch.long)
+    for r, s in enumerate(seqs):
+        ids[r, : len(s.ids)] = torch.as_tensor(s.ids)
+        mask[r, : len(s.ids)] = 1
+    captured = []
+    handle = final_norm(target).register_forward_hook(lambda _m, a, _o: captured.append(a[0]))
+    try:
+        logits = target(input_ids=ids, attention_mask=mask, use_cache=False).logits
+    finally:
+        handle.remove()
+    feats = captured[-1]
+    out = []
+    for r, s in enumerate(seqs):
+        L, start = len(s.ids), max(s.prompt_len - 1, 0)
+        p = torch.softmax(logits[r, start : L - 1].float(), dim=-1)
+        top_p, top_i = p.topk(top, dim=-1)
+        out.append(
+            {
+                "ids": torch.as_tensor(s.ids, dtype=torch.int32),
+                "start": torch.tensor(start),
+                "feats": feats[r, :L].to(torch.bfloat16).clone(),
+                "top_i": top_i.to(torch.int32),
+                "top_p": top_p.to(torch.float16),
+            }
+        )
+    return out
+
+
+def teacher_pass(settings: TrainSettings, *, progress: bool = True, pair: Any = None) -> Path:
+    """Teacher-force the target over every shard not yet cached; return the cache folder."""
+    from tqdm.auto import tqdm
+
+    from .models import load_pair
+
+    folder = _teacher_dir(settings)
+    folder.mkdir(parents=True, exist_ok=True)
+    shards = [s["shard"] for s in load_manifest(settings.data)["shards"]]
+    todo = [i for i in shards if not (folder / f"shard_{i:05d}.pt").is_file()]
+    if not todo:
+        return folder
+    if pair is None:
+        pair = load_pair(settings.pair, dtype=settings.teacher_dtype)
+    for i in tqdm(todo, desc="teacher pass", unit="shard", disable=not progress):
+        seqs = sorted(iter_sequences(settings.data, [i]), key=lambda s: len(s.ids))
+        records = []
+        for b in range(0, len(seqs), 8):
+            records += _teacher_sequences(pair.target, seqs[b : b + 8], settings.top)
+        tmp = folder / f".shard_{i:05d}.pt.tmp"
+        torch.save(records, tmp)
+        tmp.replace(folder / f"shard_{i:05d}.pt")
+    return folder
+
+
+def _load_records(folder: Path, shards: list[int]) -> list[dict[str, torch.Tensor]]:
+    out = []
+    for i in shards:
+        out += torch.load(folder / f"shard_{i:05d}.pt", weights_only=True)
+    return out
+
+
+def choose_subset(records: list[dict[str, torch.Tensor]], size: int, vocab: int) -> torch.Tensor:
+    """The ``size`` tokens with the most teacher probability mass over the training positions."""
+    mass = torch.zeros(vocab, dtype=torch.float64)
+    for r in records:
+        mass.index_add_(0, r["top_i"].flatten().long(), r["top_p"].flatten().double())
+    return mass.topk(min(size, vocab)).indices.sort().values
+
+
+# --------------------------------------------------------------------------------------------
+# Stage 2: distillation
+# --------------------------------------------------------------------------------------------
+
+
+def _batch(records: list[dict[str, torch.Tensor]], remap: torch.Tensor, dtype: torch.dtype):
+    """Pad a batch: head inputs (h_{j-1}, x_j) for j = 1..L-1, and the teacher targets."""
+    n = len(records)
+    T = max(len(r["ids"]) for r in records) - 1
+    H = records[0]["feats"].shape[-1]
+    top = records[0]["top_i"].shape[-1]
+    feats = torch.zeros(n, T, H, dtype=dtype)
+    toks = torch.zeros(n, T, dtype=torch.long)
+    next_h = torch.zeros(n, T, H, dtype=dtype)
+    hmask = torch.zeros(n, T, dtype=torch.bool)
+    t_idx = torch.zeros(
+        n, T, top, dtype=torch.long
+    )  # subset index of each teacher token (-1: none)
+    t_p = torch.zeros(n, T, top)
+    pmask = torch.zeros(n, T, dtype=torch.bool)
+    for r, rec in enumerate(records):
+        L = len(rec["ids"])
+        f = rec["feats"].to(dtype)
+        feats[r, : L - 1] = f[: L - 1]
+        toks[r, : L - 1] = rec["ids"][1:].long()
+        next_h[r, : L - 2] = f[1 : L - 1]
+        hmask[r, : L - 2] = True
+        # q at head position j (row j-1) predicts x_{j+1}: the teacher's p_j, stored from `start`.
+        s = int(rec["start"])
+        rows = torch.arange(max(s, 1), L - 1)
+        if len(rows):
+            src = rows - s
+            t_idx[r, rows - 1] = remap[rec["top_i"][src].long()]
+            t_p[r, rows - 1] = rec["top_p"][src].float()
+            pmask[r, rows - 1] = True
+    return feats, toks, next_h, hmask, t_idx, t_p, pmask
+
+
+def _losses(head, batch, settings: TrainSettings) -> dict[str, torch.Tensor]:
+    feats, toks, next_h, hmask, t_idx, t_p, pmask = batch
+    T = feats.shape[1]
+    pos = torch.arange(1, T + 1).unsqueeze(0).expand(feats.shape[0], T)
+    hidden, _ = head(feats, toks, position_ids=pos)
+    logq = torch.log_softmax(head.logits(hidden).float(), dim=-1)  # [n, T, |S|]
+    valid = t_idx >= 0
+    lq = torch.gather(logq, -1, t_idx.clamp(min=0)) * valid
+    p = t_p * valid
+    ce = -(p * lq).sum(-1)
+    alpha = torch.minimum(p, lq.exp() * valid).sum(-1)
+    m = pmask.float()
+    n_pos = m.sum().clamp(min=1)
+    feat = F.smooth_l1_loss(hidden.float(), next_h.float(), reduction="none").mean(-1)
+    feat = (feat * hmask).sum() / hmask.sum().clamp(min=1)
+    out = {
+        "ce": (ce * m).sum() / n_pos,
+        "alpha": (alpha * m).sum() / n_pos,
+        "feature": feat,
+    }
+    out["loss"] = (
+        out["ce"] + settings.tv_weight * (1 - out["alpha"]) + settings.feature_weight * feat
+    )
+    return out
+
+
+def _atomic_torch_save(obj: Any, path: Path) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    torch.save(obj, tmp)
+    tmp.replace(path)
+
+
+def train_feature_head(
+    settings: TrainSettings, *, progress: bool = True, pair: Any = None, log: Any = print
+) -> dict[str, Any]:
+    """Teacher pass, then distillation; returns the training log (also written next to ``out``)."""
+    from tqdm.auto import tqdm
+
+    from .heads import FeatureHead, save_feature_head
+    from .models import load_pair
+
+    if settings.threads:
+        torch.set_num_threads(settings.threads)
+    if pair is None:
+        pair = load_pair(settings.pair, dtype=settings.teacher_dtype)
+    cache = teacher_pass(settings, progress=progress, pair=pair)
+    shards = [s["shard"] for s in load_manifest(settings.data)["shards"]]
+    n_eval = min(settings.eval_shards, max(len(shards) - 1, 0))
+    eval_shards = shards[len(shards) - n_eval :] if n_eval else []
+    train_shards = shards[: len(shards) - n_eval]
+    if settings.max_shards is not None:
+        train_shards = train_shards[: settings.max_shards]
+    train = _load_records(cache, train_shards)
+    evals = _load_records(cache, eval_shards)
+    V = pair.target.config.vocab_size
+    subset = choose_subset(train, settings.subset_size, V)
+    remap = torch.full((V,), -1, dtype=torch.long)
+    remap[subset] = torch.arange(len(subset))
+
+    torch.manual_seed(settings.seed)
+    # The head trains in float32 on top of a float32 copy of the frozen parts of the target.
+    head = FeatureHead(
+        pair.target, subset, n_layers=settings.n_layers, init_layer=settings.init_layer
+    )
+    head.float()
+    head.frozen_float32()
+    params = [p for p in head.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=settings.lr, weight_decay=settings.weight_decay)
+    steps_per_epoch = math.ceil(len(train) / settings.batch_sequences)
+    total = max(1, int(settings.epochs * steps_per_epoch))
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt,
+        lambda s: (
+            min(1.0, (s + 1) / settings.warmup_steps)
+            * 0.5
+            * (1 + math.cos(math.pi * min(s, total) / total))
+        ),
+    )
+    ckpt_dir = Path(settings.cache) / "train" / Path(settings.out).stem
+    ckpt_dir.mkdir(parents=True, exist_ok=True)
+    ckpt = ckpt_dir / "checkpoint.pt"
+    history: list[dict[str, float]] = []
+    step = 0
+    if ckpt.is_file():
+        state = torch.load(ckpt, weights_only=False)
+        if state["settings"] == asdict(settings):
+            head.load_state_dict(state["head"])
+            opt.load_state_dict(state["opt"])
+            sched.load_state_dict(state["sched"])
+            step, history = state["step"], state["history"]
+            torch.set_rng_state(state["rng"])
+            log(f"resumed at step {step} of {total}")
+    rng = np.random.default_rng(settings.seed)
+    orders = [rng.permutation(len(train)) for _ in range(math.ceil(settings.epochs) + 1)]
+    head.train()
+    t0 = time.perf_counter()
+    bar = tqdm(total=total, initial=step, desc="distil", unit="step", disable=not progress)
+    while step < total:
+        epoch, b = divmod(step, steps_per_epoch)
+        idx = orders[epoch][b * settings.batch_sequences : (b + 1) * settings.batch_sequences]
+        batch = _batch([train[i] for i in idx], remap, torch.float32)
+        losses = _losses(head, batch, settings)
+        opt.zero_grad(set_to_none=True)
+        losses["loss"].backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        sched.step()
+        step += 1
+        bar.update(1)
+        bar.set_postfix(alpha=f"{losses['alpha'].item():.3f}", ce=f"{losses['ce'].item():.2f}")
+        if step % settings.checkpoint_every == 0 or step == total:
+            row = {
+                "step": step,
+                "epoch": step / steps_per_epoch,
+                "seconds": time.perf_counter() - t0,
+            }
+            row.update({f"train_{k}": float(v.detach()) for k, v in losses.items()})
+            row.update(evaluate(head, evals, remap, settings))
+            history.append(row)
+            log(json.dumps({k: round(v, 4) for k, v in row.items()}))
+            _atomic_torch_save(
+                {
+                    "settings": asdict(settings),
+                    "head": head.state_dict(),
+                    "opt": opt.state_dict(),
+                    "sched": sched.state_dict(),
+                    "step": step,
+                    "history": history,
+                    "rng": torch.get_rng_state(),
+                },
+                ckpt,
+            )
+    bar.close()
+    head.eval()
+    record = {
+        "settings": asdict(settings),
+        "history": history,
+        "train_sequences": len(train),
+        "train_tokens": int(sum(len(r["top_p"]) for r in train)),
+        "eval_tokens": int(sum(len(r["top_p"]) for r in evals)),
+        "subset_mass": _subset_mass(evals, remap),
+        "provenance": provenance(device="cpu", seed=settings.seed, settings=asdict(settings)),
+    }
+    out = Path(settings.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    head_out = FeatureHead(pair.target, subset, n_layers=settings.n_layers, init_layer=None)
+    head_out.load_state_dict(head.state_dict())
+    save_feature_head(head_out, out, {"train_tokens": record["train_tokens"]})
+    atomic_write_json(out.with_suffix(".train.json"), record)
+    return record
+
+
+@torch.no_grad()
+def evaluate(head, records, remap, settings: TrainSettings, batch: int = 16) -> dict[str, float]:
+    """Mean loss terms on held-out records (``alpha`` here is a lower bound: top tokens only)."""
+    if not records:
+        return {}
+    was = head.training
+    head.eval()
+    sums: dict[str, float] = {}
+    n = 0
+    for b in range(0, len(records), batch):
+        chunk = records[b : b + batch]
+        out = _losses(head, _batch(chunk, remap, torch.float32), settings)
+        w = sum(len(r["top_p"]) for r in chunk)
+        for k, v in out.items():
+            sums[k] = sums.get(k, 0.0) + float(v) * w
+        n += w
+    head.train(was)
+    return {f"eval_{k}": v / n for k, v in sums.items()}
+
+
+def _subset_mass(records, remap) -> float:
+    """Mean teacher mass (within the stored top tokens) that falls in the subset."""
+    tot = inside = 0.0
+    for r in records:
+        p = r["top_p"].double()
+        tot += float(p.sum())
+        inside += float((p * (remap[r["top_i"].long()] >= 0)).sum())
+    return inside / tot if tot else float("nan")

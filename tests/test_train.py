@@ -1,0 +1,264 @@
+"""On-policy data, the feature-level head, and its training: on the tiny random pair, offline."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from specdec_lib import train as train_mod
+from specdec_lib.__main__ import main
+from specdec_lib.decoding import AutoregressiveDecoder, SpeculativeDecoder
+from specdec_lib.distill import DataSettings, generate_onpolicy, iter_sequences, load_manifest
+from specdec_lib.heads import FeatureDrafter, FeatureHead, load_feature_head
+from specdec_lib.stats import chisquare_gof, exact_continuation_law
+from specdec_lib.train import TrainSettings, train_feature_head
+
+PROMPT = torch.tensor([0, 5, 9, 3, 17, 4])
+
+
+@pytest.fixture()
+def prompts_file(tmp_path):
+    path = tmp_path / "prompts.json"
+    texts = ["hello there", "the cat sat", "one two three", "abc abc", "zebra", "quiet river"]
+    path.write_text(json.dumps({"prompts": [{"category": "x", "text": t} for t in texts]}))
+    return str(path)
+
+
+def _settings(prompts_file, **kw):
+    base = dict(
+        pair="tiny-random", dtype="float32", prompts=prompts_file, batch_size=4, max_new_tokens=24
+    )
+    return DataSettings(**{**base, **kw})
+
+
+# --------------------------------------------------------------------------------------------
+# On-policy data
+# --------------------------------------------------------------------------------------------
+
+
+def test_generate_onpolicy_writes_shards_and_resumes(tmp_path, tiny_pair, prompts_file):
+    folder = tmp_path / "data"
+    s = _settings(prompts_file)
+    generate_onpolicy(folder, 150, s, progress=False, pair=tiny_pair)
+    m = load_manifest(folder)
+    assert sum(x["generated_tokens"] for x in m["shards"]) >= 150
+    first = (folder / "shard_00000.npz").read_bytes()
+    seqs = list(iter_sequences(folder))
+    assert len(seqs) == 4 * len(m["shards"])
+    prompts = json.loads(open(prompts_file).read())["prompts"]
+    for seq in seqs:
+        encoded = tiny_pair.tokenizer(prompts[seq.prompt_index]["text"]).input_ids[0]
+        assert seq.ids[: seq.prompt_len].tolist() == encoded
+        assert seq.prompt_len < len(seq.ids) <= seq.prompt_len + 24
+        assert seq.ids.max() < tiny_pair.target.config.vocab_size
+    # Extending keeps the finished shards bit for bit and appends new ones.
+    generate_onpolicy(folder, 400, s, progress=False, pair=tiny_pair)
+    m2 = load_manifest(folder)
+    assert len(m2["shards"]) > len(m["shards"])
+    assert (folder / "shard_00000.npz").read_bytes() == first
+    # Reproducible: the same settings elsewhere give the same tokens.
+    other = tmp_path / "again"
+    generate_onpolicy(other, 150, s, progress=False, pair=tiny_pair)
+    a = [x.ids.tolist() for x in iter_sequences(folder, [0])]
+    b = [x.ids.tolist() for x in iter_sequences(other, [0])]
+    assert a == b
+
+
+def test_generate_onpolicy_refuses_other_settings(tmp_path, tiny_pair, prompts_file):
+    folder = tmp_path / "data"
+    generate_onpolicy(folder, 20, _settings(prompts_file), progress=False, pair=tiny_pair)
+    with pytest.raises(ValueError, match="other settings"):
+        generate_onpolicy(
+            folder, 40, _settings(prompts_file, seed=1), progress=False, pair=tiny_pair
+        )
+
+
+@pytest.mark.parametrize(
+    "kw, name",
+    [
+        ({"batch_size": 0}, "batch_size"),
+        ({"max_new_tokens": 2.5}, "max_new_tokens"),
+        ({"temperature": 0}, "temperature"),
+        ({"seed": -1}, "seed"),
+    ],
+)
+def test_data_settings_bad_arguments(kw, name):
+    with pytest.raises(ValueError, match=name):
+        DataSettings(**kw)
+
+
+def test_gen_data_cli(tmp_path, prompts_file, capsys):
+    out = tmp_path / "cli"
+    args = ["gen-data", "--pair", "tiny-random", "--dtype", "float32", "--prompts", prompts_file]
+    args += ["--out", str(out), "--tokens", "30", "--batch-size", "2", "--max-new-tokens", "16"]
+    assert main(args + ["--no-progress"]) == 0
+    assert "generated tokens" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["gen-data", "--tokens", "0"])
+
+
+# --------------------------------------------------------------------------------------------
+# The head as a drafter: exact whatever its weights
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def random_head(tiny_pair):
+    torch.manual_seed(0)
+    subset = torch.arange(2, 26)  # the draft never proposes 0, 1 or 26..31: q = 0 there
+    return FeatureHead(tiny_pair.target, subset, init_layer=-1)
+
+
+def test_feature_head_saves_only_its_own_weights(tmp_path, tiny_pair, random_head):
+    from specdec_lib.heads import save_feature_head
+
+    names = set(random_head.state_dict())
+    assert "subset" in names and not any("embed" in n or "lm_head" in n for n in names)
+    path = tmp_path / "head.safetensors"
+    save_feature_head(random_head, path, {"note": "test"})
+    loaded = load_feature_head(path, tiny_pair.target)
+    for k, v in random_head.state_dict().items():
+        assert torch.equal(loaded.state_dict()[k], v)
+
+
+@pytest.mark.parametrize("K", [1, 3])
+def test_feature_drafter_greedy_equals_autoregressive(tiny_pair, random_head, K):
+    ar = AutoregressiveDecoder(tiny_pair.target, temperature=0)
+    spec = SpeculativeDecoder(FeatureDrafter(random_head), tiny_pair.target, K=K, temperature=0)
+    for prompt in (PROMPT, torch.tensor([0, 2, 2, 2]), torch.tensor([0])):
+        ref = ar.generate_ids(prompt, 30).tokens
+        out = spec.generate_ids(prompt, 30)
+        assert out.tokens == ref
+        assert out.steps[0].draft_tokens == []  # no target features before the first pass
+        assert all(len(s.draft_tokens) >= 1 for s in out.steps[1:-1])
+
+
+def test_feature_drafter_cache_matches_no_cache(tiny_pair, random_head):
+    a = SpeculativeDecoder(FeatureDrafter(random_head), tiny_pair.target, K=3, seed=5)
+    b = SpeculativeDecoder(
+        FeatureDrafter(random_head), tiny_pair.target, K=3, seed=5, use_cache=False
+    )
+    ra, rb = a.generate_ids(PROMPT, 25), b.generate_ids(PROMPT, 25)
+    assert ra.tokens == rb.tokens
+    assert [s.draft_tokens for s in ra.steps] == [s.draft_tokens for s in rb.steps]
+
+
+def test_feature_drafter_law_matches_target(tiny_pair, random_head):
+    """The first 2 tokens of 4 (step 1 has no drafts; step 2 drafts 2) follow the target's law."""
+    dec = SpeculativeDecoder(FeatureDrafter(random_head), tiny_pair.target, K=2, seed=3)
+    law = exact_continuation_law(tiny_pair.target, PROMPT, dec.warp, 2)
+    keys = sorted(law)
+    index = {k: i for i, k in enumerate(keys)}
+    counts = np.zeros(len(keys))
+    for _ in range(1600):
+        r = dec.generate_ids(PROMPT, 4)
+        counts[index[tuple(r.tokens[:2])]] += 1
+    res = chisquare_gof(probs=np.array([law[k] for k in keys]), counts=counts, max_bins=60)
+    assert res.pvalue > 1e-3, res
+
+
+# --------------------------------------------------------------------------------------------
+# Training
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny_data(tmp_path_factory, tiny_pair):
+    root = tmp_path_factory.mktemp("train")
+    prompts = root / "prompts.json"
+    texts = [f"prompt {w} number {i}" for i, w in enumerate("abcdefghij")]
+    prompts.write_text(json.dumps({"prompts": [{"text": t} for t in texts]}))
+    s = DataSettings(
+        pair="tiny-random", dtype="float32", prompts=str(prompts), batch_size=5, max_new_tokens=40
+    )
+    generate_onpolicy(root / "data", 1200, s, progress=False, pair=tiny_pair)
+    return root
+
+
+def _train_settings(root, **kw):
+    base = dict(
+        data=str(root / "data"),
+        out=str(root / "head.safetensors"),
+        pair="tiny-random",
+        teacher_dtype="float32",
+        top=8,
+        subset_size=24,
+        epochs=3.0,
+        batch_sequences=4,
+        lr=3e-3,
+        warmup_steps=2,
+        checkpoint_every=5,
+        eval_shards=1,
+        cache=str(root / "cache"),
+    )
+    return TrainSettings(**{**base, **kw})
+
+
+def test_train_feature_head_learns_and_loads(tiny_data, tiny_pair):
+    s = _train_settings(tiny_data)
+    rec = train_feature_head(s, progress=False, pair=tiny_pair, log=lambda *_: None)
+    hist = rec["history"]
+    assert hist[-1]["step"] > hist[0]["step"]
+    assert hist[-1]["eval_alpha"] > hist[0]["eval_alpha"]  # it learned something held out
+    head = load_feature_head(s.out, tiny_pair.target)
+    assert len(head.subset) == 24
+    ar = AutoregressiveDecoder(tiny_pair.target, temperature=0)
+    spec = SpeculativeDecoder(FeatureDrafter(head), tiny_pair.target, K=2, temperature=0)
+    assert spec.generate_ids(PROMPT, 20).tokens == ar.generate_ids(PROMPT, 20).tokens
+    card = json.loads(open(tiny_data / "head.train.json").read())
+    assert card["provenance"]["settings"]["top"] == 8
+
+
+def test_training_resumes_after_a_kill(tiny_data, tiny_pair, monkeypatch):
+    full = _train_settings(tiny_data, out=str(tiny_data / "full.safetensors"))
+    train_feature_head(full, progress=False, pair=tiny_pair, log=lambda *_: None)
+    killed = _train_settings(tiny_data, out=str(tiny_data / "killed.safetensors"))
+    real_save = train_mod._atomic_torch_save
+    calls = {"n": 0}
+
+    def save_then_die(obj, path):
+        real_save(obj, path)
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(train_mod, "_atomic_torch_save", save_then_die)
+    with pytest.raises(KeyboardInterrupt):
+        train_feature_head(killed, progress=False, pair=tiny_pair, log=lambda *_: None)
+    monkeypatch.setattr(train_mod, "_atomic_torch_save", real_save)
+    logs = []
+    train_feature_head(killed, progress=False, pair=tiny_pair, log=logs.append)
+    assert any("resumed at step 10" in line for line in logs)
+    a = load_feature_head(full.out, tiny_pair.target).state_dict()
+    b = load_feature_head(killed.out, tiny_pair.target).state_dict()
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+
+
+@pytest.mark.parametrize(
+    "kw, name",
+    [
+        ({"top": 0}, "top"),
+        ({"epochs": 0}, "epochs"),
+        ({"lr": -1.0}, "lr"),
+        ({"batch_sequences": 1.5}, "batch_sequences"),
+        ({"eval_shards": -1}, "eval_shards"),
+    ],
+)
+def test_train_settings_bad_arguments(kw, name):
+    with pytest.raises(ValueError, match=name):
+        TrainSettings(**kw)
+
+
+def test_train_drafter_cli(tiny_data, capsys):
+    out = tiny_data / "cli.safetensors"
+    args = ["train-drafter", "--pair", "tiny-random", "--teacher-dtype", "float32"]
+    args += ["--data", str(tiny_data / "data"), "--out", str(out), "--top", "8"]
+    args += ["--subset-size", "24", "--epochs", "1", "--batch-sequences", "4", "--eval-shards", "1"]
+    assert main(args + ["--no-progress"]) == 0
+    assert out.is_file() and "held-out alpha" in capsys.readouterr().out
+    assert main(args + ["--no-progress", "--data", str(tiny_data / "missing")]) == 2
+    assert "not an on-policy data folder" in capsys.readouterr().err

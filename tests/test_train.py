@@ -262,3 +262,39 @@ def test_train_drafter_cli(tiny_data, capsys):
     assert out.is_file() and "held-out alpha" in capsys.readouterr().out
     assert main(args + ["--no-progress", "--data", str(tiny_data / "missing")]) == 2
     assert "not an on-policy data folder" in capsys.readouterr().err
+
+
+def test_bench_runs_with_a_feature_drafter(tmp_path, tiny_pair, random_head):
+    import dataclasses
+
+    from specdec_lib.bench import BenchSettings, measure_pass_costs, run_benchmark
+
+    pair = dataclasses.replace(
+        tiny_pair, draft=FeatureDrafter(random_head), assistant=tiny_pair.draft
+    )
+    costs = measure_pass_costs(pair, 3, context=16, reps=3)
+    assert costs["t_draft_s"] > 0 and len(costs["t_target_s"]) == 3
+    prompts = tmp_path / "p.json"
+    prompts.write_text(json.dumps({"prompts": [{"text": "abc abc"}, {"text": "hello"}]}))
+    s = BenchSettings(
+        pair="tiny-random",
+        K=[1, 2],
+        max_new_tokens=8,
+        prompts=str(prompts),
+        cost_reps=2,
+        draft="early-exit",
+    )
+    res = run_benchmark(s, tmp_path / "r.json", progress=False, pair=pair)
+    spec = [r for r in res["runs"] if r["method"] == "speculative"]
+    assert len(spec) == 2 and all(r["alpha"] is not None for r in spec)
+
+
+@pytest.mark.parametrize(
+    "name, kw, match",
+    [("tiny-random", {"draft": "feature"}, "only available"), ("default", {"draft": "x"}, "draft")],
+)
+def test_load_pair_draft_argument(name, kw, match):
+    from specdec_lib.models import load_pair
+
+    with pytest.raises(ValueError, match=match):
+        load_pair(name, **kw)

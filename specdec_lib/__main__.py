@@ -102,6 +102,20 @@ def build_parser() -> argparse.ArgumentParser:
         "--subset-size", type=_positive_int, default=8192, help="tokens the head proposes"
     )
     t.add_argument("--n-layers", type=_positive_int, default=1)
+    t.add_argument(
+        "--teacher-layers",
+        type=int,
+        nargs="+",
+        default=[2, 14, -1],
+        help="target layers stored by the teacher pass (-1 required)",
+    )
+    t.add_argument(
+        "--feature-layers",
+        type=int,
+        nargs="+",
+        default=[-1],
+        help="target layers the head reads (a subset of --teacher-layers)",
+    )
     t.add_argument("--epochs", type=_float, default=2.0)
     t.add_argument("--batch-sequences", type=_positive_int, default=8)
     t.add_argument("--lr", type=_float, default=5e-4)
@@ -129,6 +143,8 @@ def _train_drafter(args) -> int:
             top=args.top,
             subset_size=args.subset_size,
             n_layers=args.n_layers,
+            teacher_layers=tuple(args.teacher_layers),
+            feature_layers=tuple(args.feature_layers),
             epochs=args.epochs,
             batch_sequences=args.batch_sequences,
             lr=args.lr,

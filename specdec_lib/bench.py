@@ -31,7 +31,7 @@ from .decoding import (
     SpeculativeDecoder,
     _as_drafter,
     _sync,
-    _TargetState,
+    _target_state,
     check_K,
     model_forward,
 )
@@ -162,8 +162,7 @@ def measure_pass_costs(
     # context (for a model draft: one cached pass, the warp and the sample).
     drafter = _as_drafter(pair.draft)
     drafter.reset()
-    sink = drafter.observe if getattr(drafter, "wants_target_features", False) else None
-    _TargetState(pair.target, True, feature_sink=sink).forward(ctx, 1)
+    _target_state(pair.target, True, drafter).forward(ctx, 1)
     warp, d_gen = Warp(1.0), torch.Generator(device=device).manual_seed(0)
     jobs = [("target", n) for n in range(1, n_max + 1)] + [("draft", 1)]
     samples: dict[tuple[str, int], list[float]] = {job: [] for job in jobs}

@@ -34,6 +34,7 @@ __all__ = [
     "SpeculativeDecoder",
     "StepRecord",
     "check_K",
+    "capture_features",
     "final_norm",
     "model_forward",
 ]
@@ -155,16 +156,55 @@ def model_forward(
 
 def final_norm(model: Any) -> torch.nn.Module:
     """The final norm of a transformers decoder-only LM (its input is the last hidden state)."""
-    decoder = (
-        model.get_decoder() if hasattr(model, "get_decoder") else getattr(model, "model", None)
-    )
-    norm = getattr(decoder, "norm", None)
+    norm = getattr(_decoder(model), "norm", None)
     if not isinstance(norm, torch.nn.Module):
         raise ValueError(
             f"cannot find the final norm of {type(model).__name__} (expected model.model.norm): "
             "feature-level drafters need a Llama-like target"
         )
     return norm
+
+
+def _decoder(model: Any) -> Any:
+    return model.get_decoder() if hasattr(model, "get_decoder") else getattr(model, "model", None)
+
+
+class capture_features:
+    """Context manager: the outputs of decoder ``layers`` (``-1``: the last, i.e. the input of the
+    final norm) of every forward pass inside it, concatenated on the last axis.
+
+    ``with capture_features(model, (2, 14, -1)) as got: model(...)`` leaves one ``[B, n, 3 H]``
+    tensor per pass in ``got``.
+    """
+
+    def __init__(self, model: Any, layers: Sequence[int] = (-1,)) -> None:
+        blocks = getattr(_decoder(model), "layers", None)
+        if blocks is None:
+            raise ValueError(f"{type(model).__name__} has no decoder layers to read features from")
+        n = len(blocks)
+        if not layers or any(not -n <= int(i) < n for i in layers):
+            raise ValueError(f"feature layers must be in [-{n}, {n}), got {tuple(layers)!r}")
+        self._modules = [blocks[int(i)] for i in layers]
+        self.captured: list[torch.Tensor] = []
+
+    def __enter__(self) -> list[torch.Tensor]:
+        parts: dict[int, torch.Tensor] = {}
+
+        def hook(i):
+            def fn(_m, _args, out):
+                parts[i] = out[0] if isinstance(out, tuple) else out
+                if len(parts) == len(self._modules):
+                    self.captured.append(torch.cat([parts[j] for j in sorted(parts)], dim=-1))
+                    parts.clear()
+
+            return fn
+
+        self._handles = [m.register_forward_hook(hook(i)) for i, m in enumerate(self._modules)]
+        return self.captured
+
+    def __exit__(self, *exc) -> None:
+        for h in self._handles:
+            h.remove()
 
 
 def _sync(device: torch.device) -> None:
@@ -241,38 +281,38 @@ class _TargetState:
     whole sequence instead (slow; the reference that tests the cache logic).
     """
 
-    def __init__(self, model: Any, use_cache: bool = True, feature_sink: Any = None) -> None:
+    def __init__(
+        self,
+        model: Any,
+        use_cache: bool = True,
+        feature_sink: Any = None,
+        feature_layers: Sequence[int] = (-1,),
+    ) -> None:
         self.model = model
         self.use_cache = use_cache
         self.cache: Any = None
         self.length = 0
-        # feature_sink(start, features [m, H]) receives the target's last hidden states (the input
-        # of its final norm) for positions start..start+m-1 of every pass: feature-level drafters
-        # read them.
+        # feature_sink(start, features [m, F]) receives the target's hidden states (the outputs of
+        # feature_layers, concatenated) for positions start..start+m-1 of every pass:
+        # feature-level drafters read them.
         self.feature_sink = feature_sink
-        self._norm = final_norm(model) if feature_sink is not None else None
+        self.feature_layers = tuple(feature_layers)
 
     def forward(self, seq: torch.Tensor, n_logits: int) -> torch.Tensor:
         start = self.length if self.use_cache else 0
-        captured: list[torch.Tensor] = []
-        handle = None
-        if self._norm is not None:
-            handle = self._norm.register_forward_hook(
-                lambda _m, args, _out: captured.append(args[0][0])
-            )
-        try:
-            if not self.use_cache:
-                logits, _ = model_forward(self.model, seq, None, n_logits)
-            else:
-                logits, self.cache = model_forward(
-                    self.model, seq[self.length :], self.cache, n_logits
-                )
-                self.length = seq.numel()
-        finally:
-            if handle is not None:
-                handle.remove()
-        if captured:
-            self.feature_sink(start, captured[-1])
+        if self.feature_sink is None:
+            return self._forward(seq, n_logits)
+        with capture_features(self.model, self.feature_layers) as captured:
+            logits = self._forward(seq, n_logits)
+        self.feature_sink(start, captured[-1][0])
+        return logits
+
+    def _forward(self, seq: torch.Tensor, n_logits: int) -> torch.Tensor:
+        if not self.use_cache:
+            logits, _ = model_forward(self.model, seq, None, n_logits)
+            return logits
+        logits, self.cache = model_forward(self.model, seq[self.length :], self.cache, n_logits)
+        self.length = seq.numel()
         return logits
 
     def rollback(self, n_valid: int) -> None:
@@ -299,7 +339,8 @@ class Drafter(Protocol):
     new sequence. Anything honouring this is exact, however poor its guesses.
 
     A drafter with ``wants_target_features = True`` also gets ``observe(start, features)`` after
-    every target pass: the target's last hidden states ``[m, H]`` for positions
+    every target pass: the target's hidden states ``[m, F]`` (the outputs of the decoder layers
+    listed in its ``feature_layers``, default ``(-1,)``, concatenated) for positions
     ``start..start+m-1`` (including the rejected drafts' positions; ``rollback`` follows).
     """
 
@@ -360,6 +401,14 @@ def _check_proposal(tokens: Any, probs: Any, k: int) -> int:
             f"{getattr(probs, 'shape', type(probs).__name__)}"
         )
     return n
+
+
+def _target_state(target: Any, use_cache: bool, drafter: Any) -> _TargetState:
+    """The target's state, wired to hand its hidden states to a drafter that wants them."""
+    if getattr(drafter, "wants_target_features", False):
+        layers = getattr(drafter, "feature_layers", (-1,))
+        return _TargetState(target, use_cache, feature_sink=drafter.observe, feature_layers=layers)
+    return _TargetState(target, use_cache)
 
 
 def _as_drafter(draft: Any, use_cache: bool = True) -> Drafter:
@@ -502,10 +551,7 @@ class SpeculativeDecoder(_DecoderBase):
         ids = self._start(input_ids, max_new_tokens, seed)
         eos = _eos_set(eos_token_id)
         prompt_len = ids.numel()
-        sink = (
-            self.drafter.observe if getattr(self.drafter, "wants_target_features", False) else None
-        )
-        target = _TargetState(self.target, self.use_cache, feature_sink=sink)
+        target = _target_state(self.target, self.use_cache, self.drafter)
         self.drafter.reset()
         out: list[int] = []
         steps: list[StepRecord] = []

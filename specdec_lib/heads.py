@@ -54,6 +54,7 @@ class FeatureHead(nn.Module):
         *,
         n_layers: int = 1,
         init_layer: int | None = -1,
+        feature_layers: tuple[int, ...] = (-1,),
     ) -> None:
         super().__init__()
         from transformers import LlamaConfig, LlamaModel
@@ -80,8 +81,25 @@ class FeatureHead(nn.Module):
             head_dim=getattr(tcfg, "head_dim", H // tcfg.num_attention_heads),
             tie_word_embeddings=False,
         )
-        self.config_dict = {"n_layers": n_layers, "init_layer": init_layer}
+        feature_layers = tuple(int(i) for i in feature_layers)
+        n_t = tcfg.num_hidden_layers
+        if not feature_layers or any(not -n_t <= i < n_t for i in feature_layers):
+            raise ValueError(f"feature_layers must be target layers in [-{n_t}, {n_t})")
+        self.feature_layers = feature_layers
+        self.config_dict = {
+            "n_layers": n_layers,
+            "init_layer": init_layer,
+            "feature_layers": list(feature_layers),
+        }
         dtype = next(target.parameters()).dtype
+        nF = len(feature_layers)
+        # Several target layers (EAGLE-3's low/mid/high features) are fused into one H-vector;
+        # the fusion starts as "take the last listed layer".
+        self.fuse = nn.Linear(nF * H, H, bias=False, dtype=dtype) if nF > 1 else None
+        if self.fuse is not None:
+            with torch.no_grad():
+                self.fuse.weight.zero_()
+                self.fuse.weight[:, (nF - 1) * H :].copy_(torch.eye(H))
         self.fc = nn.Linear(2 * H, H, bias=False, dtype=dtype)
         with torch.no_grad():  # start as "the target's feature, plus a little of the token"
             self.fc.weight.zero_()
@@ -127,8 +145,11 @@ class FeatureHead(nn.Module):
         cache: Any = None,
         position_ids: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, Any]:
-        """``features`` ``[B, n, H]`` (``h_{j-1}``), ``tokens`` ``[B, n]`` (``x_j``) -> ``ĥ_j``
-        ``[B, n, H]`` and the updated cache."""
+        """``features`` ``[B, n, F]`` (``h_{j-1}``: the target's, ``F = len(feature_layers) H``,
+        or the head's own, ``F = H``), ``tokens`` ``[B, n]`` (``x_j``) -> ``ĥ_j`` ``[B, n, H]``
+        and the updated cache."""
+        if self.fuse is not None and features.shape[-1] != self.fc.out_features:
+            features = self.fuse(features)
         emb = self._embed(tokens).to(features.dtype)
         g = self.fc(torch.cat([features, emb], dim=-1))
         out = self.body(
@@ -164,7 +185,13 @@ def load_feature_head(path: str | Path, target: Any) -> FeatureHead:
         meta = f.metadata() or {}
         state = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 - safe_open has no items()
     cfg = json.loads(meta.get("config", "{}"))
-    head = FeatureHead(target, state["subset"], n_layers=cfg.get("n_layers", 1), init_layer=None)
+    head = FeatureHead(
+        target,
+        state["subset"],
+        n_layers=cfg.get("n_layers", 1),
+        init_layer=None,
+        feature_layers=tuple(cfg.get("feature_layers", (-1,))),
+    )
     dtype = next(target.parameters()).dtype
     head.load_state_dict({k: v.to(dtype) if v.is_floating_point() else v for k, v in state.items()})
     head.to(next(target.parameters()).device)
@@ -186,6 +213,7 @@ class FeatureDrafter:
 
     def __init__(self, head: FeatureHead) -> None:
         self.head = head
+        self.feature_layers = head.feature_layers
         self.config = getattr(head.target, "config", None)
         self.model = head  # for device checks
         self.reset()

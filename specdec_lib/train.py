@@ -53,6 +53,10 @@ class TrainSettings:
     subset_size: int = 8192  # tokens the head can propose
     n_layers: int = 1
     init_layer: int | None = -1
+    # Target layers whose outputs the teacher pass stores (-1, the last, is required: it is the
+    # regression target), and the ones the head reads (a subset).
+    teacher_layers: tuple[int, ...] = (2, 14, -1)
+    feature_layers: tuple[int, ...] = (-1,)
     epochs: float = 2.0
     batch_sequences: int = 8
     lr: float = 5e-4
@@ -78,6 +82,17 @@ class TrainSettings:
             raise ValueError(f"epochs must be > 0, got {self.epochs!r}")
         if not self.lr > 0:
             raise ValueError(f"lr must be > 0, got {self.lr!r}")
+        self.teacher_layers = tuple(int(i) for i in self.teacher_layers)
+        self.feature_layers = tuple(int(i) for i in self.feature_layers)
+        if -1 not in self.teacher_layers:
+            raise ValueError(
+                f"teacher_layers must include -1 (the last layer), got {self.teacher_layers}"
+            )
+        if not self.feature_layers or not set(self.feature_layers) <= set(self.teacher_layers):
+            raise ValueError(
+                f"feature_layers must be a non-empty subset of teacher_layers {self.teacher_layers}, "
+                f"got {self.feature_layers}"
+            )
         if (
             isinstance(self.eval_shards, bool)
             or not isinstance(self.eval_shards, int)
@@ -100,14 +115,17 @@ def _teacher_dir(settings: TrainSettings) -> Path:
         "pair": settings.pair,
         "dtype": settings.teacher_dtype,
         "top": settings.top,
+        "layers": list(settings.teacher_layers),
     }
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
     return Path(settings.cache) / "teacher" / digest
 
 
 @torch.inference_mode()
-def _teacher_sequences(target: Any, seqs: list, top: int) -> list[dict[str, torch.Tensor]]:
-    from .decoding import final_norm
+def _teacher_sequences(
+    target: Any, seqs: list, top: int, layers: tuple[int, ...]
+) -> list[dict[str, torch.Tensor]]:
+    from .decoding import capture_features
 
     n = len(seqs)
     width = max(len(s.ids) for s in seqs)
@@ -116,12 +134,8 @@ def _teacher_sequences(target: Any, seqs: list, top: int) -> list[dict[str, torc
     for r, s in enumerate(seqs):
         ids[r, : len(s.ids)] = torch.as_tensor(s.ids)
         mask[r, : len(s.ids)] = 1
-    captured = []
-    handle = final_norm(target).register_forward_hook(lambda _m, a, _o: captured.append(a[0]))
-    try:
+    with capture_features(target, layers) as captured:
         logits = target(input_ids=ids, attention_mask=mask, use_cache=False).logits
-    finally:
-        handle.remove()
     feats = captured[-1]
     out = []
     for r, s in enumerate(seqs):
@@ -158,7 +172,9 @@ def teacher_pass(settings: TrainSettings, *, progress: bool = True, pair: Any = 
         seqs = sorted(iter_sequences(settings.data, [i]), key=lambda s: len(s.ids))
         records = []
         for b in range(0, len(seqs), 8):
-            records += _teacher_sequences(pair.target, seqs[b : b + 8], settings.top)
+            records += _teacher_sequences(
+                pair.target, seqs[b : b + 8], settings.top, settings.teacher_layers
+            )
         tmp = folder / f".shard_{i:05d}.pt.tmp"
         torch.save(records, tmp)
         tmp.replace(folder / f"shard_{i:05d}.pt")
@@ -185,13 +201,27 @@ def choose_subset(records: list[dict[str, torch.Tensor]], size: int, vocab: int)
 # --------------------------------------------------------------------------------------------
 
 
-def _batch(records: list[dict[str, torch.Tensor]], remap: torch.Tensor, dtype: torch.dtype):
+def _columns(settings: TrainSettings, H: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Columns of the stored features that the head reads, and those of the last layer."""
+    block = lambda i: torch.arange(i * H, (i + 1) * H)  # noqa: E731
+    pos = {layer: i for i, layer in enumerate(settings.teacher_layers)}
+    cols = torch.cat([block(pos[layer]) for layer in settings.feature_layers])
+    return cols, block(pos[-1])
+
+
+def _batch(
+    records: list[dict[str, torch.Tensor]],
+    remap: torch.Tensor,
+    dtype: torch.dtype,
+    columns: tuple[torch.Tensor, torch.Tensor],
+):
     """Pad a batch: head inputs (h_{j-1}, x_j) for j = 1..L-1, and the teacher targets."""
+    cols, last = columns
     n = len(records)
     T = max(len(r["ids"]) for r in records) - 1
-    H = records[0]["feats"].shape[-1]
+    H = len(last)
     top = records[0]["top_i"].shape[-1]
-    feats = torch.zeros(n, T, H, dtype=dtype)
+    feats = torch.zeros(n, T, len(cols), dtype=dtype)
     toks = torch.zeros(n, T, dtype=torch.long)
     next_h = torch.zeros(n, T, H, dtype=dtype)
     hmask = torch.zeros(n, T, dtype=torch.bool)
@@ -203,9 +233,9 @@ def _batch(records: list[dict[str, torch.Tensor]], remap: torch.Tensor, dtype: t
     for r, rec in enumerate(records):
         L = len(rec["ids"])
         f = rec["feats"].to(dtype)
-        feats[r, : L - 1] = f[: L - 1]
+        feats[r, : L - 1] = f[: L - 1, cols]
         toks[r, : L - 1] = rec["ids"][1:].long()
-        next_h[r, : L - 2] = f[1 : L - 1]
+        next_h[r, : L - 2] = f[1 : L - 1, last]
         hmask[r, : L - 2] = True
         # q at head position j (row j-1) predicts x_{j+1}: the teacher's p_j, stored from `start`.
         s = int(rec["start"])
@@ -279,9 +309,9 @@ def train_feature_head(
 
     torch.manual_seed(settings.seed)
     # The head trains in float32 on top of a float32 copy of the frozen parts of the target.
-    head = FeatureHead(
-        pair.target, subset, n_layers=settings.n_layers, init_layer=settings.init_layer
-    )
+    head_kw = {"n_layers": settings.n_layers, "feature_layers": settings.feature_layers}
+    head = FeatureHead(pair.target, subset, init_layer=settings.init_layer, **head_kw)
+    columns = _columns(settings, pair.target.config.hidden_size)
     head.float()
     head.frozen_float32()
     params = [p for p in head.parameters() if p.requires_grad]
@@ -318,7 +348,7 @@ def train_feature_head(
     while step < total:
         epoch, b = divmod(step, steps_per_epoch)
         idx = orders[epoch][b * settings.batch_sequences : (b + 1) * settings.batch_sequences]
-        batch = _batch([train[i] for i in idx], remap, torch.float32)
+        batch = _batch([train[i] for i in idx], remap, torch.float32, columns)
         losses = _losses(head, batch, settings)
         opt.zero_grad(set_to_none=True)
         losses["loss"].backward()
@@ -335,7 +365,7 @@ def train_feature_head(
                 "seconds": time.perf_counter() - t0,
             }
             row.update({f"train_{k}": float(v.detach()) for k, v in losses.items()})
-            row.update(evaluate(head, evals, remap, settings))
+            row.update(evaluate(head, evals, remap, settings, columns))
             history.append(row)
             log(json.dumps({k: round(v, 4) for k, v in row.items()}))
             _atomic_torch_save(
@@ -363,7 +393,7 @@ def train_feature_head(
     }
     out = Path(settings.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    head_out = FeatureHead(pair.target, subset, n_layers=settings.n_layers, init_layer=None)
+    head_out = FeatureHead(pair.target, subset, init_layer=None, **head_kw)
     head_out.load_state_dict(head.state_dict())
     save_feature_head(head_out, out, {"train_tokens": record["train_tokens"]})
     atomic_write_json(out.with_suffix(".train.json"), record)
@@ -371,7 +401,9 @@ def train_feature_head(
 
 
 @torch.no_grad()
-def evaluate(head, records, remap, settings: TrainSettings, batch: int = 16) -> dict[str, float]:
+def evaluate(
+    head, records, remap, settings: TrainSettings, columns, batch: int = 16
+) -> dict[str, float]:
     """Mean loss terms on held-out records (``alpha`` here is a lower bound: top tokens only)."""
     if not records:
         return {}
@@ -381,7 +413,7 @@ def evaluate(head, records, remap, settings: TrainSettings, batch: int = 16) -> 
     n = 0
     for b in range(0, len(records), batch):
         chunk = records[b : b + batch]
-        out = _losses(head, _batch(chunk, remap, torch.float32), settings)
+        out = _losses(head, _batch(chunk, remap, torch.float32, columns), settings)
         w = sum(len(r["top_p"]) for r in chunk)
         for k, v in out.items():
             sums[k] = sums.get(k, 0.0) + float(v) * w

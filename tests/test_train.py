@@ -193,6 +193,8 @@ def _train_settings(root, **kw):
         checkpoint_every=5,
         eval_shards=1,
         cache=str(root / "cache"),
+        teacher_layers=(0, -1),
+        feature_layers=(0, -1),
     )
     return TrainSettings(**{**base, **kw})
 
@@ -246,6 +248,8 @@ def test_training_resumes_after_a_kill(tiny_data, tiny_pair, monkeypatch):
         ({"lr": -1.0}, "lr"),
         ({"batch_sequences": 1.5}, "batch_sequences"),
         ({"eval_shards": -1}, "eval_shards"),
+        ({"teacher_layers": (2, 14)}, "teacher_layers"),
+        ({"feature_layers": (5,)}, "feature_layers"),
     ],
 )
 def test_train_settings_bad_arguments(kw, name):
@@ -258,6 +262,7 @@ def test_train_drafter_cli(tiny_data, capsys):
     args = ["train-drafter", "--pair", "tiny-random", "--teacher-dtype", "float32"]
     args += ["--data", str(tiny_data / "data"), "--out", str(out), "--top", "8"]
     args += ["--subset-size", "24", "--epochs", "1", "--batch-sequences", "4", "--eval-shards", "1"]
+    args += ["--teacher-layers", "0", "-1", "--feature-layers", "-1"]
     assert main(args + ["--no-progress"]) == 0
     assert out.is_file() and "held-out alpha" in capsys.readouterr().out
     assert main(args + ["--no-progress", "--data", str(tiny_data / "missing")]) == 2
@@ -298,3 +303,17 @@ def test_load_pair_draft_argument(name, kw, match):
 
     with pytest.raises(ValueError, match=match):
         load_pair(name, **kw)
+
+
+def test_multi_layer_head_is_exact_and_reads_fused_features(tiny_pair):
+    torch.manual_seed(1)
+    head = FeatureHead(tiny_pair.target, torch.arange(32), feature_layers=(0, -1))
+    with torch.no_grad():
+        head.fuse.weight.normal_(0, 0.2)  # really mix the two layers
+    ar = AutoregressiveDecoder(tiny_pair.target, temperature=0)
+    spec = SpeculativeDecoder(FeatureDrafter(head), tiny_pair.target, K=3, temperature=0)
+    assert spec.generate_ids(PROMPT, 25).tokens == ar.generate_ids(PROMPT, 25).tokens
+    a = SpeculativeDecoder(FeatureDrafter(head), tiny_pair.target, K=2, seed=9)
+    b = SpeculativeDecoder(FeatureDrafter(head), tiny_pair.target, K=2, seed=9, use_cache=False)
+    ra, rb = a.generate_ids(PROMPT, 20), b.generate_ids(PROMPT, 20)
+    assert ra.tokens == rb.tokens and ra.n_accepted == rb.n_accepted

@@ -42,6 +42,7 @@ from .theory import expected_tokens_per_step
 
 __all__ = [
     "BenchSettings",
+    "acceptance",
     "METHODS",
     "load_bench_pair",
     "load_prompts",
@@ -474,6 +475,74 @@ def per_prompt_frame(result: dict[str, Any]):
     base = df[df.method == "autoregressive"].set_index("prompt")["tokens_per_s"]
     df["speedup"] = df["tokens_per_s"] / df["prompt"].map(base)
     return df
+
+
+def acceptance(
+    pair: ModelPair,
+    prompts: list[dict[str, str]] | str | Path,
+    *,
+    K: int = 1,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    max_new_tokens: int = 64,
+    seeds: Iterable[int] = (0,),
+    draft: Any = None,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """The draft's acceptance measured by decoding: ``alpha`` = accepted / proposed over all
+    prompts and seeds, per draft position, with the per-prompt values (for intervals).
+
+    At ``K = 1`` every proposal is judged, so ``alpha`` is the per-token acceptance rate of the
+    theory (``E[sum_x min(p, q)]`` over the contexts the target visits).
+    """
+    from tqdm.auto import tqdm
+
+    if not isinstance(prompts, list):
+        prompts = load_prompts(prompts)
+    dec = SpeculativeDecoder(
+        pair.draft if draft is None else draft,
+        pair.target,
+        K=check_K(K),
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+    )
+    cells, per_prompt = [], []
+    jobs = [(i, p, s) for i, p in enumerate(prompts) for s in seeds]
+    for i, p, s in tqdm(jobs, desc="acceptance", disable=not progress):
+        ids = pair.tokenizer(p["text"], return_tensors="pt").input_ids[0].to(pair.device)
+        r = dec.generate_ids(ids, max_new_tokens, seed=s)
+        steps = [[len(st.draft_tokens), st.n_accepted, st.emitted] for st in r.steps]
+        cells.append({"steps": steps})
+        per_prompt.append(
+            {
+                "prompt": i,
+                "category": p.get("category"),
+                "seed": s,
+                "proposed": r.n_proposed,
+                "accepted": r.n_accepted,
+                "tau": r.tau,
+            }
+        )
+    proposed = sum(c["proposed"] for c in per_prompt)
+    accepted = sum(c["accepted"] for c in per_prompt)
+    return {
+        "alpha": accepted / proposed if proposed else float("nan"),
+        "by_position": _accept_by_position(cells, K),
+        "proposed": proposed,
+        "accepted": accepted,
+        "tau": float(np.mean([c["tau"] for c in per_prompt])),
+        "per_prompt": per_prompt,
+        "settings": {
+            "K": K,
+            "temperature": temperature,
+            "top_k": top_k,
+            "top_p": top_p,
+            "max_new_tokens": max_new_tokens,
+            "seeds": list(seeds),
+        },
+    }
 
 
 def load_bench_pair(settings: BenchSettings) -> ModelPair:

@@ -317,3 +317,21 @@ def test_multi_layer_head_is_exact_and_reads_fused_features(tiny_pair):
     b = SpeculativeDecoder(FeatureDrafter(head), tiny_pair.target, K=2, seed=9, use_cache=False)
     ra, rb = a.generate_ids(PROMPT, 20), b.generate_ids(PROMPT, 20)
     assert ra.tokens == rb.tokens and ra.n_accepted == rb.n_accepted
+
+
+def test_acceptance_counts_every_proposal_at_K1(tiny_pair, random_head):
+    from specdec_lib.bench import acceptance
+
+    prompts = [{"text": "abc abc abc"}, {"text": "hello"}]
+    res = acceptance(
+        tiny_pair, prompts, K=1, max_new_tokens=12, seeds=(0, 1), draft=FeatureDrafter(random_head)
+    )
+    # 12 tokens: the first step has no features, then one draft per step while there is room.
+    assert 0 < res["proposed"] <= 4 * 10 and res["proposed"] == sum(
+        c["proposed"] for c in res["per_prompt"]
+    )
+    assert 0 <= res["alpha"] <= 1 and res["by_position"][0] == pytest.approx(res["alpha"])
+    same = acceptance(
+        tiny_pair, prompts, K=1, max_new_tokens=12, seeds=(0, 1), draft=FeatureDrafter(random_head)
+    )
+    assert same["accepted"] == res["accepted"]  # seeded

@@ -70,9 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument(
         "--draft",
         default="early-exit",
-        choices=["early-exit", "feature", "auto", "ngram"],
-        help="the default pair's drafter: early exit, the trained feature-level head, auto (the "
-        "head if its weights exist), or prompt lookup",
+        choices=["early-exit", "trained", "auto", "ngram"],
+        help="the default pair's drafter: early exit, the trained draft, auto (the trained "
+        "draft if its weights exist), or prompt lookup",
     )
     b.add_argument("--restart", action="store_true", help="ignore an existing partial run at --out")
     b.add_argument("--no-progress", action="store_true")
@@ -101,7 +101,18 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument(
         "--subset-size", type=_positive_int, default=8192, help="tokens the head proposes"
     )
+    t.add_argument(
+        "--arch",
+        default="feature",
+        choices=["feature", "layers"],
+        help="feature: a head on the target's hidden states; layers: a small LM on tokens",
+    )
     t.add_argument("--n-layers", type=_positive_int, default=1)
+    t.add_argument(
+        "--init-layers",
+        default="0,-1",
+        help="layers draft: target layers to copy, comma-separated, or 'none' (random: standalone)",
+    )
     t.add_argument(
         "--teacher-layers",
         type=int,
@@ -130,9 +141,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _layers_arg(text: str) -> tuple[int, ...] | None:
+    if text.strip().lower() == "none":
+        return None
+    try:
+        return tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise ValueError(
+            f"--init-layers must be comma-separated integers or 'none', got {text!r}"
+        ) from None
+
+
 def _train_drafter(args) -> int:
     from .models import ModelUnavailableError
-    from .train import TrainSettings, train_feature_head
+    from .train import TrainSettings, train_drafter
 
     try:
         settings = TrainSettings(
@@ -142,7 +164,9 @@ def _train_drafter(args) -> int:
             teacher_dtype=args.teacher_dtype,
             top=args.top,
             subset_size=args.subset_size,
+            arch=args.arch,
             n_layers=args.n_layers,
+            init_layers=_layers_arg(args.init_layers),
             teacher_layers=tuple(args.teacher_layers),
             feature_layers=tuple(args.feature_layers),
             epochs=args.epochs,
@@ -156,7 +180,7 @@ def _train_drafter(args) -> int:
             seed=args.seed,
             threads=args.threads,
         )
-        record = train_feature_head(settings, progress=not args.no_progress)
+        record = train_drafter(settings, progress=not args.no_progress)
     except (ValueError, ModelUnavailableError) as err:
         print(f"{PROG} train-drafter: error: {err}", file=sys.stderr)
         return 2

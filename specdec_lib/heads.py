@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -31,87 +32,67 @@ from torch import nn
 from .decoding import final_norm
 from .sampling import Warp, sample
 
-__all__ = ["FeatureDrafter", "FeatureHead", "load_feature_head", "save_feature_head"]
+__all__ = [
+    "FeatureDrafter",
+    "FeatureHead",
+    "LayerDraft",
+    "as_drafter",
+    "load_head",
+    "read_card",
+    "save_head",
+]
 
 
 def _decoder_layers(model: Any) -> nn.ModuleList:
     return model.get_decoder().layers
 
 
-class FeatureHead(nn.Module):
-    """``fc`` + ``n_layers`` Llama decoder layers over (target feature, next token) pairs.
+def _check_subset(subset: Any, vocab: int) -> torch.Tensor:
+    subset = torch.as_tensor(subset, dtype=torch.long).flatten().unique()
+    if subset.numel() < 1 or int(subset.min()) < 0 or int(subset.max()) >= vocab:
+        raise ValueError(f"subset must hold token ids in [0, {vocab})")
+    return subset
 
-    ``target`` supplies the frozen embedding, final norm and output head (not registered as
-    submodules: they are not saved with the head). ``subset`` holds the token ids the head can
-    propose (sorted). ``init_layer`` copies that target layer as the starting point (``None``: the
-    layer is initialised at random).
-    """
 
-    def __init__(
-        self,
-        target: Any,
-        subset: torch.Tensor,
-        *,
-        n_layers: int = 1,
-        init_layer: int | None = -1,
-        feature_layers: tuple[int, ...] = (-1,),
-    ) -> None:
-        super().__init__()
-        from transformers import LlamaConfig, LlamaModel
+def _llama_body(target: Any, init_layers: list[int] | None, n_layers: int) -> nn.Module:
+    """A Llama stack shaped like the target's layers, without embedding or final norm (it reads
+    ``inputs_embeds`` and returns pre-norm features). ``init_layers`` copies those target layers
+    (one per layer); ``None`` initialises at random."""
+    from transformers import LlamaConfig, LlamaModel
 
-        tcfg = target.config
-        if isinstance(n_layers, bool) or not isinstance(n_layers, int) or n_layers < 1:
-            raise ValueError(f"n_layers must be a positive integer, got {n_layers!r}")
-        subset = torch.as_tensor(subset, dtype=torch.long).flatten().unique()
-        if subset.numel() < 1 or int(subset.min()) < 0 or int(subset.max()) >= tcfg.vocab_size:
-            raise ValueError(f"subset must hold token ids in [0, {tcfg.vocab_size})")
-        H = tcfg.hidden_size
-        cfg = LlamaConfig(
-            vocab_size=1,  # never used: the head reads inputs_embeds
-            hidden_size=H,
-            intermediate_size=tcfg.intermediate_size,
-            num_hidden_layers=n_layers,
-            num_attention_heads=tcfg.num_attention_heads,
-            num_key_value_heads=tcfg.num_key_value_heads,
-            max_position_embeddings=tcfg.max_position_embeddings,
-            rms_norm_eps=tcfg.rms_norm_eps,
-            rope_parameters=getattr(tcfg, "rope_parameters", None),
-            attention_bias=getattr(tcfg, "attention_bias", False),
-            mlp_bias=getattr(tcfg, "mlp_bias", False),
-            head_dim=getattr(tcfg, "head_dim", H // tcfg.num_attention_heads),
-            tie_word_embeddings=False,
-        )
-        feature_layers = tuple(int(i) for i in feature_layers)
-        n_t = tcfg.num_hidden_layers
-        if not feature_layers or any(not -n_t <= i < n_t for i in feature_layers):
-            raise ValueError(f"feature_layers must be target layers in [-{n_t}, {n_t})")
-        self.feature_layers = feature_layers
-        self.config_dict = {
-            "n_layers": n_layers,
-            "init_layer": init_layer,
-            "feature_layers": list(feature_layers),
-        }
-        dtype = next(target.parameters()).dtype
-        nF = len(feature_layers)
-        # Several target layers (EAGLE-3's low/mid/high features) are fused into one H-vector;
-        # the fusion starts as "take the last listed layer".
-        self.fuse = nn.Linear(nF * H, H, bias=False, dtype=dtype) if nF > 1 else None
-        if self.fuse is not None:
-            with torch.no_grad():
-                self.fuse.weight.zero_()
-                self.fuse.weight[:, (nF - 1) * H :].copy_(torch.eye(H))
-        self.fc = nn.Linear(2 * H, H, bias=False, dtype=dtype)
-        with torch.no_grad():  # start as "the target's feature, plus a little of the token"
-            self.fc.weight.zero_()
-            self.fc.weight[:, :H].copy_(torch.eye(H))
-            self.fc.weight[:, H:].copy_(torch.eye(H) * 0.1)
-        self.body = LlamaModel(cfg).to(dtype)
-        self.body.embed_tokens = None
-        self.body.norm = nn.Identity()  # the head outputs pre-norm features, like the target's
-        if init_layer is not None:
-            src = _decoder_layers(target)[init_layer]
-            for layer in self.body.layers:
-                layer.load_state_dict(copy.deepcopy(src.state_dict()))
+    tcfg = target.config
+    H = tcfg.hidden_size
+    cfg = LlamaConfig(
+        vocab_size=1,  # never used: the body reads inputs_embeds
+        hidden_size=H,
+        intermediate_size=tcfg.intermediate_size,
+        num_hidden_layers=n_layers,
+        num_attention_heads=tcfg.num_attention_heads,
+        num_key_value_heads=tcfg.num_key_value_heads,
+        max_position_embeddings=tcfg.max_position_embeddings,
+        rms_norm_eps=tcfg.rms_norm_eps,
+        rope_parameters=getattr(tcfg, "rope_parameters", None),
+        attention_bias=getattr(tcfg, "attention_bias", False),
+        mlp_bias=getattr(tcfg, "mlp_bias", False),
+        head_dim=getattr(tcfg, "head_dim", H // tcfg.num_attention_heads),
+        tie_word_embeddings=False,
+    )
+    body = LlamaModel(cfg).to(next(target.parameters()).dtype)
+    body.embed_tokens = None
+    body.norm = nn.Identity()
+    if init_layers is not None:
+        src = _decoder_layers(target)
+        for layer, i in zip(body.layers, init_layers, strict=True):
+            layer.load_state_dict(copy.deepcopy(src[i].state_dict()))
+    return body
+
+
+class _SubsetOutput(nn.Module):
+    """The frozen pieces borrowed from the target: embedding, final norm, and the output rows of
+    ``subset`` (the tokens the draft can propose). They are plain attributes, not submodules, so
+    they are never saved with the draft."""
+
+    def _init_subset(self, target: Any, subset: torch.Tensor) -> None:
         self.register_buffer("subset", subset, persistent=True)
         self._target = [target]  # a list: not a submodule
         self.refresh_frozen()
@@ -137,6 +118,66 @@ class FeatureHead(nn.Module):
         object.__setattr__(self, "_norm", norm)
         object.__setattr__(self, "_w_subset", self._w_subset.float())
 
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Logits over the subset, ``[..., |S|]``."""
+        return self._norm(hidden.to(self._w_subset.dtype)) @ self._w_subset.T
+
+
+class FeatureHead(_SubsetOutput):
+    """``fc`` + ``n_layers`` Llama decoder layers over (target feature, next token) pairs.
+
+    ``target`` supplies the frozen embedding, final norm and output head (not registered as
+    submodules: they are not saved with the head). ``subset`` holds the token ids the head can
+    propose (sorted). ``init_layer`` copies that target layer as the starting point (``None``: the
+    layer is initialised at random).
+    """
+
+    def __init__(
+        self,
+        target: Any,
+        subset: torch.Tensor,
+        *,
+        n_layers: int = 1,
+        init_layer: int | None = -1,
+        feature_layers: tuple[int, ...] = (-1,),
+    ) -> None:
+        super().__init__()
+        tcfg = target.config
+        if isinstance(n_layers, bool) or not isinstance(n_layers, int) or n_layers < 1:
+            raise ValueError(f"n_layers must be a positive integer, got {n_layers!r}")
+        subset = _check_subset(subset, tcfg.vocab_size)
+        H = tcfg.hidden_size
+        feature_layers = tuple(int(i) for i in feature_layers)
+        n_t = tcfg.num_hidden_layers
+        if not feature_layers or any(not -n_t <= i < n_t for i in feature_layers):
+            raise ValueError(f"feature_layers must be target layers in [-{n_t}, {n_t})")
+        self.feature_layers = feature_layers
+        self.config_dict = {
+            "arch": "feature",
+            "n_layers": n_layers,
+            "init_layer": init_layer,
+            "feature_layers": list(feature_layers),
+        }
+        dtype = next(target.parameters()).dtype
+        nF = len(feature_layers)
+        # Several target layers (EAGLE-3's low/mid/high features) are fused into one H-vector;
+        # the fusion starts as "take the last listed layer".
+        self.fuse = nn.Linear(nF * H, H, bias=False, dtype=dtype) if nF > 1 else None
+        if self.fuse is not None:
+            with torch.no_grad():
+                self.fuse.weight.zero_()
+                self.fuse.weight[:, (nF - 1) * H :].copy_(torch.eye(H))
+        self.fc = nn.Linear(2 * H, H, bias=False, dtype=dtype)
+        with torch.no_grad():  # start as "the target's feature, plus a little of the token"
+            self.fc.weight.zero_()
+            self.fc.weight[:, :H].copy_(torch.eye(H))
+            self.fc.weight[:, H:].copy_(torch.eye(H) * 0.1)
+        # The head outputs pre-norm features, like the target's last layer.
+        self.body = _llama_body(
+            target, [init_layer] * n_layers if init_layer is not None else None, n_layers
+        )
+        self._init_subset(target, subset)
+
     def forward(
         self,
         features: torch.Tensor,
@@ -157,25 +198,80 @@ class FeatureHead(nn.Module):
         )
         return out.last_hidden_state, out.cache if cache is not None else None
 
-    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        """Logits over the subset, ``[..., |S|]``."""
-        return self._norm(hidden.to(self._w_subset.dtype)) @ self._w_subset.T
+
+class LayerDraft(_SubsetOutput):
+    """A small causal LM over the target's vocabulary: the target's frozen embedding, ``n_layers``
+    Llama layers (copied from the target's ``init_layers``, or random: a standalone draft), and
+    the target's frozen final norm and output rows restricted to ``subset``.
+
+    It behaves as a transformers causal LM (``model(input_ids=..., cache=..., use_cache=...,
+    logits_to_keep=...)`` returns ``.logits`` over the full vocabulary, ``-inf`` outside the
+    subset, and ``.cache``), so :class:`~specdec_lib.decoding.ModelDrafter` drives it as it
+    drives any draft model.
+    """
+
+    def __init__(
+        self,
+        target: Any,
+        subset: torch.Tensor,
+        *,
+        init_layers: tuple[int, ...] | None = (0, -1),
+        n_layers: int | None = None,
+    ) -> None:
+        super().__init__()
+        tcfg = target.config
+        if init_layers is not None:
+            init_layers = tuple(int(i) for i in init_layers)
+            n_t = tcfg.num_hidden_layers
+            if not init_layers or any(not -n_t <= i < n_t for i in init_layers):
+                raise ValueError(f"init_layers must be target layers in [-{n_t}, {n_t})")
+            n_layers = len(init_layers)
+        if isinstance(n_layers, bool) or not isinstance(n_layers, int) or n_layers < 1:
+            raise ValueError(
+                f"n_layers must be a positive integer (or give init_layers), got {n_layers!r}"
+            )
+        self.config = copy.deepcopy(tcfg)  # the decoder checks the vocabulary through .config
+        self.config_dict = {
+            "arch": "layers",
+            "n_layers": n_layers,
+            "init_layers": list(init_layers) if init_layers is not None else None,
+        }
+        self.body = _llama_body(target, list(init_layers) if init_layers else None, n_layers)
+        self._init_subset(target, _check_subset(subset, tcfg.vocab_size))
+
+    def hidden(self, input_ids: torch.Tensor, cache: Any = None, use_cache: bool = False):
+        out = self.body(inputs_embeds=self._embed(input_ids), cache=cache, use_cache=use_cache)
+        return out.last_hidden_state, out.cache if use_cache else None
+
+    def forward(self, input_ids=None, cache=None, use_cache=False, logits_to_keep=0, **_):
+        from types import SimpleNamespace
+
+        h, cache = self.hidden(input_ids, cache, use_cache)
+        if logits_to_keep:
+            h = h[:, -logits_to_keep:]
+        sub = self.logits(h)
+        full = sub.new_full((*sub.shape[:-1], self.config.vocab_size), float("-inf"))
+        full[..., self.subset] = sub
+        return SimpleNamespace(logits=full, cache=cache)
 
 
-def save_feature_head(head: FeatureHead, path: str | Path, card: dict[str, Any]) -> None:
-    """Save the head's weights (safetensors) and its settings; ``card`` goes into the metadata."""
+def save_head(head: nn.Module, path: str | Path, card: dict[str, Any]) -> None:
+    """Save a draft's own weights (safetensors, atomically) and its settings; ``card`` goes into
+    the metadata. The frozen pieces of the target are not saved."""
     from safetensors.torch import save_file
 
     path = Path(path)
     state = {k: v.detach().contiguous().cpu() for k, v in head.state_dict().items()}
     meta = {"config": json.dumps(head.config_dict), "card": json.dumps(card)}
-    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp = path.with_name(f".{path.name}.tmp")
     save_file(state, str(tmp), metadata=meta)
+    os.chmod(tmp, 0o644)
     tmp.replace(path)
 
 
-def load_feature_head(path: str | Path, target: Any) -> FeatureHead:
-    """Load a head saved by :func:`save_feature_head` onto ``target`` (its dtype and device)."""
+def load_head(path: str | Path, target: Any) -> nn.Module:
+    """Load a draft saved by :func:`save_head` onto ``target`` (its dtype and device): a
+    :class:`FeatureHead` or a :class:`LayerDraft`."""
     from safetensors import safe_open
 
     path = Path(path)
@@ -185,19 +281,44 @@ def load_feature_head(path: str | Path, target: Any) -> FeatureHead:
         meta = f.metadata() or {}
         state = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 - safe_open has no items()
     cfg = json.loads(meta.get("config", "{}"))
-    head = FeatureHead(
-        target,
-        state["subset"],
-        n_layers=cfg.get("n_layers", 1),
-        init_layer=None,
-        feature_layers=tuple(cfg.get("feature_layers", (-1,))),
-    )
+    if cfg.get("arch") == "layers":
+        head: nn.Module = LayerDraft(
+            target, state["subset"], init_layers=None, n_layers=cfg["n_layers"]
+        )
+        head.config_dict["init_layers"] = cfg.get("init_layers")
+    else:
+        head = FeatureHead(
+            target,
+            state["subset"],
+            n_layers=cfg.get("n_layers", 1),
+            init_layer=None,
+            feature_layers=tuple(cfg.get("feature_layers", (-1,))),
+        )
     dtype = next(target.parameters()).dtype
     head.load_state_dict({k: v.to(dtype) if v.is_floating_point() else v for k, v in state.items()})
     head.to(next(target.parameters()).device)
     head.refresh_frozen()
     head.eval()
+    head.requires_grad_(False)
     return head
+
+
+def read_card(path: str | Path) -> dict[str, Any]:
+    """The model card stored in a saved draft's metadata."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), "pt") as f:
+        meta = f.metadata() or {}
+    return {
+        "config": json.loads(meta.get("config", "{}")),
+        "card": json.loads(meta.get("card", "{}")),
+    }
+
+
+def as_drafter(head: nn.Module) -> Any:
+    """The Drafter for a loaded draft: a :class:`FeatureDrafter` for a head, the model itself
+    (driven by ModelDrafter) for a :class:`LayerDraft`."""
+    return FeatureDrafter(head) if isinstance(head, FeatureHead) else head
 
 
 class FeatureDrafter:

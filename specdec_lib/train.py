@@ -1,4 +1,8 @@
-"""Train a feature-level drafter (:mod:`specdec_lib.heads`) on on-policy data (:mod:`specdec_lib.distill`).
+"""Train a drafter (:mod:`specdec_lib.heads`) on on-policy data (:mod:`specdec_lib.distill`).
+
+Two architectures share one pipeline: ``feature`` (a head reading the target's hidden states,
+EAGLE-style) and ``layers`` (a small causal LM on tokens: the target's frozen embedding and output
+rows around a few layers copied from the target, or random ones for a standalone draft).
 
 Two stages, both resumable:
 
@@ -36,7 +40,9 @@ import torch.nn.functional as F
 from .distill import iter_sequences, load_manifest
 from .results import atomic_write_json, provenance
 
-__all__ = ["TrainSettings", "teacher_pass", "train_feature_head", "choose_subset"]
+__all__ = ["ARCHS", "TrainSettings", "choose_subset", "teacher_pass", "train_drafter"]
+
+ARCHS = ("feature", "layers")
 
 
 def _default_cache() -> str:
@@ -51,8 +57,13 @@ class TrainSettings:
     teacher_dtype: str = "bfloat16"
     top: int = 64  # teacher tokens kept per position
     subset_size: int = 8192  # tokens the head can propose
+    arch: str = "feature"  # feature (reads target features) | layers (a small LM on tokens)
     n_layers: int = 1
-    init_layer: int | None = -1
+    init_layer: int | None = -1  # feature head: the target layer its layers start from
+    init_layers: tuple[int, ...] | None = (
+        0,
+        -1,
+    )  # layers draft: target layers to copy (None: random)
     # Target layers whose outputs the teacher pass stores (-1, the last, is required: it is the
     # regression target), and the ones the head reads (a subset).
     teacher_layers: tuple[int, ...] = (2, 14, -1)
@@ -82,6 +93,10 @@ class TrainSettings:
             raise ValueError(f"epochs must be > 0, got {self.epochs!r}")
         if not self.lr > 0:
             raise ValueError(f"lr must be > 0, got {self.lr!r}")
+        if self.arch not in ARCHS:
+            raise ValueError(f"arch must be one of {ARCHS}, got {self.arch!r}")
+        if self.init_layers is not None:
+            self.init_layers = tuple(int(i) for i in self.init_layers)
         self.teacher_layers = tuple(int(i) for i in self.teacher_layers)
         self.feature_layers = tuple(int(i) for i in self.feature_layers)
         if -1 not in self.teacher_layers:
@@ -248,12 +263,8 @@ def _batch(
     return feats, toks, next_h, hmask, t_idx, t_p, pmask
 
 
-def _losses(head, batch, settings: TrainSettings) -> dict[str, torch.Tensor]:
-    feats, toks, next_h, hmask, t_idx, t_p, pmask = batch
-    T = feats.shape[1]
-    pos = torch.arange(1, T + 1).unsqueeze(0).expand(feats.shape[0], T)
-    hidden, _ = head(feats, toks, position_ids=pos)
-    logq = torch.log_softmax(head.logits(hidden).float(), dim=-1)  # [n, T, |S|]
+def _distill_terms(logq, t_idx, t_p, pmask) -> dict[str, torch.Tensor]:
+    """Cross-entropy to the teacher's top tokens and the acceptance ``sum min(p, q)`` over them."""
     valid = t_idx >= 0
     lq = torch.gather(logq, -1, t_idx.clamp(min=0)) * valid
     p = t_p * valid
@@ -261,17 +272,72 @@ def _losses(head, batch, settings: TrainSettings) -> dict[str, torch.Tensor]:
     alpha = torch.minimum(p, lq.exp() * valid).sum(-1)
     m = pmask.float()
     n_pos = m.sum().clamp(min=1)
+    return {"ce": (ce * m).sum() / n_pos, "alpha": (alpha * m).sum() / n_pos}
+
+
+def _losses(head, batch, settings: TrainSettings) -> dict[str, torch.Tensor]:
+    if settings.arch == "layers":
+        ids, t_idx, t_p, pmask = batch
+        hidden, _ = head.hidden(ids)
+        logq = torch.log_softmax(head.logits(hidden).float(), dim=-1)
+        out = _distill_terms(logq, t_idx, t_p, pmask)
+        out["loss"] = out["ce"] + settings.tv_weight * (1 - out["alpha"])
+        return out
+    feats, toks, next_h, hmask, t_idx, t_p, pmask = batch
+    T = feats.shape[1]
+    pos = torch.arange(1, T + 1).unsqueeze(0).expand(feats.shape[0], T)
+    hidden, _ = head(feats, toks, position_ids=pos)
+    logq = torch.log_softmax(head.logits(hidden).float(), dim=-1)  # [n, T, |S|]
+    out = _distill_terms(logq, t_idx, t_p, pmask)
     feat = F.smooth_l1_loss(hidden.float(), next_h.float(), reduction="none").mean(-1)
-    feat = (feat * hmask).sum() / hmask.sum().clamp(min=1)
-    out = {
-        "ce": (ce * m).sum() / n_pos,
-        "alpha": (alpha * m).sum() / n_pos,
-        "feature": feat,
-    }
+    out["feature"] = (feat * hmask).sum() / hmask.sum().clamp(min=1)
     out["loss"] = (
-        out["ce"] + settings.tv_weight * (1 - out["alpha"]) + settings.feature_weight * feat
+        out["ce"]
+        + settings.tv_weight * (1 - out["alpha"])
+        + settings.feature_weight * out["feature"]
     )
     return out
+
+
+def _batch_tokens(records: list[dict[str, torch.Tensor]], remap: torch.Tensor):
+    """Pad a batch for a token-level draft: ids, and the teacher's p_j at position j."""
+    n = len(records)
+    T = max(len(r["ids"]) for r in records) - 1
+    top = records[0]["top_i"].shape[-1]
+    ids = torch.zeros(n, T, dtype=torch.long)
+    t_idx = torch.zeros(n, T, top, dtype=torch.long)
+    t_p = torch.zeros(n, T, top)
+    pmask = torch.zeros(n, T, dtype=torch.bool)
+    for r, rec in enumerate(records):
+        L, s = len(rec["ids"]), int(rec["start"])
+        ids[r, : L - 1] = rec["ids"][: L - 1].long()
+        t_idx[r, s : L - 1] = remap[rec["top_i"].long()]
+        t_p[r, s : L - 1] = rec["top_p"].float()
+        pmask[r, s : L - 1] = True
+    return ids, t_idx, t_p, pmask
+
+
+def _make_batch(settings: TrainSettings, records, remap, columns):
+    if settings.arch == "layers":
+        return _batch_tokens(records, remap)
+    return _batch(records, remap, torch.float32, columns)
+
+
+def _new_draft(settings: TrainSettings, target: Any, subset: torch.Tensor, *, init: bool):
+    from .heads import FeatureHead, LayerDraft
+
+    if settings.arch == "layers":
+        layers = settings.init_layers
+        if init or layers is None:
+            return LayerDraft(target, subset, init_layers=layers, n_layers=settings.n_layers)
+        return LayerDraft(target, subset, init_layers=None, n_layers=len(layers))
+    return FeatureHead(
+        target,
+        subset,
+        n_layers=settings.n_layers,
+        feature_layers=settings.feature_layers,
+        init_layer=settings.init_layer if init else None,
+    )
 
 
 def _atomic_torch_save(obj: Any, path: Path) -> None:
@@ -280,13 +346,13 @@ def _atomic_torch_save(obj: Any, path: Path) -> None:
     tmp.replace(path)
 
 
-def train_feature_head(
+def train_drafter(
     settings: TrainSettings, *, progress: bool = True, pair: Any = None, log: Any = print
 ) -> dict[str, Any]:
     """Teacher pass, then distillation; returns the training log (also written next to ``out``)."""
     from tqdm.auto import tqdm
 
-    from .heads import FeatureHead, save_feature_head
+    from .heads import save_head
     from .models import load_pair
 
     if settings.threads:
@@ -309,8 +375,7 @@ def train_feature_head(
 
     torch.manual_seed(settings.seed)
     # The head trains in float32 on top of a float32 copy of the frozen parts of the target.
-    head_kw = {"n_layers": settings.n_layers, "feature_layers": settings.feature_layers}
-    head = FeatureHead(pair.target, subset, init_layer=settings.init_layer, **head_kw)
+    head = _new_draft(settings, pair.target, subset, init=True)
     columns = _columns(settings, pair.target.config.hidden_size)
     head.float()
     head.frozen_float32()
@@ -348,7 +413,7 @@ def train_feature_head(
     while step < total:
         epoch, b = divmod(step, steps_per_epoch)
         idx = orders[epoch][b * settings.batch_sequences : (b + 1) * settings.batch_sequences]
-        batch = _batch([train[i] for i in idx], remap, torch.float32, columns)
+        batch = _make_batch(settings, [train[i] for i in idx], remap, columns)
         losses = _losses(head, batch, settings)
         opt.zero_grad(set_to_none=True)
         losses["loss"].backward()
@@ -393,9 +458,11 @@ def train_feature_head(
     }
     out = Path(settings.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    head_out = FeatureHead(pair.target, subset, init_layer=None, **head_kw)
+    head_out = _new_draft(settings, pair.target, subset, init=False)
     head_out.load_state_dict(head.state_dict())
-    save_feature_head(head_out, out, {"train_tokens": record["train_tokens"]})
+    if settings.arch == "layers":
+        head_out.config_dict["init_layers"] = head.config_dict["init_layers"]
+    save_head(head_out, out, {"train_tokens": record["train_tokens"]})
     atomic_write_json(out.with_suffix(".train.json"), record)
     return record
 
@@ -413,7 +480,7 @@ def evaluate(
     n = 0
     for b in range(0, len(records), batch):
         chunk = records[b : b + batch]
-        out = _losses(head, _batch(chunk, remap, torch.float32, columns), settings)
+        out = _losses(head, _make_batch(settings, chunk, remap, columns), settings)
         w = sum(len(r["top_p"]) for r in chunk)
         for k, v in out.items():
             sums[k] = sums.get(k, 0.0) + float(v) * w

@@ -12,9 +12,9 @@ from specdec_lib import train as train_mod
 from specdec_lib.__main__ import main
 from specdec_lib.decoding import AutoregressiveDecoder, SpeculativeDecoder
 from specdec_lib.distill import DataSettings, generate_onpolicy, iter_sequences, load_manifest
-from specdec_lib.heads import FeatureDrafter, FeatureHead, load_feature_head
+from specdec_lib.heads import FeatureDrafter, FeatureHead, load_head
 from specdec_lib.stats import chisquare_gof, exact_continuation_law
-from specdec_lib.train import TrainSettings, train_feature_head
+from specdec_lib.train import TrainSettings, train_drafter
 
 PROMPT = torch.tensor([0, 5, 9, 3, 17, 4])
 
@@ -113,13 +113,13 @@ def random_head(tiny_pair):
 
 
 def test_feature_head_saves_only_its_own_weights(tmp_path, tiny_pair, random_head):
-    from specdec_lib.heads import save_feature_head
+    from specdec_lib.heads import save_head
 
     names = set(random_head.state_dict())
     assert "subset" in names and not any("embed" in n or "lm_head" in n for n in names)
     path = tmp_path / "head.safetensors"
-    save_feature_head(random_head, path, {"note": "test"})
-    loaded = load_feature_head(path, tiny_pair.target)
+    save_head(random_head, path, {"note": "test"})
+    loaded = load_head(path, tiny_pair.target)
     for k, v in random_head.state_dict().items():
         assert torch.equal(loaded.state_dict()[k], v)
 
@@ -146,9 +146,19 @@ def test_feature_drafter_cache_matches_no_cache(tiny_pair, random_head):
     assert [s.draft_tokens for s in ra.steps] == [s.draft_tokens for s in rb.steps]
 
 
-def test_feature_drafter_law_matches_target(tiny_pair, random_head):
-    """The first 2 tokens of 4 (step 1 has no drafts; step 2 drafts 2) follow the target's law."""
-    dec = SpeculativeDecoder(FeatureDrafter(random_head), tiny_pair.target, K=2, seed=3)
+@pytest.mark.parametrize("kind", ["feature", "layers"])
+def test_trained_draft_kinds_law_matches_target(tiny_pair, random_head, kind):
+    """The first 2 tokens of 4 follow the target's law (for the feature head, step 1 has no drafts
+    and step 2 drafts 2), with q = 0 outside the draft's token subset."""
+    from specdec_lib.heads import LayerDraft
+
+    torch.manual_seed(2)
+    draft = (
+        FeatureDrafter(random_head)
+        if kind == "feature"
+        else LayerDraft(tiny_pair.target, torch.arange(4, 30), init_layers=(0,))
+    )
+    dec = SpeculativeDecoder(draft, tiny_pair.target, K=2, seed=3, top_p=0.95)
     law = exact_continuation_law(tiny_pair.target, PROMPT, dec.warp, 2)
     keys = sorted(law)
     index = {k: i for i, k in enumerate(keys)}
@@ -199,13 +209,13 @@ def _train_settings(root, **kw):
     return TrainSettings(**{**base, **kw})
 
 
-def test_train_feature_head_learns_and_loads(tiny_data, tiny_pair):
+def test_train_drafter_learns_and_loads(tiny_data, tiny_pair):
     s = _train_settings(tiny_data)
-    rec = train_feature_head(s, progress=False, pair=tiny_pair, log=lambda *_: None)
+    rec = train_drafter(s, progress=False, pair=tiny_pair, log=lambda *_: None)
     hist = rec["history"]
     assert hist[-1]["step"] > hist[0]["step"]
     assert hist[-1]["eval_alpha"] > hist[0]["eval_alpha"]  # it learned something held out
-    head = load_feature_head(s.out, tiny_pair.target)
+    head = load_head(s.out, tiny_pair.target)
     assert len(head.subset) == 24
     ar = AutoregressiveDecoder(tiny_pair.target, temperature=0)
     spec = SpeculativeDecoder(FeatureDrafter(head), tiny_pair.target, K=2, temperature=0)
@@ -216,7 +226,7 @@ def test_train_feature_head_learns_and_loads(tiny_data, tiny_pair):
 
 def test_training_resumes_after_a_kill(tiny_data, tiny_pair, monkeypatch):
     full = _train_settings(tiny_data, out=str(tiny_data / "full.safetensors"))
-    train_feature_head(full, progress=False, pair=tiny_pair, log=lambda *_: None)
+    train_drafter(full, progress=False, pair=tiny_pair, log=lambda *_: None)
     killed = _train_settings(tiny_data, out=str(tiny_data / "killed.safetensors"))
     real_save = train_mod._atomic_torch_save
     calls = {"n": 0}
@@ -229,13 +239,13 @@ def test_training_resumes_after_a_kill(tiny_data, tiny_pair, monkeypatch):
 
     monkeypatch.setattr(train_mod, "_atomic_torch_save", save_then_die)
     with pytest.raises(KeyboardInterrupt):
-        train_feature_head(killed, progress=False, pair=tiny_pair, log=lambda *_: None)
+        train_drafter(killed, progress=False, pair=tiny_pair, log=lambda *_: None)
     monkeypatch.setattr(train_mod, "_atomic_torch_save", real_save)
     logs = []
-    train_feature_head(killed, progress=False, pair=tiny_pair, log=logs.append)
+    train_drafter(killed, progress=False, pair=tiny_pair, log=logs.append)
     assert any("resumed at step 10" in line for line in logs)
-    a = load_feature_head(full.out, tiny_pair.target).state_dict()
-    b = load_feature_head(killed.out, tiny_pair.target).state_dict()
+    a = load_head(full.out, tiny_pair.target).state_dict()
+    b = load_head(killed.out, tiny_pair.target).state_dict()
     for k in a:
         assert torch.equal(a[k], b[k]), k
 
@@ -296,7 +306,7 @@ def test_bench_runs_with_a_feature_drafter(tmp_path, tiny_pair, random_head):
 
 @pytest.mark.parametrize(
     "name, kw, match",
-    [("tiny-random", {"draft": "feature"}, "only available"), ("default", {"draft": "x"}, "draft")],
+    [("tiny-random", {"draft": "trained"}, "only available"), ("default", {"draft": "x"}, "draft")],
 )
 def test_load_pair_draft_argument(name, kw, match):
     from specdec_lib.models import load_pair
@@ -335,3 +345,25 @@ def test_acceptance_counts_every_proposal_at_K1(tiny_pair, random_head):
         tiny_pair, prompts, K=1, max_new_tokens=12, seeds=(0, 1), draft=FeatureDrafter(random_head)
     )
     assert same["accepted"] == res["accepted"]  # seeded
+
+
+@pytest.mark.parametrize("init_layers", [(0, -1), None])
+def test_train_layers_draft(tiny_data, tiny_pair, init_layers):
+    from specdec_lib.heads import LayerDraft
+
+    name = "layers_" + ("copied" if init_layers else "random")
+    s = _train_settings(
+        tiny_data,
+        out=str(tiny_data / f"{name}.safetensors"),
+        arch="layers",
+        init_layers=init_layers,
+        n_layers=2,
+    )
+    rec = train_drafter(s, progress=False, pair=tiny_pair, log=lambda *_: None)
+    assert rec["history"][-1]["eval_alpha"] > rec["history"][0]["eval_alpha"] - 0.05
+    draft = load_head(s.out, tiny_pair.target)
+    assert isinstance(draft, LayerDraft) and len(draft.body.layers) == 2
+    ar = AutoregressiveDecoder(tiny_pair.target, temperature=0)
+    spec = SpeculativeDecoder(draft, tiny_pair.target, K=3, temperature=0)
+    out = spec.generate_ids(PROMPT, 20)
+    assert out.tokens == ar.generate_ids(PROMPT, 20).tokens and out.n_proposed > 0

@@ -1,4 +1,4 @@
-"""Command line: ``python -m specdec_lib bench | gen-data | train-drafter ...`` (see ``--help``)."""
+"""Command line: ``python -m specdec_lib bench | gen-data | train-drafter | eval-drafter`` (see ``--help``)."""
 
 from __future__ import annotations
 
@@ -138,7 +138,77 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--threads", type=_positive_int, default=None)
     t.add_argument("--no-progress", action="store_true")
+    e = sub.add_parser(
+        "eval-drafter", help="acceptance (by decoding) and cost of a draft on held-out prompts"
+    )
+    e.add_argument(
+        "--draft",
+        default="trained",
+        help="early-exit | trained | ngram (default pair), or a path to saved draft weights",
+    )
+    e.add_argument("--pair", default="default")
+    e.add_argument("--prompts", default="data/drafter/heldout_prompts.json")
+    e.add_argument("--dtype", default="bfloat16", choices=["float32", "bfloat16"])
+    e.add_argument("--temperatures", type=_float, nargs="+", default=[1.0, 0.7, 0.0])
+    e.add_argument("--K", type=_positive_int, default=1)
+    e.add_argument("--max-new-tokens", type=_positive_int, default=64)
+    e.add_argument("--seeds", type=_positive_int, default=1, help="seeds per prompt")
+    e.add_argument("--threads", type=_positive_int, default=None)
+    e.add_argument("--out", required=True, help="results JSON")
+    e.add_argument("--no-progress", action="store_true")
     return parser
+
+
+def _eval_drafter(args) -> int:
+    import torch
+
+    from .bench import acceptance, load_prompts, measure_pass_costs
+    from .models import ModelUnavailableError, load_pair
+    from .results import atomic_write_json, provenance
+
+    try:
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        prompts = load_prompts(args.prompts)
+        if args.draft in ("early-exit", "trained"):
+            pair = load_pair(args.pair, dtype=args.dtype, draft=args.draft)
+        elif args.draft == "ngram":
+            from .drafters import NgramDrafter
+
+            pair = load_pair(args.pair, dtype=args.dtype)
+            pair.draft, pair.draft_name = NgramDrafter(pair.target.config.vocab_size), "n-gram"
+        else:
+            pair = load_pair(args.pair, dtype=args.dtype, draft="trained", head=args.draft)
+        results = {}
+        for T in args.temperatures:
+            r = acceptance(
+                pair,
+                prompts,
+                K=args.K,
+                temperature=T,
+                max_new_tokens=args.max_new_tokens,
+                seeds=range(args.seeds),
+                progress=not args.no_progress,
+            )
+            results[f"{T:g}"] = r
+            print(f"T = {T:g}: alpha = {r['alpha']:.3f} ({r['accepted']}/{r['proposed']})")
+        costs = measure_pass_costs(pair, 2)
+        print(f"c = t_draft / t_target(1) = {costs['c']:.3f}")
+    except (ValueError, ModelUnavailableError) as err:
+        print(f"{PROG} eval-drafter: error: {err}", file=sys.stderr)
+        return 2
+    settings = {k: v for k, v in vars(args).items() if k not in ("no_progress",)}
+    atomic_write_json(
+        args.out,
+        {
+            "pair": pair.describe(),
+            "by_temperature": results,
+            "costs": costs,
+            "provenance": provenance(device=pair.device, seed=0, settings=settings),
+        },
+    )
+    print(f"wrote {args.out}")
+    return 0
 
 
 def _layers_arg(text: str) -> tuple[int, ...] | None:
@@ -242,6 +312,8 @@ def main(argv: list[str] | None = None) -> int:
         return _gen_data(args)
     if args.command == "train-drafter":
         return _train_drafter(args)
+    if args.command == "eval-drafter":
+        return _eval_drafter(args)
     if args.command == "bench":
         from .bench import METHODS, BenchSettings, run_benchmark
         from .models import ModelUnavailableError

@@ -367,3 +367,17 @@ def test_train_layers_draft(tiny_data, tiny_pair, init_layers):
     spec = SpeculativeDecoder(draft, tiny_pair.target, K=3, temperature=0)
     out = spec.generate_ids(PROMPT, 20)
     assert out.tokens == ar.generate_ids(PROMPT, 20).tokens and out.n_proposed > 0
+
+
+def test_eval_drafter_cli(tmp_path, capsys):
+    prompts = tmp_path / "p.json"
+    prompts.write_text(json.dumps({"prompts": [{"text": "abc abc"}, {"text": "hello"}]}))
+    out = tmp_path / "eval.json"
+    args = ["eval-drafter", "--pair", "tiny-random", "--draft", "early-exit", "--prompts"]
+    args += [str(prompts), "--temperatures", "1", "0", "--max-new-tokens", "10", "--dtype"]
+    args += ["float32", "--out", str(out), "--no-progress"]
+    assert main(args) == 0
+    res = json.loads(out.read_text())
+    assert set(res["by_temperature"]) == {"1", "0"} and res["costs"]["c"] > 0
+    assert "alpha" in capsys.readouterr().out
+    assert main(args[:-3] + ["--out", str(out), "--draft", "trained"]) == 2  # tiny has none

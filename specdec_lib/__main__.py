@@ -130,6 +130,11 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--epochs", type=_float, default=2.0)
     t.add_argument("--batch-sequences", type=_positive_int, default=8)
     t.add_argument("--lr", type=_float, default=5e-4)
+    t.add_argument("--weight-decay", type=_float, default=0.0)
+    t.add_argument("--warmup-steps", type=_positive_int, default=50)
+    t.add_argument(
+        "--init-layer", default="-1", help="feature head: target layer to start from, or 'none'"
+    )
     t.add_argument("--tv-weight", type=_float, default=1.0)
     t.add_argument("--feature-weight", type=_float, default=0.1)
     t.add_argument("--max-shards", type=_positive_int, default=None, help="train on the first N")
@@ -155,6 +160,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--seeds", type=_positive_int, default=1, help="seeds per prompt")
     e.add_argument("--threads", type=_positive_int, default=None)
     e.add_argument("--out", required=True, help="results JSON")
+    e.add_argument(
+        "--card", default=None, help="also write a model card (markdown) for a trained draft"
+    )
     e.add_argument("--no-progress", action="store_true")
     return parser
 
@@ -208,7 +216,24 @@ def _eval_drafter(args) -> int:
         },
     )
     print(f"wrote {args.out}")
+    if args.card:
+        from .results import read_json
+        from .train import model_card
+
+        weights = Path(pair.notes.get("head_path", args.draft))
+        record = read_json(weights.with_suffix(".train.json"))
+        Path(args.card).write_text(model_card(weights, record, read_json(args.out)))
+        print(f"wrote {args.card}")
     return 0
+
+
+def _layer_arg(text: str) -> int | None:
+    if text.strip().lower() == "none":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"--init-layer must be an integer or 'none', got {text!r}") from None
 
 
 def _layers_arg(text: str) -> tuple[int, ...] | None:
@@ -242,6 +267,9 @@ def _train_drafter(args) -> int:
             epochs=args.epochs,
             batch_sequences=args.batch_sequences,
             lr=args.lr,
+            weight_decay=args.weight_decay,
+            warmup_steps=args.warmup_steps,
+            init_layer=_layer_arg(args.init_layer),
             tv_weight=args.tv_weight,
             feature_weight=args.feature_weight,
             max_shards=args.max_shards,

@@ -230,7 +230,7 @@ def _load_default(dtype: torch.dtype, exit_layers: int, draft: str, head: Any) -
 
         drafter: Any = as_drafter(load_head(head_path, target))
         draft_name = f"trained draft ({head_path.name}) on SmolLM2-135M-Instruct"
-        notes.update(head=str(head_path.name), draft_kind="trained")
+        notes.update(head=head_path.name, head_path=str(head_path), draft_kind="trained")
     else:
         drafter, draft_name = early, early_name
         notes.update(draft_kind="early-exit")

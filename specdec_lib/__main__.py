@@ -91,6 +91,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--temperature", type=_float, default=1.0)
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--threads", type=_positive_int, default=None)
+    g.add_argument(
+        "--sampler",
+        default="own",
+        choices=["own", "hf"],
+        help="own: rows leave the batch at EOS (faster); hf: transformers' generate",
+    )
     g.add_argument("--no-progress", action="store_true")
     t = sub.add_parser("train-drafter", help="distil a feature-level draft head (resumable)")
     t.add_argument("--data", default="data/drafter/onpolicy", help="on-policy data folder")
@@ -309,6 +315,7 @@ def _gen_data(args) -> int:
             temperature=args.temperature,
             seed=args.seed,
             threads=args.threads,
+            sampler=args.sampler,
         )
         generate_onpolicy(args.out, args.tokens, settings, progress=not args.no_progress)
     except (ValueError, ModelUnavailableError) as err:

@@ -56,8 +56,14 @@ class DataSettings:
     temperature: float = 1.0
     seed: int = 0
     threads: int | None = None
+    # "own": sample_batch (rows leave the batch at EOS; inverse-CDF sampling with a seeded
+    # generator); "hf": transformers' generate. Both sample the target's law; each shard records
+    # which one made it, so a folder may hold both.
+    sampler: str = "own"
 
     def __post_init__(self) -> None:
+        if self.sampler not in ("own", "hf"):
+            raise ValueError(f"sampler must be 'own' or 'hf', got {self.sampler!r}")
         for name in ("batch_size", "max_new_tokens"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -71,6 +77,7 @@ class DataSettings:
         """The settings that determine the data (threads only change the speed)."""
         d = asdict(self)
         d.pop("threads")
+        d.pop("sampler")
         return d
 
 
@@ -138,6 +145,74 @@ def _shard_prompts(n_prompts: int, batch_size: int, seed: int, shard: int) -> np
 
 
 @torch.inference_mode()
+def sample_batch(
+    model: Any,
+    prompts: list[list[int]],
+    max_new_tokens: int,
+    *,
+    temperature: float = 1.0,
+    eos: set[int] | frozenset[int] = frozenset(),
+    pad_id: int = 0,
+    generator: torch.Generator | None = None,
+) -> list[list[int]]:
+    """Sample continuations of several prompts from ``model`` at once (KV cache, left padding).
+
+    Each row's tokens follow the model's law at ``temperature`` (the plain softmax: no top-k),
+    sampled by :func:`~specdec_lib.sampling.sample` (inverse CDF). A row leaves the batch as soon
+    as it emits EOS (kept) or reaches ``max_new_tokens``, and its cache rows are dropped, so the
+    remaining rows do not pay for finished ones. Returns prompt + continuation per row.
+    """
+    from transformers import DynamicCache
+
+    from .sampling import sample
+
+    n = len(prompts)
+    width = max(map(len, prompts))
+    ids = torch.full((n, width), pad_id, dtype=torch.long)
+    mask = torch.zeros((n, width), dtype=torch.long)
+    for r, p in enumerate(prompts):
+        ids[r, width - len(p) :] = torch.tensor(p)
+        mask[r, width - len(p) :] = 1
+    pos = (mask.cumsum(-1) - 1).clamp(min=0)
+    cache = DynamicCache()
+    out = model(
+        input_ids=ids,
+        attention_mask=mask,
+        position_ids=pos,
+        cache=cache,
+        use_cache=True,
+        logits_to_keep=1,
+    )
+    rows = torch.arange(n)  # which prompt each live batch row belongs to
+    last_pos = pos[:, -1]
+    new: list[list[int]] = [[] for _ in range(n)]
+    eos_t = torch.tensor(sorted(eos), dtype=torch.long)
+    for step in range(max_new_tokens):
+        probs = torch.softmax(out.logits[:, -1].float() / temperature, dim=-1)
+        x = sample(probs, generator)
+        for r, t in zip(rows.tolist(), x.tolist(), strict=True):
+            new[r].append(t)
+        done = torch.isin(x, eos_t) if len(eos_t) else torch.zeros_like(x, dtype=torch.bool)
+        if step + 1 == max_new_tokens or bool(done.all()):
+            break
+        if bool(done.any()):
+            keep = torch.nonzero(~done).view(-1)
+            cache.batch_select_indices(keep)
+            rows, x, mask, last_pos = rows[keep], x[keep], mask[keep], last_pos[keep]
+        mask = torch.cat([mask, torch.ones((len(rows), 1), dtype=mask.dtype)], dim=1)
+        last_pos = last_pos + 1
+        out = model(
+            input_ids=x.view(-1, 1),
+            attention_mask=mask,
+            position_ids=last_pos.view(-1, 1),
+            cache=cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+    return [p + c for p, c in zip(prompts, new, strict=True)]
+
+
+@torch.inference_mode()
 def _sample_batch(
     model: Any, prompts: list[list[int]], settings: DataSettings, pad_id: int, eos: set[int]
 ) -> list[list[int]]:
@@ -198,6 +273,8 @@ def generate_onpolicy(
     manifest_path = folder / MANIFEST
     if manifest_path.is_file():
         manifest = read_json(manifest_path)
+        for entry in manifest["shards"]:
+            entry.setdefault("sampler", "hf")  # the first shards predate the own sampler
         if manifest["settings"] != settings.key():
             raise ValueError(
                 f"{str(folder)!r} was generated with other settings ({manifest['settings']}); "
@@ -229,8 +306,21 @@ def generate_onpolicy(
     while generated < n_tokens:
         t0 = time.perf_counter()
         chosen = _shard_prompts(len(prompts), settings.batch_size, settings.seed, shard)
-        torch.manual_seed(settings.seed * 1_000_003 + shard)
-        seqs = _sample_batch(pair.target, [encoded[i] for i in chosen], settings, pad_id, eos)
+        shard_seed = settings.seed * 1_000_003 + shard
+        batch = [encoded[i] for i in chosen]
+        if settings.sampler == "hf":
+            torch.manual_seed(shard_seed)
+            seqs = _sample_batch(pair.target, batch, settings, pad_id, eos)
+        else:
+            seqs = sample_batch(
+                pair.target,
+                batch,
+                settings.max_new_tokens,
+                temperature=settings.temperature,
+                eos=eos,
+                pad_id=pad_id,
+                generator=torch.Generator().manual_seed(shard_seed),
+            )
         lens = np.array([len(s) for s in seqs])
         plens = np.array([len(encoded[i]) for i in chosen], dtype=np.int32)
         _atomic_savez(
@@ -244,6 +334,7 @@ def generate_onpolicy(
         manifest["shards"].append(
             {
                 "shard": shard,
+                "sampler": settings.sampler,
                 "sequences": len(seqs),
                 "generated_tokens": new,
                 "seconds": round(time.perf_counter() - t0, 2),

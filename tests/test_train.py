@@ -405,3 +405,45 @@ def test_model_card_and_rebuild_command(tiny_data, tiny_pair):
     assert "| greedy |" in card and "python -m specdec_lib train-drafter" in card
     cmd = next(line for line in card.splitlines() if "train-drafter" in line)
     assert "--teacher-layers 0 -1" in cmd and "--epochs 1.0" in cmd and "--pair tiny-random" in cmd
+
+
+def test_sample_batch_follows_the_target_law_with_rows_leaving(tiny_pair):
+    """Rows of different lengths share the batch; rows that emit EOS leave it (their cache rows are
+    dropped); the first 2 tokens after the test prompt still follow the target's exact law."""
+    from specdec_lib.distill import sample_batch
+    from specdec_lib.sampling import Warp
+
+    target = tiny_pair.target
+    prompt = PROMPT.tolist()
+    others = [[0, 3], [0, 7, 7, 7, 7, 7, 7, 7, 9], [0, 12, 1, 5, 6]]
+    law = exact_continuation_law(target, PROMPT, Warp(1.0), 2)
+    keys = sorted(law)
+    index = {k: i for i, k in enumerate(keys)}
+    counts = np.zeros(len(keys))
+    gen = torch.Generator().manual_seed(0)
+    left = 0
+    for _ in range(40):
+        batch = [prompt if r % 2 == 0 else others[r % 3] for r in range(40)]
+        out = sample_batch(target, batch, 3, eos={1}, pad_id=1, generator=gen)
+        for r, seq in enumerate(out):
+            cont = seq[len(batch[r]) :]
+            assert 1 <= len(cont) <= 3 and (len(cont) == 3 or cont[-1] == 1)
+            left += len(cont) < 3
+            if r % 2 == 0 and len(cont) >= 2:
+                counts[index[tuple(cont[:2])]] += 1
+    # Rows whose first token is EOS have no second token: compare the law given "first != EOS".
+    mask = np.array([k[0] != 1 for k in keys])
+    probs = np.array([law[k] for k in keys])[mask]
+    res = chisquare_gof(probs=probs / probs.sum(), counts=counts[mask], max_bins=60)
+    assert left > 20  # rows did leave the batch early
+    assert res.pvalue > 1e-3, res
+
+
+def test_hf_sampler_shards_are_recorded(tmp_path, tiny_pair, prompts_file):
+    folder = tmp_path / "hf"
+    generate_onpolicy(
+        folder, 20, _settings(prompts_file, sampler="hf"), progress=False, pair=tiny_pair
+    )
+    generate_onpolicy(folder, 60, _settings(prompts_file), progress=False, pair=tiny_pair)
+    samplers = [s["sampler"] for s in load_manifest(folder)["shards"]]
+    assert samplers[0] == "hf" and samplers[-1] == "own"

@@ -444,6 +444,6 @@ def test_hf_sampler_shards_are_recorded(tmp_path, tiny_pair, prompts_file):
     generate_onpolicy(
         folder, 20, _settings(prompts_file, sampler="hf"), progress=False, pair=tiny_pair
     )
-    generate_onpolicy(folder, 60, _settings(prompts_file), progress=False, pair=tiny_pair)
+    generate_onpolicy(folder, 400, _settings(prompts_file), progress=False, pair=tiny_pair)
     samplers = [s["sampler"] for s in load_manifest(folder)["shards"]]
     assert samplers[0] == "hf" and samplers[-1] == "own"

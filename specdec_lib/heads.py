@@ -76,6 +76,9 @@ def _llama_body(target: Any, init_layers: list[int] | None, n_layers: int) -> nn
         mlp_bias=getattr(tcfg, "mlp_bias", False),
         head_dim=getattr(tcfg, "head_dim", H // tcfg.num_attention_heads),
         tie_word_embeddings=False,
+        bos_token_id=None,
+        eos_token_id=None,
+        pad_token_id=None,
     )
     body = LlamaModel(cfg).to(next(target.parameters()).dtype)
     body.embed_tokens = None
@@ -123,6 +126,11 @@ class _SubsetOutput(nn.Module):
         return self._norm(hidden.to(self._w_subset.dtype)) @ self._w_subset.T
 
 
+def rms_normalise(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """``x / RMS(x)`` over the last axis (computed in float32)."""
+    return (x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+
+
 class FeatureHead(_SubsetOutput):
     """``fc`` + ``n_layers`` Llama decoder layers over (target feature, next token) pairs.
 
@@ -140,6 +148,7 @@ class FeatureHead(_SubsetOutput):
         n_layers: int = 1,
         init_layer: int | None = -1,
         feature_layers: tuple[int, ...] = (-1,),
+        scale: float = 1.0,
     ) -> None:
         super().__init__()
         tcfg = target.config
@@ -157,6 +166,7 @@ class FeatureHead(_SubsetOutput):
             "n_layers": n_layers,
             "init_layer": init_layer,
             "feature_layers": list(feature_layers),
+            "scale": float(scale),
         }
         dtype = next(target.parameters()).dtype
         nF = len(feature_layers)
@@ -167,11 +177,18 @@ class FeatureHead(_SubsetOutput):
             with torch.no_grad():
                 self.fuse.weight.zero_()
                 self.fuse.weight[:, (nF - 1) * H :].copy_(torch.eye(H))
+        # Both inputs are RMS-normalised (learnable gains) and brought to `scale`, the typical RMS
+        # of the target's last hidden state: the target's residual stream carries a few huge
+        # dimensions (RMS ~100s) next to embeddings of RMS ~1, and the copied target layer
+        # expects inputs at the residual stream's scale.
+        self.w_in = nn.Parameter(torch.ones(nF, H, dtype=dtype))
+        self.w_emb = nn.Parameter(torch.ones(H, dtype=dtype))
+        self.register_buffer("scale", torch.tensor(float(scale), dtype=torch.float32))
         self.fc = nn.Linear(2 * H, H, bias=False, dtype=dtype)
-        with torch.no_grad():  # start as "the target's feature, plus a little of the token"
+        with torch.no_grad():  # start as "the target's feature plus the token's embedding"
             self.fc.weight.zero_()
             self.fc.weight[:, :H].copy_(torch.eye(H))
-            self.fc.weight[:, H:].copy_(torch.eye(H) * 0.1)
+            self.fc.weight[:, H:].copy_(torch.eye(H))
         # The head outputs pre-norm features, like the target's last layer.
         self.body = _llama_body(
             target, [init_layer] * n_layers if init_layer is not None else None, n_layers
@@ -189,10 +206,15 @@ class FeatureHead(_SubsetOutput):
         """``features`` ``[B, n, F]`` (``h_{j-1}``: the target's, ``F = len(feature_layers) H``,
         or the head's own, ``F = H``), ``tokens`` ``[B, n]`` (``x_j``) -> ``ĥ_j`` ``[B, n, H]``
         and the updated cache."""
-        if self.fuse is not None and features.shape[-1] != self.fc.out_features:
-            features = self.fuse(features)
-        emb = self._embed(tokens).to(features.dtype)
-        g = self.fc(torch.cat([features, emb], dim=-1))
+        H = self.fc.out_features
+        if features.shape[-1] != H:  # the target's features of several layers: fuse them
+            blocks = rms_normalise(features.unflatten(-1, (-1, H))) * self.w_in
+            x = self.fuse(blocks.flatten(-2))
+        else:  # one layer's features (the target's last, or the head's own)
+            x = rms_normalise(features) * self.w_in[-1]
+        scale = self.scale.to(x.dtype)
+        emb = rms_normalise(self._embed(tokens).to(x.dtype)) * self.w_emb
+        g = self.fc(torch.cat([x * scale, emb * scale], dim=-1))
         out = self.body(
             inputs_embeds=g, cache=cache, use_cache=cache is not None, position_ids=position_ids
         )
@@ -293,6 +315,7 @@ def load_head(path: str | Path, target: Any) -> nn.Module:
             n_layers=cfg.get("n_layers", 1),
             init_layer=None,
             feature_layers=tuple(cfg.get("feature_layers", (-1,))),
+            scale=cfg.get("scale", 1.0),
         )
     dtype = next(target.parameters()).dtype
     head.load_state_dict({k: v.to(dtype) if v.is_floating_point() else v for k, v in state.items()})

@@ -38,6 +38,7 @@ import torch
 import torch.nn.functional as F
 
 from .distill import iter_sequences, load_manifest
+from .heads import rms_normalise
 from .results import atomic_write_json, provenance
 
 __all__ = ["ARCHS", "TrainSettings", "choose_subset", "teacher_pass", "train_drafter"]
@@ -289,7 +290,10 @@ def _losses(head, batch, settings: TrainSettings) -> dict[str, torch.Tensor]:
     hidden, _ = head(feats, toks, position_ids=pos)
     logq = torch.log_softmax(head.logits(hidden).float(), dim=-1)  # [n, T, |S|]
     out = _distill_terms(logq, t_idx, t_p, pmask)
-    feat = F.smooth_l1_loss(hidden.float(), next_h.float(), reduction="none").mean(-1)
+    # On RMS-normalised features: the final norm (and the head's input norm) ignore the scale.
+    feat = F.smooth_l1_loss(
+        rms_normalise(hidden.float()), rms_normalise(next_h.float()), reduction="none"
+    ).mean(-1)
     out["feature"] = (feat * hmask).sum() / hmask.sum().clamp(min=1)
     out["loss"] = (
         out["ce"]
@@ -323,7 +327,9 @@ def _make_batch(settings: TrainSettings, records, remap, columns):
     return _batch(records, remap, torch.float32, columns)
 
 
-def _new_draft(settings: TrainSettings, target: Any, subset: torch.Tensor, *, init: bool):
+def _new_draft(
+    settings: TrainSettings, target: Any, subset: torch.Tensor, *, init: bool, scale: float = 1.0
+):
     from .heads import FeatureHead, LayerDraft
 
     if settings.arch == "layers":
@@ -337,7 +343,14 @@ def _new_draft(settings: TrainSettings, target: Any, subset: torch.Tensor, *, in
         n_layers=settings.n_layers,
         feature_layers=settings.feature_layers,
         init_layer=settings.init_layer if init else None,
+        scale=scale,
     )
+
+
+def _feature_scale(records: list[dict[str, torch.Tensor]], last: torch.Tensor) -> float:
+    """The median RMS of the target's last hidden state over (up to) 200 training sequences."""
+    rms = [r["feats"][:, last].float().pow(2).mean(-1).sqrt() for r in records[:200]]
+    return float(torch.cat(rms).median()) if rms else 1.0
 
 
 def _atomic_torch_save(obj: Any, path: Path) -> None:
@@ -375,8 +388,9 @@ def train_drafter(
 
     torch.manual_seed(settings.seed)
     # The head trains in float32 on top of a float32 copy of the frozen parts of the target.
-    head = _new_draft(settings, pair.target, subset, init=True)
     columns = _columns(settings, pair.target.config.hidden_size)
+    scale = _feature_scale(train, columns[1])
+    head = _new_draft(settings, pair.target, subset, init=True, scale=scale)
     head.float()
     head.frozen_float32()
     params = [p for p in head.parameters() if p.requires_grad]
@@ -458,7 +472,7 @@ def train_drafter(
     }
     out = Path(settings.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    head_out = _new_draft(settings, pair.target, subset, init=False)
+    head_out = _new_draft(settings, pair.target, subset, init=False, scale=scale)
     head_out.load_state_dict(head.state_dict())
     if settings.arch == "layers":
         head_out.config_dict["init_layers"] = head.config_dict["init_layers"]

@@ -206,7 +206,7 @@ def _eval_drafter(args) -> int:
             )
             results[f"{T:g}"] = r
             print(f"T = {T:g}: alpha = {r['alpha']:.3f} ({r['accepted']}/{r['proposed']})")
-        costs = measure_pass_costs(pair, 2)
+        costs = measure_pass_costs(pair, 6)  # t_target(1..6): the cost model up to K = 5
         print(f"c = t_draft / t_target(1) = {costs['c']:.3f}")
     except (ValueError, ModelUnavailableError) as err:
         print(f"{PROG} eval-drafter: error: {err}", file=sys.stderr)

@@ -386,10 +386,12 @@ class FeatureDrafter:
             self._done = n_valid - 1
 
     def _dist(self, hidden: torch.Tensor, warp: Warp) -> torch.Tensor:
-        logits = self.head.logits(hidden)
-        full = logits.new_full((logits.shape[0], self.head.target.config.vocab_size), float("-inf"))
-        full[:, self.head.subset] = logits
-        return warp.probs(full)
+        # Warping the subset's logits and scattering the probabilities is exactly warping the full
+        # row with -inf outside the subset (temperature, top-k and top-p never keep a token of
+        # probability 0), at a sixth of the cost.
+        sub = warp.probs(self.head.logits(hidden))
+        full = sub.new_zeros((sub.shape[0], self.head.target.config.vocab_size))
+        return full.index_copy_(1, self.head.subset.to(sub.device), sub)
 
     @torch.inference_mode()
     def propose(

@@ -447,3 +447,24 @@ def test_hf_sampler_shards_are_recorded(tmp_path, tiny_pair, prompts_file):
     generate_onpolicy(folder, 400, _settings(prompts_file), progress=False, pair=tiny_pair)
     samplers = [s["sampler"] for s in load_manifest(folder)["shards"]]
     assert samplers[0] == "hf" and samplers[-1] == "own"
+
+
+@pytest.mark.parametrize(
+    "warp_kw",
+    [
+        {"temperature": 1.0},
+        {"temperature": 0.7, "top_p": 0.8},
+        {"temperature": 1.3, "top_k": 5},
+        {"temperature": 0},
+    ],
+)
+def test_feature_drafter_subset_warp_equals_full_warp(random_head, warp_kw):
+    from specdec_lib.sampling import Warp
+
+    warp = Warp(**warp_kw)
+    h = torch.randn(3, random_head.fc.out_features)
+    got = FeatureDrafter(random_head)._dist(h, warp)
+    logits = random_head.logits(h)
+    full = logits.new_full((3, random_head.target.config.vocab_size), float("-inf"))
+    full[:, random_head.subset] = logits
+    torch.testing.assert_close(got, warp.probs(full), atol=1e-7, rtol=1e-6)

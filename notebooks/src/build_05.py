@@ -57,15 +57,112 @@ re-measured below). That is the lever that makes a CPU speedup possible at all.
 """)
 
 code(r"""
-import json
-
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from specdec_lib.config import DATA_DIR, RESULTS_DIR, quick
+from specdec_lib.config import DATA_DIR, quick
+from specdec_lib.distill import load_manifest, summary
+from specdec_lib.plotting import COLORS, savefig
+from specdec_lib.results import read_json
+from specdec_lib.theory import expected_tokens_per_step
 
+pd.set_option("display.precision", 3)
 QUICK = quick()
+DRAFTER = DATA_DIR / "drafter"
+EXPERIMENTS = DRAFTER / "experiments"
 print("quick mode:", QUICK)
+""")
+
+md(r"""
+## 1. The data: on-policy samples from the target
+
+`python -m specdec_lib gen-data` samples continuations of the 400 training prompts from the target
+in bfloat16, 64 prompts at a time, up to 256 new tokens each, at $T = 1$ with no top-k (the plain
+law the drafter must match). The first shards were made with transformers' `generate`; the rest with
+the library's own loop (`distill.sample_batch`), which drops a row from the batch (and its KV cache)
+as soon as it emits EOS instead of padding it to the end: with an instruct model fed raw prompts,
+many rows stop early (some at once), and `generate` kept paying for them. Both sample the target's
+law (the own loop is tested against the exact law on the tiny models, with rows leaving the batch).
+""")
+
+code(r"""
+manifest = load_manifest(DRAFTER / "onpolicy")
+shards = pd.DataFrame(manifest["shards"])
+shards["tokens/s"] = shards.generated_tokens / shards.seconds
+by_sampler = shards.groupby("sampler").agg(
+    shards=("shard", "count"), tokens=("generated_tokens", "sum"), seconds=("seconds", "sum")
+)
+by_sampler["tokens/s"] = by_sampler.tokens / by_sampler.seconds
+s = summary(DRAFTER / "onpolicy")
+print(f"{s['generated_tokens']:,} generated tokens in {s['sequences']:,} sequences "
+      f"({s['shards']} shards), {s['seconds'] / 3600:.2f} h of generation")
+by_sampler
+""")
+
+md(r"""
+## 2. Which architecture? A pilot at equal data
+
+Before scaling the data, four kinds of draft were trained on the same first 11 shards (about 114k
+generated tokens; the 12th shard is held out) and measured by decoding on the 45 held-out prompts
+($K = 1$, $T = 1$, 48 new tokens each; every proposal is judged, so $lpha$ is the per-token
+acceptance rate), with their cost $c$ measured in bfloat16 through the same `Drafter` interface the
+decoder uses:
+
+* **feature head, last layer**: one Llama layer (initialised from the target's last layer) reading
+  the target's last hidden state and the next token (EAGLE);
+* **feature head, fused**: the same, reading target layers 2, 14 and 29, fused (EAGLE-3's idea);
+* **layers 0 + 29** and **layers 0 + 1 + 29**: a small LM on tokens made of copies of those target
+  layers between the target's frozen embedding and output rows (the "target-initialised layers"
+  draft of `../shared/MEASURED.md`).
+
+The first two pilot runs (`feat_last`, `feat_fused`) fed the target's raw hidden state to the head;
+it has a few dimensions with values in the hundreds (RMS ≈ 100s against ≈ 1 for the token
+embeddings), which drowned the token. The head now RMS-normalises both inputs and brings them back
+to the residual stream's scale (`featn_*`); the records keep both.
+""")
+
+code(r"""
+def load_experiments(prefix=""):
+    rows, curves = [], {}
+    for path in sorted(EXPERIMENTS.glob(f"{prefix}*.eval.json")):
+        name = path.name.removesuffix(".eval.json")
+        ev = read_json(path)
+        tr = read_json(EXPERIMENTS / f"{name}.train.json")
+        st = tr["settings"]
+        r1 = ev["by_temperature"]["1"]
+        rows.append({
+            "draft": name,
+            "arch": st["arch"] if st["arch"] == "layers" else f"feature {st['feature_layers']}",
+            "train tokens": tr["train_tokens"],
+            "epochs": st["epochs"],
+            "lr": st["lr"],
+            "alpha (T=1, decoding)": r1["alpha"],
+            "proposals": r1["proposed"],
+            "alpha bound (top-64, held-out shard)": tr["history"][-1]["eval_alpha"],
+            "c (bf16)": ev["costs"]["c"],
+            "t_target(2)/t_target(1)": ev["costs"]["t_target_s"][1] / ev["costs"]["t_target_s"][0],
+        })
+        curves[name] = pd.DataFrame(tr["history"])
+    return pd.DataFrame(rows).set_index("draft"), curves
+
+
+pilot, pilot_curves = load_experiments("pilot_")
+pilot["S(K=1) predicted"] = [
+    expected_tokens_per_step(r["alpha (T=1, decoding)"], 1) / (r["c (bf16)"] + r["t_target(2)/t_target(1)"])
+    for _, r in pilot.iterrows()
+]
+pilot
+""")
+
+code(r"""
+fig, ax = plt.subplots(figsize=(7, 4))
+for name, h in pilot_curves.items():
+    ax.plot(h.step, h.eval_alpha, marker="o", ms=3, label=name.removeprefix("pilot_"))
+ax.set(xlabel="training step (8 sequences each)", ylabel=r"held-out $\sum_x \min(p, q)$ (top-64 bound)",
+       title="Pilot: acceptance on the held-out shard during training (114k tokens)")
+ax.legend(fontsize=8)
+savefig("05_pilot_curves");
 """)
 
 write("05_drafting_strategies.ipynb")

@@ -186,6 +186,18 @@ class DynamicK:
         self.accepted_history: list[int] = []
         self._pending: tuple[int, int, int] | None = None  # (len(ids), proposed, k asked)
 
+    # A feature-level inner drafter reads the target's hidden states: pass the protocol through.
+    @property
+    def wants_target_features(self) -> bool:
+        return bool(getattr(self.drafter, "wants_target_features", False))
+
+    @property
+    def feature_layers(self) -> tuple[int, ...]:
+        return getattr(self.drafter, "feature_layers", (-1,))
+
+    def observe(self, start: int, features: torch.Tensor) -> None:
+        self.drafter.observe(start, features)
+
     # The decoder checks the draft's vocabulary and device through these.
     @property
     def config(self) -> Any:
@@ -215,6 +227,8 @@ class DynamicK:
         cap = min(k, self.current)
         if self.threshold is None:
             tokens, probs = self.drafter.propose(ids, cap, warp, generator)
+        elif hasattr(self.drafter, "propose_until"):  # the drafter stops by itself (one call)
+            tokens, probs = self.drafter.propose_until(ids, cap, warp, generator, self.threshold)
         else:
             tokens, probs = self._propose_until_unsure(ids, cap, warp, generator)
         self._pending = (ids.numel(), int(tokens.numel()), k)

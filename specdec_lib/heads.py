@@ -393,10 +393,22 @@ class FeatureDrafter:
         full = sub.new_zeros((sub.shape[0], self.head.target.config.vocab_size))
         return full.index_copy_(1, self.head.subset.to(sub.device), sub)
 
-    @torch.inference_mode()
     def propose(
         self, ids: torch.Tensor, k: int, warp: Warp, generator: torch.Generator | None
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.propose_until(ids, k, warp, generator, None)
+
+    @torch.inference_mode()
+    def propose_until(
+        self,
+        ids: torch.Tensor,
+        k: int,
+        warp: Warp,
+        generator: torch.Generator | None,
+        threshold: float | None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Up to ``k`` drafts; with a ``threshold``, stop after a draft ``x`` with
+        ``q(x) < threshold`` (a stopping time: the output law stays exact)."""
         L = ids.numel()
         if self._feats is None or self._feats.shape[0] < L - 1:
             empty = torch.empty(0, dtype=torch.long, device=ids.device)
@@ -415,12 +427,15 @@ class FeatureDrafter:
             x = sample(q, generator)
             tokens.append(x)
             probs.append(q)
+            if threshold is not None and float(q[x]) < threshold:
+                k = i + 1  # unsure: stop here (the host read is the price of a dynamic length)
+                break
             if i + 1 < k:  # feed the head its own feature and the draft token
                 pos = torch.tensor([[L + i]], device=ids.device)
                 hidden, self._cache = self.head(
                     h.view(1, 1, -1), x.view(1, 1), cache=self._cache, position_ids=pos
                 )
                 h = hidden[0, -1:]
-        if k > 1:  # drop the drafted positions: they were built from the head's own features
+        if self._cache.get_seq_length() > self._done:  # drop the positions built from drafts
             self._cache.crop(self._done - self._cache.get_seq_length())
         return torch.stack(tokens), torch.stack(probs)

@@ -468,3 +468,33 @@ def test_feature_drafter_subset_warp_equals_full_warp(random_head, warp_kw):
     full = logits.new_full((3, random_head.target.config.vocab_size), float("-inf"))
     full[:, random_head.subset] = logits
     torch.testing.assert_close(got, warp.probs(full), atol=1e-7, rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "kw", [{"schedule": "heuristic"}, {"schedule": "constant", "threshold": 0.2}]
+)
+def test_dynamic_k_around_a_feature_drafter(tiny_pair, random_head, kw):
+    from specdec_lib.drafters import DynamicK
+
+    dk = DynamicK(FeatureDrafter(random_head), initial=2, **kw)
+    ar = AutoregressiveDecoder(tiny_pair.target, temperature=0)
+    spec = SpeculativeDecoder(dk, tiny_pair.target, K=6, temperature=0)
+    out = spec.generate_ids(PROMPT, 25)
+    assert out.tokens == ar.generate_ids(PROMPT, 25).tokens and out.n_proposed > 0
+    # The law at T = 1 (first 2 of 4 tokens), with the schedule or the threshold active.
+    dec = SpeculativeDecoder(
+        DynamicK(FeatureDrafter(random_head), initial=2, **kw), tiny_pair.target, K=3, seed=4
+    )
+    law = exact_continuation_law(tiny_pair.target, PROMPT, dec.warp, 2)
+    keys = sorted(law)
+    index = {k: i for i, k in enumerate(keys)}
+    counts = np.zeros(len(keys))
+    lengths = set()
+    for _ in range(1200):
+        r = dec.generate_ids(PROMPT, 4)
+        counts[index[tuple(r.tokens[:2])]] += 1
+        lengths.add(len(r.steps[1].draft_tokens))
+    res = chisquare_gof(probs=np.array([law[k] for k in keys]), counts=counts, max_bins=60)
+    assert res.pvalue > 1e-3, res
+    if "threshold" in kw:
+        assert len(lengths) > 1  # the threshold did cut some drafts short

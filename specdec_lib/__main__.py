@@ -74,6 +74,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="the default pair's drafter: early exit, the trained draft, auto (the trained "
         "draft if its weights exist), or prompt lookup",
     )
+    b.add_argument(
+        "--schedule",
+        default="fixed",
+        choices=["fixed", "heuristic", "threshold"],
+        help="draft length per step: fixed K, HF's heuristic schedule from K, or up to K with a "
+        "confidence threshold",
+    )
+    b.add_argument("--threshold", type=_float, default=0.4, help="for --schedule threshold")
     b.add_argument("--restart", action="store_true", help="ignore an existing partial run at --out")
     b.add_argument("--no-progress", action="store_true")
     g = sub.add_parser(
@@ -338,6 +346,8 @@ def _default_out(args) -> Path:
         [f"_topk{args.top_k}" if args.top_k else "", f"_topp{args.top_p:g}" if args.top_p else ""]
     )
     draft = "" if args.draft == "early-exit" else f"_{args.draft}"
+    if args.schedule != "fixed":
+        draft += f"_{args.schedule}"
     return RESULTS_DIR / f"bench_{args.pair}{draft}_{args.dtype}_{t}{extra}.json"
 
 
@@ -368,6 +378,8 @@ def main(argv: list[str] | None = None) -> int:
                 methods=args.methods or list(METHODS),
                 threads=args.threads,
                 draft=args.draft,
+                schedule=args.schedule,
+                threshold=args.threshold,
             )
             out = Path(args.out) if args.out else _default_out(args)
             result = run_benchmark(

@@ -56,7 +56,7 @@ __all__ = [
 METHODS = ("autoregressive", "speculative", "hf_assisted", "hf_autoregressive")
 BENCH_DRAFTS = ("early-exit", "trained", "auto", "ngram")
 # Settings added after results were first committed, with the value those results implied.
-_SETTINGS_ADDED = {"draft": "early-exit"}
+_SETTINGS_ADDED = {"draft": "early-exit", "schedule": "fixed", "threshold": 0.4}
 DEFAULT_PROMPTS = DATA_DIR / "prompts.json"
 FORMAT_VERSION = 1
 
@@ -79,7 +79,12 @@ class BenchSettings:
     threads: int | None = None
     cost_context: int = 64
     cost_reps: int = 15
-    draft: str = "early-exit"  # default pair: early-exit | feature | auto | ngram
+    draft: str = "early-exit"  # default pair: early-exit | trained | auto | ngram
+    # Draft length per step: "fixed" (K), "heuristic" (start at K; +2 after a fully accepted
+    # step, -1 otherwise; HF's schedule) or "threshold" (up to K, stop after a draft with
+    # q(x) < threshold; HF's assistant_confidence_threshold).
+    schedule: str = "fixed"
+    threshold: float = 0.4
 
     def validate(self) -> BenchSettings:
         if not self.K:
@@ -107,6 +112,12 @@ class BenchSettings:
         if self.threads is not None and (not isinstance(self.threads, int) or self.threads < 1):
             raise ValueError(f"threads must be a positive integer, got {self.threads!r}")
         Warp(self.temperature, self.top_k, self.top_p)  # validates the warps
+        if self.schedule not in ("fixed", "heuristic", "threshold"):
+            raise ValueError(
+                f"schedule must be 'fixed', 'heuristic' or 'threshold', got {self.schedule!r}"
+            )
+        if not 0.0 < self.threshold < 1.0:
+            raise ValueError(f"threshold must be in (0, 1), got {self.threshold!r}")
         if self.draft not in BENCH_DRAFTS:
             raise ValueError(f"draft must be one of {BENCH_DRAFTS}, got {self.draft!r}")
         return self
@@ -234,6 +245,17 @@ def _configs(settings: BenchSettings) -> list[tuple[str, int]]:
     return configs
 
 
+def _scheduled(draft: Any, settings: BenchSettings, K: int) -> Any:
+    """The draft, wrapped in the settings' dynamic draft length (if any)."""
+    if settings.schedule == "fixed":
+        return draft
+    from .drafters import DynamicK
+
+    if settings.schedule == "heuristic":
+        return DynamicK(draft, schedule="heuristic", initial=K)
+    return DynamicK(draft, schedule="constant", initial=K, threshold=settings.threshold)
+
+
 class _Runner:
     def __init__(self, pair: ModelPair, settings: BenchSettings) -> None:
         self.pair = pair
@@ -245,9 +267,9 @@ class _Runner:
         )
         self.spec = {
             K: SpeculativeDecoder(
-                pair.draft,
+                _scheduled(pair.draft, settings, K),
                 pair.target,
-                K=K,
+                K=K if settings.schedule != "heuristic" else max(16, K),
                 temperature=w.temperature,
                 top_k=w.top_k,
                 top_p=w.top_p,
@@ -281,8 +303,12 @@ class _Runner:
             gc = self.pair.assistant.generation_config
             saved = {name: getattr(gc, name, None) for name in _HF_ASSISTANT_FIELDS}
             gc.num_assistant_tokens = K
-            gc.num_assistant_tokens_schedule = "constant"
-            gc.assistant_confidence_threshold = 0.0
+            gc.num_assistant_tokens_schedule = (
+                "heuristic_transient" if self.s.schedule == "heuristic" else "constant"
+            )
+            gc.assistant_confidence_threshold = (
+                self.s.threshold if self.s.schedule == "threshold" else 0.0
+            )
             kwargs["assistant_model"] = self.pair.assistant
         try:
             torch.manual_seed(seed)

@@ -498,3 +498,26 @@ def test_dynamic_k_around_a_feature_drafter(tiny_pair, random_head, kw):
     assert res.pvalue > 1e-3, res
     if "threshold" in kw:
         assert len(lengths) > 1  # the threshold did cut some drafts short
+
+
+@pytest.mark.parametrize("schedule", ["heuristic", "threshold"])
+def test_bench_dynamic_schedules(tmp_path, tiny_pair, schedule):
+    from specdec_lib.bench import BenchSettings, run_benchmark
+
+    prompts = tmp_path / "p.json"
+    prompts.write_text(json.dumps({"prompts": [{"text": "abc abc"}]}))
+    s = BenchSettings(
+        pair="tiny-random",
+        K=[2],
+        max_new_tokens=10,
+        prompts=str(prompts),
+        cost_reps=2,
+        schedule=schedule,
+        threshold=0.2,
+    )
+    res = run_benchmark(s, tmp_path / "r.json", progress=False, pair=tiny_pair)
+    cell = res["cells"]["speculative|2|0|0"]
+    drafted = [st[0] for st in cell["steps"]]
+    assert max(drafted) <= (16 if schedule == "heuristic" else 2)
+    hf = res["cells"]["hf_assisted|2|0|0"]
+    assert len(hf["tokens"]) == 10

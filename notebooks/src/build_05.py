@@ -119,7 +119,9 @@ decoder uses:
 The first two pilot runs (`feat_last`, `feat_fused`) fed the target's raw hidden state to the head;
 it has a few dimensions with values in the hundreds (RMS ≈ 100s against ≈ 1 for the token
 embeddings), which drowned the token. The head now RMS-normalises both inputs and brings them back
-to the residual stream's scale (`featn_*`); the records keep both.
+to the residual stream's scale (`featn_*`); the records keep both (`feat_fused` has a training
+record only: its weights predate the change and no longer load). `feat_last`'s cost was measured
+before the drafter learnt to warp only its 8,192 tokens (about 0.01 of $c$ more).
 """)
 
 code(r"""
@@ -163,6 +165,31 @@ ax.set(xlabel="training step (8 sequences each)", ylabel=r"held-out $\sum_x \min
        title="Pilot: acceptance on the held-out shard during training (114k tokens)")
 ax.legend(fontsize=8)
 savefig("05_pilot_curves");
+""")
+
+md(r"""
+**Reading the pilot.** At equal data and equal training steps:
+
+* normalising the head's inputs is what made the feature head work at all (`featn_last` against
+  `feat_last`, which also had fewer epochs and a lower learning rate);
+* reading three target layers (2, 14, 29) beats reading the last one, at the same cost: the fusion
+  is one extra matrix product per drafted token;
+* the token-level drafts built from target layers accept less *and* cost more: they must rebuild
+  the context from token embeddings with two or three layers, where the feature head starts from
+  the target's own summary of it. (`../shared/MEASURED.md` saw the opposite order with 51k tokens
+  and the raw, unnormalised head: 0.30 against 0.26; with normalised inputs the head wins.)
+
+The chosen architecture is therefore the **fused feature head** (one layer, target layers 2, 14,
+29). Its held-out acceptance bound was still rising while the acceptance on its training batches
+pulled away from it (the records' `train_alpha` against `eval_alpha`): 114k tokens are too few. The next step is
+the data: the full on-policy set.
+
+*Status (session 2 of the drafter issue):* the data set is being generated (section 1 shows how
+far it is); the full-data training, the learning curve over the data size, the acceptance at
+$T = 0.7$ and greedy, the benchmark of the trained pair in bfloat16, the n-gram drafter and the
+dynamic draft length follow in the next session. The predicted speedups in the table above use
+each draft's measured $\alpha$ and $c$ and the measured $t_\text{target}(2) / t_\text{target}(1)$;
+they are predictions, not measurements.
 """)
 
 write("05_drafting_strategies.ipynb")

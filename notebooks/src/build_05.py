@@ -180,8 +180,9 @@ md(r"""
   and the raw, unnormalised head: 0.30 against 0.26; with normalised inputs the head wins.)
 
 The chosen architecture is therefore the **fused feature head** (one layer, target layers 2, 14,
-29). Its held-out acceptance bound was still rising while the acceptance on its training batches
-pulled away from it (the records' `train_alpha` against `eval_alpha`): 114k tokens are too few. The next step is
+29). Its held-out acceptance flattened as the learning rate decayed, while the acceptance on its
+training batches kept climbing above it (the records' `train_alpha` against `eval_alpha`): with
+114k tokens the head starts to learn its data by heart. The next step is
 the data: the full on-policy set.
 
 *Status (session 2 of the drafter issue):* the data set is being generated (section 1 shows how

@@ -372,6 +372,8 @@ class ModelDrafter:
     def propose(
         self, ids: torch.Tensor, k: int, warp: Warp, generator: torch.Generator | None
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        if k < 1:
+            return ids.new_empty(0), torch.empty(0, self.config.vocab_size, device=ids.device)
         tokens, probs = [], []
         seq = ids
         for i in range(k):

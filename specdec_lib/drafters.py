@@ -76,6 +76,13 @@ class NgramDrafter:
         self.max_ngram = max_ngram
         self.max_tokens = _positive_int(max_tokens, "max_tokens", "the most drafts per step")
 
+    @property
+    def config(self) -> Any:
+        """Lets the decoder check the vocabulary, as it does for a model draft."""
+        from types import SimpleNamespace
+
+        return SimpleNamespace(vocab_size=self.vocab_size)
+
     def __repr__(self) -> str:
         return (
             f"NgramDrafter(vocab_size={self.vocab_size}, max_ngram={self.max_ngram}, "

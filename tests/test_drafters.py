@@ -432,3 +432,13 @@ def test_dynamic_k_bad_drafter_and_k(tiny_pair):
 
     with pytest.raises(ValueError, match="vocab"):
         SpeculativeDecoder(DynamicK(tiny_random_llama(0, vocab_size=40)), tiny_pair.target)
+
+
+def test_ngram_vocabulary_checked_by_the_decoder(tiny_pair):
+    with pytest.raises(ValueError, match="vocab"):
+        SpeculativeDecoder(NgramDrafter(V + 1), tiny_pair.target, K=2)
+
+
+def test_model_drafter_zero_drafts(tiny_pair):
+    tokens, probs = ModelDrafter(tiny_pair.draft).propose(torch.tensor([0, 3]), 0, Warp(1.0), None)
+    assert tokens.numel() == 0 and probs.shape == (0, V)

@@ -230,7 +230,7 @@ decoder's `Drafter` interface is all it takes.
 
 code(r"""
 t0 = time.perf_counter()
-pair = load_pair("default")
+pair = load_pair("default", draft="early-exit")
 TIMES = {"load the default pair": time.perf_counter() - t0}
 tok = pair.tokenizer
 V = pair.target.config.vocab_size

@@ -346,7 +346,7 @@ import torch  # noqa: E402  (only to count parameters of the pair)
 
 from specdec_lib.models import load_pair
 
-pair = load_pair("default")
+pair = load_pair("default", draft="early-exit")
 target_params = sum(p.numel() for p in pair.target.parameters())
 n_layers = pair.target.config.num_hidden_layers
 per_layer = sum(p.numel() for p in pair.target.model.layers[0].parameters())

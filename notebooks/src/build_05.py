@@ -185,8 +185,8 @@ training batches kept climbing above it (the records' `train_alpha` against `eva
 114k tokens the head starts to learn its data by heart. The next step is
 the data: the full on-policy set.
 
-*Status (session 2 of the drafter issue):* the data set is being generated (section 1 shows how
-far it is); the full-data training, the learning curve over the data size, the acceptance at
+*Status (session 2 of the drafter issue):* the full on-policy data set is generated (section 1);
+the full-data training, the learning curve over the data size, the acceptance at
 $T = 0.7$ and greedy, the benchmark of the trained pair in bfloat16, the n-gram drafter and the
 dynamic draft length follow in the next session. The predicted speedups in the table above use
 each draft's measured $\alpha$ and $c$ and the measured $t_\text{target}(2) / t_\text{target}(1)$;

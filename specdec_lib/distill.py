@@ -19,8 +19,6 @@ first missing shard, and a folder made with other settings is refused.
 
 from __future__ import annotations
 
-import os
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
@@ -30,7 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .results import atomic_write_json, provenance, read_json
+from .results import atomic_write, atomic_write_json, provenance, read_json
 
 __all__ = [
     "DataSettings",
@@ -93,17 +91,7 @@ class Sequence:
 
 
 def _atomic_savez(path: Path, **arrays: np.ndarray) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp.npz", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez_compressed(f, **arrays)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, lambda f: np.savez_compressed(f, **arrays), binary=True)
 
 
 def load_manifest(folder: str | Path) -> dict[str, Any]:
@@ -144,6 +132,17 @@ def _shard_prompts(n_prompts: int, batch_size: int, seed: int, shard: int) -> np
     return np.resize(order, batch_size)
 
 
+def _left_pad(prompts: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Prompts of different lengths as one ``[n, width]`` batch, padded on the left, and its mask."""
+    n, width = len(prompts), max(map(len, prompts))
+    ids = torch.full((n, width), pad_id, dtype=torch.long)
+    mask = torch.zeros((n, width), dtype=torch.long)
+    for r, p in enumerate(prompts):
+        ids[r, width - len(p) :] = torch.tensor(p)
+        mask[r, width - len(p) :] = 1
+    return ids, mask
+
+
 @torch.inference_mode()
 def sample_batch(
     model: Any,
@@ -166,13 +165,8 @@ def sample_batch(
 
     from .sampling import sample
 
-    n = len(prompts)
-    width = max(map(len, prompts))
-    ids = torch.full((n, width), pad_id, dtype=torch.long)
-    mask = torch.zeros((n, width), dtype=torch.long)
-    for r, p in enumerate(prompts):
-        ids[r, width - len(p) :] = torch.tensor(p)
-        mask[r, width - len(p) :] = 1
+    ids, mask = _left_pad(prompts, pad_id)
+    n, width = ids.shape
     pos = (mask.cumsum(-1) - 1).clamp(min=0)
     cache = DynamicCache()
     out = model(
@@ -217,13 +211,8 @@ def _sample_batch(
     model: Any, prompts: list[list[int]], settings: DataSettings, pad_id: int, eos: set[int]
 ) -> list[list[int]]:
     """Sample ``max_new_tokens`` continuations of left-padded prompts from ``model`` (KV cache)."""
-    n = len(prompts)
-    width = max(map(len, prompts))
-    ids = torch.full((n, width), pad_id, dtype=torch.long)
-    mask = torch.zeros((n, width), dtype=torch.long)
-    for r, p in enumerate(prompts):
-        ids[r, width - len(p) :] = torch.tensor(p)
-        mask[r, width - len(p) :] = 1
+    ids, mask = _left_pad(prompts, pad_id)
+    n, width = ids.shape
     out = model.generate(
         input_ids=ids,
         attention_mask=mask,

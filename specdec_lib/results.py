@@ -80,19 +80,18 @@ def provenance(
     }
 
 
-def atomic_write_json(path: str | Path, obj: Any) -> Path:
-    """Write JSON to a temporary file in the same folder, fsync, then rename over ``path``.
+def atomic_write(path: str | Path, write: Any, *, binary: bool = False) -> Path:
+    """Call ``write(f)`` on a temporary file in the same folder, fsync, then rename over ``path``.
 
     A reader sees the old file or the new one, never a truncated one, even if the writer is
-    killed mid-write.
+    killed mid-write. The file is left readable by all (0644).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(obj, f, indent=1, allow_nan=True, default=_jsonable)
-            f.write("\n")
+        with os.fdopen(fd, "wb" if binary else "w") as f:
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, 0o644)
@@ -101,6 +100,16 @@ def atomic_write_json(path: str | Path, obj: Any) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def atomic_write_json(path: str | Path, obj: Any) -> Path:
+    """Write JSON atomically (see :func:`atomic_write`)."""
+
+    def write(f) -> None:
+        json.dump(obj, f, indent=1, allow_nan=True, default=_jsonable)
+        f.write("\n")
+
+    return atomic_write(path, write)
 
 
 def _jsonable(o: Any) -> Any:

@@ -95,9 +95,18 @@ by_sampler = shards.groupby("sampler").agg(
 )
 by_sampler["tokens/s"] = by_sampler.tokens / by_sampler.seconds
 s = summary(DRAFTER / "onpolicy")
+by_sampler
+""")
+
+code(r"""
+# NBVAL_CHECK_OUTPUT
+print("on-policy data of at least 1M generated tokens:", s["generated_tokens"] >= 1_000_000)
+print("every shard records its sampler:", set(shards.sampler) <= {"hf", "own"})
+""")
+
+code(r"""
 print(f"{s['generated_tokens']:,} generated tokens in {s['sequences']:,} sequences "
       f"({s['shards']} shards), {s['seconds'] / 3600:.2f} h of generation")
-by_sampler
 """)
 
 md(r"""
@@ -155,6 +164,13 @@ pilot["S(K=1) predicted"] = [
     for _, r in pilot.iterrows()
 ]
 pilot
+""")
+
+code(r"""
+# NBVAL_CHECK_OUTPUT
+best = pilot["alpha (T=1, decoding)"].idxmax()
+print("architectures compared at equal data:", sorted(set(pilot.arch)))
+print("highest acceptance in the pilot:", best)
 """)
 
 code(r"""

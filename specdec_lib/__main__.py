@@ -69,10 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     b.add_argument(
         "--draft",
-        default="early-exit",
+        default="auto",
         choices=["early-exit", "trained", "auto", "ngram"],
-        help="the default pair's drafter: early exit, the trained draft, auto (the trained "
-        "draft if its weights exist), or prompt lookup",
+        help="the default pair's drafter: early exit, the trained draft, prompt lookup, or auto "
+        "(default: the trained draft if its weights exist, else the early exit)",
     )
     b.add_argument(
         "--schedule",
@@ -345,7 +345,10 @@ def _default_out(args) -> Path:
     extra = "".join(
         [f"_topk{args.top_k}" if args.top_k else "", f"_topp{args.top_p:g}" if args.top_p else ""]
     )
-    draft = "" if args.draft == "early-exit" else f"_{args.draft}"
+    from .models import resolve_draft
+
+    kind = resolve_draft(args.pair, args.draft)
+    draft = "" if kind == "early-exit" else f"_{kind}"
     if args.schedule != "fixed":
         draft += f"_{args.schedule}"
     return RESULTS_DIR / f"bench_{args.pair}{draft}_{args.dtype}_{t}{extra}.json"

@@ -35,7 +35,7 @@ from .decoding import (
     check_K,
     model_forward,
 )
-from .models import ModelPair, load_pair
+from .models import ModelPair, load_pair, resolve_draft
 from .results import atomic_write_json, provenance, read_json
 from .sampling import Warp
 from .theory import expected_tokens_per_step
@@ -79,7 +79,9 @@ class BenchSettings:
     threads: int | None = None
     cost_context: int = 64
     cost_reps: int = 15
-    draft: str = "early-exit"  # default pair: early-exit | trained | auto | ngram
+    # default pair: early-exit | trained | ngram, or auto (resolved by validate: the trained draft
+    # when its weights exist), so that a run records the draft it measured
+    draft: str = "auto"
     # Draft length per step: "fixed" (K), "heuristic" (start at K; +2 after a fully accepted
     # step, -1 otherwise; HF's schedule) or "threshold" (up to K, stop after a draft with
     # q(x) < threshold; HF's assistant_confidence_threshold).
@@ -120,6 +122,9 @@ class BenchSettings:
             raise ValueError(f"threshold must be in (0, 1), got {self.threshold!r}")
         if self.draft not in BENCH_DRAFTS:
             raise ValueError(f"draft must be one of {BENCH_DRAFTS}, got {self.draft!r}")
+        if self.pair != "default" and self.draft == "trained":
+            raise ValueError(f"draft={self.draft!r} is only available for the 'default' pair")
+        self.draft = resolve_draft(self.pair, self.draft)
         return self
 
     @property

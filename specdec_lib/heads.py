@@ -215,10 +215,39 @@ class FeatureHead(_SubsetOutput):
         scale = self.scale.to(x.dtype)
         emb = rms_normalise(self._embed(tokens).to(x.dtype)) * self.w_emb
         g = self.fc(torch.cat([x * scale, emb * scale], dim=-1))
-        out = self.body(
-            inputs_embeds=g, cache=cache, use_cache=cache is not None, position_ids=position_ids
-        )
-        return out.last_hidden_state, out.cache if cache is not None else None
+        if cache is None:  # training: whole sequences through the Llama stack
+            return self.body(inputs_embeds=g, position_ids=position_ids).last_hidden_state, None
+        return self._layers_with_cache(g, cache, position_ids), cache
+
+    def _layers_with_cache(
+        self, g: torch.Tensor, cache: Any, position_ids: torch.Tensor | None
+    ) -> torch.Tensor:
+        """The body's layers called directly over ``n`` new positions after the cached ones.
+
+        Drafting runs the head on one or a few positions per call, where ``LlamaModel``'s own
+        wrapper (mask construction, output capture) costs about as much as the layer; this builds
+        the causal mask itself (none for one position) and is tested equal to the wrapper."""
+        n, past = g.shape[1], cache.get_seq_length()
+        if position_ids is None:
+            position_ids = torch.arange(past, past + n, device=g.device).unsqueeze(0)
+        mask = None
+        if n > 1:  # new position i (absolute past + i) sees keys 0 .. past + i
+            keys = torch.arange(past + n, device=g.device)
+            allowed = keys.view(1, -1) <= (keys[past:].view(-1, 1))
+            mask = torch.zeros(allowed.shape, dtype=g.dtype, device=g.device)
+            mask = mask.masked_fill_(~allowed, float("-inf")).view(1, 1, n, past + n)
+        position_embeddings = self.body.rotary_emb(g, position_ids=position_ids)
+        h = g
+        for layer in self.body.layers:
+            h = layer(
+                h,
+                attention_mask=mask,
+                position_ids=position_ids,
+                cache=cache,
+                use_cache=True,
+                position_embeddings=position_embeddings,
+            )
+        return h
 
 
 class LayerDraft(_SubsetOutput):

@@ -38,6 +38,7 @@ __all__ = [
     "early_exit_draft",
     "find_smollm2_gguf",
     "load_pair",
+    "resolve_draft",
     "tiny_random_llama",
 ]
 
@@ -371,13 +372,28 @@ def _load_tiny(dtype: torch.dtype) -> ModelPair:
 # --------------------------------------------------------------------------------------------
 
 
+def resolve_draft(
+    name: str = "default", draft: str = "auto", head: str | Path | None = None
+) -> str:
+    """What ``draft="auto"`` means for pair ``name``: ``"trained"`` for the default pair when the
+    trained draft's weights exist (``head``, by default :data:`DEFAULT_HEAD`), else
+    ``"early-exit"`` (for the other pairs: their own draft). Other values are returned as given."""
+    if draft != "auto":
+        return draft
+    if name != "default":
+        return "early-exit"
+    return (
+        "trained" if (Path(head) if head is not None else DEFAULT_HEAD).is_file() else "early-exit"
+    )
+
+
 def load_pair(
     name: str = "default",
     *,
     dtype: Any = torch.float32,
     exit_layers: int = DEFAULT_EXIT_LAYERS,
     device: str | torch.device | None = None,
-    draft: str = "early-exit",
+    draft: str = "auto",
     head: str | Path | None = None,
 ) -> ModelPair:
     """Load a named pair: ``"default"`` (offline, embedded), ``"gpt2"`` (Hub), ``"tiny-random"``.
@@ -385,15 +401,16 @@ def load_pair(
     ``dtype`` applies to both models (float32 by default, the safest for exact greedy checks;
     bfloat16 is much faster on CPUs with avx512_bf16). ``device`` moves both models there.
     ``draft`` (default pair only): ``"early-exit"``, ``"trained"`` (the trained draft at ``head``,
-    by default ``data/drafter/feature_head.safetensors``) or ``"auto"`` (the trained draft when
-    its file exists, else the early exit).
+    by default ``data/drafter/feature_head.safetensors``) or ``"auto"``, the default (the trained
+    draft when its file exists, else the early exit; the other pairs' own draft).
     """
     if name not in PAIRS:
         raise ValueError(f"name must be one of {', '.join(map(repr, PAIRS))}, got {name!r}")
     if draft not in DRAFTS:
         raise ValueError(f"draft must be one of {', '.join(map(repr, DRAFTS))}, got {draft!r}")
-    if name != "default" and draft != "early-exit":
+    if name != "default" and draft not in ("early-exit", "auto"):
         raise ValueError(f"draft={draft!r} is only available for the 'default' pair")
+    draft = resolve_draft(name, draft, head)
     dtype = _resolve_dtype(dtype)
     if name == "default":
         pair = _load_default(dtype, exit_layers, draft, head)

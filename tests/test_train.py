@@ -521,3 +521,45 @@ def test_bench_dynamic_schedules(tmp_path, tiny_pair, schedule):
     assert max(drafted) <= (16 if schedule == "heuristic" else 2)
     hf = res["cells"]["hf_assisted|2|0|0"]
     assert len(hf["tokens"]) == 10
+
+
+@pytest.mark.parametrize("n_layers", [1, 2])
+def test_head_direct_layers_equal_llama_wrapper(tiny_pair, n_layers):
+    """The head's cached path calls its layers directly; it must equal LlamaModel's forward."""
+    from transformers import DynamicCache
+
+    torch.manual_seed(1)
+    head = FeatureHead(tiny_pair.target, torch.arange(2, 26), n_layers=n_layers, init_layer=None)
+    H = tiny_pair.target.config.hidden_size
+    feats, toks = torch.randn(1, 9, H), torch.randint(0, 32, (1, 9))
+    ref = head(feats, toks)[0]  # no cache: the whole sequence through the wrapper
+    cache = DynamicCache()
+    parts = []
+    for a, b in [(0, 4), (4, 5), (5, 8), (8, 9)]:  # prefill, one position, three, one
+        h, cache = head(feats[:, a:b], toks[:, a:b], cache=cache)
+        parts.append(h)
+    torch.testing.assert_close(torch.cat(parts, 1), ref, rtol=1e-5, atol=1e-5)
+    # The wrapper with a cache (what the head called before) agrees too.
+    c2 = DynamicCache()
+    g = head.fc(torch.randn(1, 3, 2 * H))
+    head.body(inputs_embeds=g[:, :2], cache=c2, use_cache=True)
+    via_wrapper = head.body(inputs_embeds=g[:, 2:], cache=c2, use_cache=True).last_hidden_state
+    c3 = DynamicCache()
+    head._layers_with_cache(g[:, :2], c3, None)
+    torch.testing.assert_close(head._layers_with_cache(g[:, 2:], c3, None), via_wrapper)
+
+
+def test_auto_draft_resolves_to_the_trained_weights_when_present(tmp_path):
+    from specdec_lib.bench import BenchSettings
+    from specdec_lib.models import resolve_draft
+
+    head = tmp_path / "head.safetensors"
+    assert resolve_draft("default", "auto", head) == "early-exit"  # no weights yet
+    head.write_bytes(b"")
+    assert resolve_draft("default", "auto", head) == "trained"
+    assert resolve_draft("tiny-random", "auto", head) == "early-exit"  # the pair's own draft
+    assert resolve_draft("default", "ngram") == "ngram"
+    # A benchmark records the draft it measured, never "auto".
+    assert BenchSettings(pair="tiny-random").validate().draft == "early-exit"
+    with pytest.raises(ValueError, match="draft"):
+        BenchSettings(pair="tiny-random", draft="trained").validate()

@@ -138,12 +138,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--feature-layers",
         type=int,
         nargs="+",
-        default=[-1],
+        default=[2, 14, -1],
         help="target layers the head reads (a subset of --teacher-layers)",
     )
-    t.add_argument("--epochs", type=_float, default=2.0)
+    t.add_argument("--epochs", type=_float, default=3.0)
     t.add_argument("--batch-sequences", type=_positive_int, default=8)
-    t.add_argument("--lr", type=_float, default=5e-4)
+    t.add_argument("--lr", type=_float, default=1e-3)
     t.add_argument("--weight-decay", type=_float, default=0.0)
     t.add_argument("--warmup-steps", type=_positive_int, default=50)
     t.add_argument(

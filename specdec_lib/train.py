@@ -68,10 +68,11 @@ class TrainSettings:
     # Target layers whose outputs the teacher pass stores (-1, the last, is required: it is the
     # regression target), and the ones the head reads (a subset).
     teacher_layers: tuple[int, ...] = (2, 14, -1)
-    feature_layers: tuple[int, ...] = (-1,)
-    epochs: float = 2.0
+    # The defaults are the committed drafter's recipe (chosen by the pilot in notebook 05).
+    feature_layers: tuple[int, ...] = (2, 14, -1)
+    epochs: float = 3.0
     batch_sequences: int = 8
-    lr: float = 5e-4
+    lr: float = 1e-3
     weight_decay: float = 0.0
     warmup_steps: int = 50
     tv_weight: float = 1.0
@@ -589,6 +590,10 @@ def model_card(
         f"{ep.get('date')} on {ep.get('device', 'cpu')}.",
         f"Held-out prompts: `{ep['settings'].get('prompts')}`.",
         "",
+        "## Limitations",
+        "",
+        *_limitations(s),
+        "",
         "## Rebuild",
         "",
         "```",
@@ -606,6 +611,25 @@ def model_card(
         "",
     ]
     return "\n".join(lines)
+
+
+def _limitations(s: dict[str, Any]) -> list[str]:
+    out = []
+    if s["arch"] == "feature":
+        fused = len(s["feature_layers"]) > 1
+        out += [
+            "- Trained for one draft step: beyond the first drafted token the head reads its own "
+            "output instead of the target's features"
+            + (" (one layer's worth, where it was trained on fused ones)" if fused else "")
+            + ", so acceptance falls along a longer draft.",
+            "- It needs the target's hidden states: the first step of a request drafts nothing, "
+            "and transformers' assisted generation cannot drive it (it drives causal-LM drafts).",
+        ]
+    out.append(
+        "- It can propose only its token subset (q = 0 elsewhere): still exact, but acceptance "
+        "is bounded by the target's mass on the subset."
+    )
+    return out
 
 
 def _train_command(s: dict[str, Any], weights: str | Path) -> str:

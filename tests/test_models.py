@@ -30,15 +30,19 @@ def test_gguf_found_without_importing_the_package():
 
 
 def test_default_pair_loads_offline(default_pair):
+    from specdec_lib.models import DEFAULT_HEAD
+
     assert default_pair.target.config.vocab_size == 49152
     assert default_pair.target.config.num_hidden_layers == 30
-    assert default_pair.draft.config.num_hidden_layers == 4
-    # the early-exit draft shares the target's weights
-    assert (
-        default_pair.draft.lm_head.weight.data_ptr()
-        == default_pair.target.lm_head.weight.data_ptr()
-    )
-    assert default_pair.describe()["draft_params"] == 0
+    # draft="auto" (the default): the committed trained draft when its weights are there
+    kind = "trained" if DEFAULT_HEAD.is_file() else "early-exit"
+    assert default_pair.notes["draft_kind"] == kind
+    # the early exit (the draft HF's assisted generation runs) shares the target's weights
+    early = default_pair.assistant
+    assert early.config.num_hidden_layers == 4
+    assert early.lm_head.weight.data_ptr() == default_pair.target.lm_head.weight.data_ptr()
+    if kind == "early-exit":
+        assert default_pair.describe()["draft_params"] == 0
 
 
 def test_default_greedy_paris(default_pair):
@@ -46,11 +50,14 @@ def test_default_greedy_paris(default_pair):
     assert d.generate("The capital of France is", 2).text == " Paris."
 
 
+@pytest.mark.parametrize("draft", ["default", "early-exit"])
 @pytest.mark.parametrize("K", [1, 4, 7])
-def test_greedy_speculative_equals_autoregressive_default(default_pair, K):
+def test_greedy_speculative_equals_autoregressive_default(default_pair, K, draft):
+    """The default pair's draft (the trained one where committed) and the early exit."""
     tok = default_pair.tokenizer
     ar = AutoregressiveDecoder(default_pair.target, temperature=0)
-    sd = SpeculativeDecoder(default_pair.draft, default_pair.target, K=K, temperature=0)
+    d = default_pair.draft if draft == "default" else default_pair.assistant
+    sd = SpeculativeDecoder(d, default_pair.target, K=K, temperature=0)
     for prompt in PROMPTS[:2] if K != 4 else PROMPTS:
         ids = tok(prompt, return_tensors="pt").input_ids
         assert sd.generate_ids(ids, 24).tokens == ar.generate_ids(ids, 24).tokens, prompt

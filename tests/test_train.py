@@ -563,3 +563,17 @@ def test_auto_draft_resolves_to_the_trained_weights_when_present(tmp_path):
     assert BenchSettings(pair="tiny-random").validate().draft == "early-exit"
     with pytest.raises(ValueError, match="draft"):
         BenchSettings(pair="tiny-random", draft="trained").validate()
+
+
+def test_cli_defaults_are_the_train_settings_defaults():
+    """train-drafter's flags and TrainSettings share their defaults (the committed recipe)."""
+    from dataclasses import asdict
+
+    from specdec_lib.__main__ import build_parser
+
+    args = vars(build_parser().parse_args(["train-drafter"]))
+    for k, v in asdict(TrainSettings()).items():
+        if k in ("cache", "init_layers", "init_layer"):  # parsed from text by the CLI
+            continue
+        got = args[k]
+        assert (tuple(got) if isinstance(got, list) else got) == v, k

@@ -12,8 +12,10 @@ open it up: how it varies with the kind of prompt (the prototype's five categori
 code completion, creative writing, question answering, technical explanation), how it decays along
 the draft, and — token by token — where the draft agrees with the target.
 
-The data are the benchmark runs of notebook 03 (`data/results/bench_default_float32_*.json`: 20
-prompts, 50 tokens, $K = 1..8$), which store every speculative step as
+The data are the benchmark runs of notebook 03: the untrained early-exit draft in float32
+(`data/results/bench_default_float32_*.json`: 20 prompts, 50 tokens, $K = 1..8$) and the new default,
+the trained draft of notebook 05, in bfloat16 (`bench_default_trained_bfloat16_*.json`, same prompts,
+$K = 1..5$). They store every speculative step as
 (drafted, accepted, emitted tokens). Nothing here re-runs a model except the tokenizer, to print
 tokens. The prototype claimed acceptance rates of 0.68–0.84 by category; we show them only as
 **claimed by the prototype** (a different pair, gpt2 → gpt2-medium, and never measured by its code).
@@ -33,11 +35,13 @@ from specdec_lib.plotting import COLORS, savefig
 from specdec_lib.results import read_json
 
 pd.set_option("display.precision", 3)
-results = {
-    name: read_json(RESULTS_DIR / f"bench_default_float32_{tag}.json")
-    for name, tag in [("T = 1.0", "T1"), ("greedy", "greedy")]
-    if (RESULTS_DIR / f"bench_default_float32_{tag}.json").exists()
+RUNS = {  # notebook 03's runs: the untrained early exit (float32) and the trained draft (bfloat16)
+    "early exit, T = 1.0": "bench_default_float32_T1.json",
+    "early exit, greedy": "bench_default_float32_greedy.json",
+    "trained, T = 1.0": "bench_default_trained_bfloat16_T1.json",
+    "trained, greedy": "bench_default_trained_bfloat16_greedy.json",
 }
+results = {name: read_json(RESULTS_DIR / f) for name, f in RUNS.items() if (RESULTS_DIR / f).exists()}
 for name, res in results.items():
     p = res["provenance"]
     print(f"{name}: measured {p['date']} on {p['cpu']}, commit {p['git_commit'][:12]}, seed {p['seed']}")
@@ -121,18 +125,19 @@ for name, t in cat_tables.items():
 """)
 
 code(r"""
-fig, ax = plt.subplots(figsize=(8.0, 4.0))
+fig, ax = plt.subplots(figsize=(9.0, 4.2))
 x = np.arange(len(CATEGORIES))
-width = 0.35
+width = 0.8 / len(cat_tables)
+BAR_COLORS = ["#9ecae1", "#c6dbef", COLORS["speculative"], COLORS["target"]]
 for j, (name, t) in enumerate(cat_tables.items()):
     err = np.vstack([t.alpha - t.lo, t.hi - t.alpha]).clip(min=0)
-    ax.bar(x + (j - 0.5) * width, t.alpha, width, yerr=err, capsize=3,
-           color=COLORS["speculative"] if j == 0 else COLORS["target"], label=f"measured, {name}")
+    ax.bar(x + (j - (len(cat_tables) - 1) / 2) * width, t.alpha, width, yerr=err, capsize=2,
+           color=BAR_COLORS[j % len(BAR_COLORS)], label=f"measured, {name}")
 ax.plot(x, [PROTOTYPE_CLAIM[c] for c in CATEGORIES], "D", color=COLORS["claimed"], ls="none",
         label="claimed by the prototype (gpt2 → gpt2-medium; not measured)")
 ax.set_xticks(x, [c.replace(" ", "\n") for c in CATEGORIES])
 ax.set(ylabel="acceptance rate α", ylim=(0, 1),
-       title="Acceptance by prompt category (SmolLM2-135M, early-exit draft; bars: 95% prompt bootstrap)")
+       title="Acceptance by prompt category (SmolLM2-135M; bars: 95% prompt bootstrap)")
 ax.legend(loc="upper right", fontsize=8)
 savefig("04_alpha_by_category");
 """)
@@ -157,16 +162,16 @@ def by_position(df, K):
     return reached, accepted
 
 
-fig, axes = plt.subplots(1, len(steps), figsize=(5.5 * len(steps), 3.8), sharey=True)
+fig, axes = plt.subplots(1, len(steps), figsize=(4.2 * len(steps), 3.8), sharey=True)
 axes = np.atleast_1d(axes)
 for ax, (name, df) in zip(axes, steps.items(), strict=True):
-    for K in (2, 4, 8):
+    for K in sorted({2, 4, 8, int(df.K.max())} & set(df.K)):
         reached, accepted = by_position(df, K)
         with np.errstate(invalid="ignore"):
             rate = accepted / reached
         ax.plot(np.arange(1, K + 1), rate, "o-", label=f"K = {K}")
         print(f"{name}, K = {K}: reached {reached.astype(int).tolist()}, accepted {accepted.astype(int).tolist()}")
-    ax.set(xlabel="position in the draft", ylabel="P(accept | reached)", title=f"Acceptance by position, {name}", ylim=(0, None))
+    ax.set(xlabel="position in the draft", ylabel="P(accept | reached)", title=name, ylim=(0, None))
     ax.legend()
 savefig("04_alpha_by_position");
 """)
@@ -213,13 +218,16 @@ def render(res, prompt, K=4):
 
 
 legend = " ".join(f'<span style="background:{c};padding:2px 6px">{k}</span>' for k, c in KIND_COLORS.items())
-res = results["T = 1.0"]
 shown = [0, 4, 8, 12, 16]
-display(HTML(legend + "".join(render(res, p) for p in shown)))
+for name in ("early exit, T = 1.0", "trained, T = 1.0"):
+    if name in results:
+        display(Markdown(f"**{name}**"))
+        display(HTML(legend + "".join(render(results[name], p) for p in shown)))
+res = results["trained, T = 1.0"] if "trained, T = 1.0" in results else results["early exit, T = 1.0"]
 """)
 
 md(r"""
-Which tokens does the draft get right? The accepted draft tokens of the $T = 1$ run, all $K$ pooled,
+Which tokens does the draft get right? The accepted draft tokens of the trained draft's $T = 1$ run, all $K$ pooled,
 most frequent first:
 """)
 
@@ -246,17 +254,21 @@ the path that produced it.
 """)
 
 code(r"""
-fig, ax = plt.subplots(figsize=(10, 0.55 * len(shown) + 0.8))
-for row, p in enumerate(shown):
-    kinds = token_kinds(res["cells"][f"speculative|4|{p}|0"]["steps"])
-    for i, (_, kind) in enumerate(kinds):
-        ax.add_patch(plt.Rectangle((i, -row - 0.4), 0.9, 0.8, color=KIND_COLORS[kind]))
-ax.set_yticks([-r for r in range(len(shown))], [res["prompts"][p]["category"] for p in shown])
-ax.set(xlim=(0, res["settings"]["max_new_tokens"]), ylim=(-len(shown) + 0.4, 0.6),
-       xlabel="generated token", title="Which path produced each token (K = 4, T = 1.0)")
-ax.grid(False)
+views = [n for n in ("early exit, T = 1.0", "trained, T = 1.0") if n in results]
+fig, axes = plt.subplots(len(views), 1, figsize=(10, (0.55 * len(shown) + 0.9) * len(views)), squeeze=False)
+for ax, name in zip(axes[:, 0], views, strict=True):
+    r = results[name]
+    for row, p in enumerate(shown):
+        kinds = token_kinds(r["cells"][f"speculative|4|{p}|0"]["steps"])
+        for i, (_, kind) in enumerate(kinds):
+            ax.add_patch(plt.Rectangle((i, -row - 0.4), 0.9, 0.8, color=KIND_COLORS[kind]))
+    ax.set_yticks([-r_ for r_ in range(len(shown))], [r["prompts"][p]["category"] for p in shown])
+    ax.set(xlim=(0, r["settings"]["max_new_tokens"]), ylim=(-len(shown) + 0.4, 0.6),
+           title=f"Which path produced each token ({name.split(',')[0]} draft, K = 4, T = 1.0)")
+    ax.grid(False)
+axes[-1, 0].set_xlabel("generated token")
 handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in KIND_COLORS.values()]
-ax.legend(handles, list(KIND_COLORS), ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.3))
+axes[-1, 0].legend(handles, list(KIND_COLORS), ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.35))
 savefig("04_token_view");
 """)
 

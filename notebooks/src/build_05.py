@@ -332,6 +332,26 @@ drafters.pivot_table(index="drafter", columns="T", values="alpha").join(drafters
 """)
 
 md(r"""
+What each drafter's $\alpha$ and $c$ predict, with the i.i.d. model of the introduction and the
+bfloat16 pass costs measured with the trained head's evaluation ($t_\text{target}(n)$ for
+$n = 1..6$). For prompt lookup the prediction is an upper bound: it assumes a draft at every step.
+""")
+
+code(r"""
+t_bf16 = np.array(full_eval["costs"]["t_target_s"])
+Ks = np.arange(1, len(t_bf16))
+fig, ax = plt.subplots(figsize=(7, 4))
+t1 = drafters[drafters["T"] == "1.0"].set_index("drafter")
+for name, r in t1.iterrows():
+    S = [expected_tokens_per_step(r.alpha, int(k)) / (k * r["c (bf16)"] + t_bf16[k] / t_bf16[0]) for k in Ks]
+    ax.plot(Ks, S, "o-", ms=4, label=f"{name} (α = {r.alpha:.2f}, c = {r['c (bf16)']:.2f})")
+ax.axhline(1.0, color="black", lw=0.8)
+ax.set(xlabel="draft length K", ylabel="predicted speedup (bf16)", title="What α and c predict, T = 1, this CPU")
+ax.legend(fontsize=7)
+savefig("05_predicted_by_drafter");
+""")
+
+md(r"""
 ## 6. Predicted and measured speedup against $K$ (bfloat16, this CPU)
 
 `python -m specdec_lib bench --dtype bfloat16 --draft trained|ngram` on the 20 benchmark prompts of

@@ -68,15 +68,21 @@ reproduce: install
 lab: install
 	$(VENV)/bin/jupyter lab notebooks
 
-# The committed CPU runs of notebooks 03-04 (one thread each, so that two can run side by side on a
-# 2-core machine without sharing a core; ~1 hour each there). Resumable: rerun to continue.
-BENCH := $(PY) -m specdec_lib bench --pair default --dtype float32 --K 1 2 3 4 5 6 7 8 \
-	--max-new-tokens 50 --repeats 1 --seed 0 --threads 1
+# The committed CPU runs of notebooks 03-04. The untrained early exit in float32 (one thread each;
+# ~1 hour each on a 2-core machine), then the trained draft, the default since notebook 05, in
+# bfloat16 (torch's threads; ~5 minutes each). Resumable: rerun to continue.
+BENCH := $(PY) -m specdec_lib bench --pair default --draft early-exit --dtype float32 \
+	--K 1 2 3 4 5 6 7 8 --max-new-tokens 50 --repeats 1 --seed 0 --threads 1
+BENCH_TRAINED := $(PY) -m specdec_lib bench --pair default --draft trained --dtype bfloat16 \
+	--K 1 2 3 4 5 --max-new-tokens 50 --repeats 1 --seed 0 \
+	--methods autoregressive speculative hf_autoregressive
 bench: install
 	$(BENCH) --temperature 1.0 --out data/results/bench_default_float32_T1.json
 	$(BENCH) --temperature 0 --out data/results/bench_default_float32_greedy.json
 	$(BENCH) --temperature 1.0 --prompts data/prompts_side_by_side.json \
 	  --out data/results/bench_default_float32_T1_side_by_side.json
+	$(BENCH_TRAINED) --temperature 1.0 --out data/results/bench_default_trained_bfloat16_T1.json
+	$(BENCH_TRAINED) --temperature 0 --out data/results/bench_default_trained_bfloat16_greedy.json
 
 lint: install
 	$(VENV)/bin/ruff check .

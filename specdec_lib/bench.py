@@ -122,9 +122,7 @@ class BenchSettings:
             raise ValueError(f"threshold must be in (0, 1), got {self.threshold!r}")
         if self.draft not in BENCH_DRAFTS:
             raise ValueError(f"draft must be one of {BENCH_DRAFTS}, got {self.draft!r}")
-        if self.pair != "default" and self.draft == "trained":
-            raise ValueError(f"draft={self.draft!r} is only available for the 'default' pair")
-        self.draft = resolve_draft(self.pair, self.draft)
+        self.draft = resolve_draft(self.pair, self.draft)  # "auto" -> the draft it will measure
         return self
 
     @property

@@ -223,8 +223,6 @@ def _load_default(dtype: torch.dtype, exit_layers: int, draft: str, head: Any) -
         f"{target.config.num_hidden_layers} layers (shared weights, untrained)"
     )
     head_path = Path(head) if head is not None else DEFAULT_HEAD
-    if draft == "auto":
-        draft = "trained" if head_path.is_file() else "early-exit"
     notes: dict[str, Any] = {"gguf": SMOLLM2_FILE, "exit_layers": exit_layers}
     if draft == "trained":
         from .heads import as_drafter, load_head
@@ -377,7 +375,10 @@ def resolve_draft(
 ) -> str:
     """What ``draft="auto"`` means for pair ``name``: ``"trained"`` for the default pair when the
     trained draft's weights exist (``head``, by default :data:`DEFAULT_HEAD`), else
-    ``"early-exit"`` (for the other pairs: their own draft). Other values are returned as given."""
+    ``"early-exit"`` (for the other pairs: their own draft). Other values are returned as given;
+    ``"trained"`` for another pair than the default is a ``ValueError``."""
+    if name != "default" and draft == "trained":
+        raise ValueError(f"draft={draft!r} is only available for the 'default' pair")
     if draft != "auto":
         return draft
     if name != "default":
@@ -408,8 +409,6 @@ def load_pair(
         raise ValueError(f"name must be one of {', '.join(map(repr, PAIRS))}, got {name!r}")
     if draft not in DRAFTS:
         raise ValueError(f"draft must be one of {', '.join(map(repr, DRAFTS))}, got {draft!r}")
-    if name != "default" and draft not in ("early-exit", "auto"):
-        raise ValueError(f"draft={draft!r} is only available for the 'default' pair")
     draft = resolve_draft(name, draft, head)
     dtype = _resolve_dtype(dtype)
     if name == "default":

@@ -336,8 +336,8 @@ new tokens per prompt, the others with 64). The distilled-layers draft of the pi
 $T = 1$ only (its weights were an experiment's and are not kept).
 
 Prompt lookup is a different kind of draft: it proposes only when the last tokens occurred earlier
-in the context, so it drafts on a fraction of the steps (`drafting steps`), and $\alpha$ is over the
-steps where it proposed. Its $c$ is a Python dictionary lookup.
+in the context, so it drafts on a fraction of the steps, and $\alpha$ is over the steps where it
+proposed (the `proposed` counts of `drafters`). Its $c$ is a Python dictionary lookup.
 """)
 
 code(r"""
@@ -350,7 +350,6 @@ for name, fname in EVALS.items():
         continue
     ev = read_json(RESULTS / fname)
     for T, r in ev["by_temperature"].items():
-        n_steps = sum(pp["proposed"] > 0 for pp in r["per_prompt"])
         rows.append({"drafter": name, "T": {"1": "1.0", "0.7": "0.7", "0": "greedy"}[T], "alpha": r["alpha"],
                      "proposed": r["proposed"], "c (bf16)": ev["costs"]["c"]})
 layers = pilot.loc["pilot_layers_0_1_29"]

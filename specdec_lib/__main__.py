@@ -82,6 +82,12 @@ def build_parser() -> argparse.ArgumentParser:
         "confidence threshold",
     )
     b.add_argument("--threshold", type=_float, default=0.4, help="for --schedule threshold")
+    b.add_argument(
+        "--width",
+        type=_positive_int,
+        default=1,
+        help="candidates for the first draft position, checked in the same target pass",
+    )
     b.add_argument("--restart", action="store_true", help="ignore an existing partial run at --out")
     b.add_argument("--no-progress", action="store_true")
     g = sub.add_parser(
@@ -351,6 +357,8 @@ def _default_out(args) -> Path:
     draft = "" if kind == "early-exit" else f"_{kind}"
     if args.schedule != "fixed":
         draft += f"_{args.schedule}"
+    if args.width > 1:
+        draft += f"_w{args.width}"
     return RESULTS_DIR / f"bench_{args.pair}{draft}_{args.dtype}_{t}{extra}.json"
 
 
@@ -383,6 +391,7 @@ def main(argv: list[str] | None = None) -> int:
                 draft=args.draft,
                 schedule=args.schedule,
                 threshold=args.threshold,
+                width=args.width,
             )
             out = Path(args.out) if args.out else _default_out(args)
             result = run_benchmark(

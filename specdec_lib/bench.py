@@ -56,7 +56,7 @@ __all__ = [
 METHODS = ("autoregressive", "speculative", "hf_assisted", "hf_autoregressive")
 BENCH_DRAFTS = ("early-exit", "trained", "auto", "ngram")
 # Settings added after results were first committed, with the value those results implied.
-_SETTINGS_ADDED = {"draft": "early-exit", "schedule": "fixed", "threshold": 0.4}
+_SETTINGS_ADDED = {"draft": "early-exit", "schedule": "fixed", "threshold": 0.4, "width": 1}
 DEFAULT_PROMPTS = DATA_DIR / "prompts.json"
 FORMAT_VERSION = 1
 
@@ -87,6 +87,9 @@ class BenchSettings:
     # q(x) < threshold; HF's assistant_confidence_threshold).
     schedule: str = "fixed"
     threshold: float = 0.4
+    # Candidates for the first draft position, checked in the same target pass (SpeculativeDecoder
+    # width; 1: the plain chain).
+    width: int = 1
 
     def validate(self) -> BenchSettings:
         if not self.K:
@@ -120,6 +123,9 @@ class BenchSettings:
             )
         if not 0.0 < self.threshold < 1.0:
             raise ValueError(f"threshold must be in (0, 1), got {self.threshold!r}")
+        self.width = check_K(self.width, "width")
+        if self.width > 1 and "hf_assisted" in self.methods:
+            raise ValueError("width > 1 has no transformers counterpart: drop hf_assisted")
         if self.draft not in BENCH_DRAFTS:
             raise ValueError(f"draft must be one of {BENCH_DRAFTS}, got {self.draft!r}")
         self.draft = resolve_draft(self.pair, self.draft)  # "auto" -> the draft it will measure
@@ -210,9 +216,12 @@ def measure_pass_costs(
     }
 
 
-def predicted_from_costs(alpha: float, K: int, costs: dict[str, Any]) -> float:
+def predicted_from_costs(alpha: float, K: int, costs: dict[str, Any], width: int = 1) -> float:
+    """Predicted speedup from the i.i.d. model: ``E(alpha, K)`` tokens per step over ``K`` draft
+    passes and one target pass over ``K + width`` tokens (``alpha`` per position, with all the
+    position's candidates counted)."""
     t = costs["t_target_s"]
-    step = K * costs["t_draft_s"] + t[K]
+    step = K * costs["t_draft_s"] + t[K + width - 1]
     return float(expected_tokens_per_step(alpha, K) / (step / t[0]))
 
 
@@ -273,6 +282,7 @@ class _Runner:
                 _scheduled(pair.draft, settings, K),
                 pair.target,
                 K=K if settings.schedule != "heuristic" else max(16, K),
+                width=settings.width,
                 temperature=w.temperature,
                 top_k=w.top_k,
                 top_p=w.top_p,
@@ -377,6 +387,7 @@ def summarize(result: dict[str, Any]) -> list[dict[str, Any]]:
     tau, per-request latency percentiles, predicted speedup and per-prompt records."""
     prompts = result["prompts"]
     costs = result.get("costs")
+    width = int(result.get("settings", {}).get("width", 1))
     groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for key, cell in result["cells"].items():
         method, K, p, rep = key.split("|")
@@ -424,12 +435,12 @@ def summarize(result: dict[str, Any]) -> list[dict[str, Any]]:
             rec["tau"] = n_tok / sum(c["n_steps"] for c in cells)
             rec["alpha_by_position"] = _accept_by_position(cells, K)
             if costs:
-                rec["predicted_speedup"] = predicted_from_costs(rec["alpha_iid"], K, costs)
+                rec["predicted_speedup"] = predicted_from_costs(rec["alpha_iid"], K, costs, width)
                 rec["efficiency"] = rec["speedup"] / rec["predicted_speedup"]
                 # The same cost model with the measured tokens per step instead of the i.i.d. E.
                 t = costs["t_target_s"]
                 rec["predicted_speedup_from_tau"] = rec["tau"] / (
-                    (K * costs["t_draft_s"] + t[K]) / t[0]
+                    (K * costs["t_draft_s"] + t[K + width - 1]) / t[0]
                 )
             rec["draft_share"] = sum(c["draft_ms"] for c in cells) / (1e3 * secs)
         per_prompt = []
@@ -650,7 +661,10 @@ def run_benchmark(
     ]
     if result["costs"] is None:
         result["costs"] = measure_pass_costs(
-            pair, max(settings.K) + 1, context=settings.cost_context, reps=settings.cost_reps
+            pair,
+            max(settings.K) + settings.width,
+            context=settings.cost_context,
+            reps=settings.cost_reps,
         )
         atomic_write_json(out, result)
 

@@ -24,7 +24,16 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
-from .sampling import NAN_MESSAGE, Verdict, Warp, has_nan, sample, verify
+from .sampling import (
+    NAN_MESSAGE,
+    Verdict,
+    Warp,
+    has_nan,
+    more_candidates,
+    sample,
+    verify,
+    verify_candidates,
+)
 
 __all__ = [
     "AutoregressiveDecoder",
@@ -50,10 +59,14 @@ class StepRecord:
     """One decoding step: what was drafted, which drafts were accepted, what was emitted."""
 
     draft_tokens: list[int]
-    accepted: list[bool]  # acceptance mask over draft_tokens (False from the first rejection on)
+    # acceptance mask over draft_tokens (False from the first rejection on); with several
+    # candidates for the first position (width > 1), position 0 is True when any was accepted
+    accepted: list[bool]
     emitted: list[int]  # accepted prefix + one corrected or bonus token (cut at EOS)
     draft_ms: float
     verify_ms: float
+    alternatives: list[int] = field(default_factory=list)  # other first-position candidates
+    branch: int = 0  # j >= 1: alternative j was accepted; -1: every candidate rejected
 
     @property
     def n_accepted(self) -> int:
@@ -297,6 +310,7 @@ class _TargetState:
         # feature-level drafters read them.
         self.feature_sink = feature_sink
         self.feature_layers = tuple(feature_layers)
+        self._alt_feats: torch.Tensor | None = None
 
     def forward(self, seq: torch.Tensor, n_logits: int) -> torch.Tensor:
         start = self.length if self.use_cache else 0
@@ -315,10 +329,92 @@ class _TargetState:
         self.length = seq.numel()
         return logits
 
+    def forward_with_alternatives(
+        self, seq: torch.Tensor, n_logits: int, alts: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`forward`, plus ``alts`` ``[m]``: other candidates for the token at position
+        ``p = len(seq) - n_logits + 1`` (the first draft), in the same pass. Each alternative sits
+        at position ``p`` and sees the tokens before ``p`` only, not the chain or the others.
+
+        Returns the chain's logits ``[n_logits, V]`` and the logits after each alternative
+        ``[m, V]``. The alternatives' cache entries (after the chain's) and features wait until
+        :meth:`promote` keeps one or :meth:`rollback` drops them."""
+        m, pos = alts.numel(), seq.numel() - n_logits + 1
+        start = self.length if self.use_cache else 0
+        captured: list[torch.Tensor] = []
+        hooks = capture_features(self.model, self.feature_layers) if self.feature_sink else None
+        if hooks is not None:
+            captured = hooks.__enter__()
+        try:
+            if self.use_cache:
+                new = seq[self.length :]
+                n_new, past = new.numel(), self.length
+                keys = torch.arange(past + n_new + m, device=seq.device)
+                chain_rows = keys.view(1, -1) <= (
+                    past + torch.arange(n_new, device=seq.device)
+                ).view(-1, 1)
+                own = past + n_new + torch.arange(m, device=seq.device)
+                alt_rows = (keys.view(1, -1) < pos) | (keys.view(1, -1) == own.view(-1, 1))
+                mask = torch.cat([chain_rows, alt_rows]).view(1, 1, n_new + m, -1)
+                positions = torch.cat(
+                    [
+                        torch.arange(past, past + n_new, device=seq.device),
+                        torch.full((m,), pos, device=seq.device),
+                    ]
+                )
+                out = self.model(
+                    input_ids=torch.cat([new, alts.to(seq.device)]).view(1, -1),
+                    attention_mask=mask,
+                    position_ids=positions.view(1, -1),
+                    cache=self.cache,
+                    use_cache=True,
+                    logits_to_keep=n_logits + m,
+                )
+                self.cache, logits = out.cache, out.logits[0]
+                self.length = seq.numel()
+                chain_logits, alt_logits = logits[:n_logits], logits[n_logits:]
+                feats = captured[-1][0] if captured else None
+                chain_feats = feats[:n_new] if feats is not None else None
+                self._alt_feats = feats[n_new:] if feats is not None else None
+            else:  # the reference: every candidate re-encoded on its own
+                chain_logits, _ = model_forward(self.model, seq, None, n_logits)
+                chain_feats = captured[-1][0] if captured else None
+                alt_logits, alt_feats = [], []
+                for a in alts.view(-1, 1):
+                    lg, _ = model_forward(self.model, torch.cat([seq[:pos], a]), None, 1)
+                    alt_logits.append(lg[-1])
+                    if captured:
+                        alt_feats.append(captured[-1][0][-1])
+                alt_logits = torch.stack(alt_logits)
+                self._alt_feats = torch.stack(alt_feats) if alt_feats else None
+        finally:
+            if hooks is not None:
+                hooks.__exit__(None, None, None)
+        if self.feature_sink is not None:
+            self.feature_sink(start, chain_feats)
+        return chain_logits, alt_logits
+
+    def promote(self, j: int, pos: int) -> None:
+        """Keep alternative ``j`` of the last :meth:`forward_with_alternatives` as the token at
+        position ``pos``; everything after ``pos`` is dropped."""
+        if self.use_cache:
+            src = self.length + j
+            for layer in self.cache.layers:
+                layer.keys[..., pos, :] = layer.keys[..., src, :]
+                layer.values[..., pos, :] = layer.values[..., src, :]
+            self.cache.crop(pos + 1 - self.cache.get_seq_length())
+            self.length = pos + 1
+        if self.feature_sink is not None:
+            self.feature_sink(pos, self._alt_feats[j : j + 1])
+        self._alt_feats = None
+
     def rollback(self, n_valid: int) -> None:
-        if self.use_cache and self.length > n_valid:
-            self.cache.crop(n_valid - self.length)  # transformers 5: a negative count removes
-            self.length = n_valid
+        if self.use_cache and self.cache is not None:
+            held = self.cache.get_seq_length()  # the chain, and any alternatives after it
+            if held > n_valid:
+                self.cache.crop(n_valid - held)  # transformers 5: a negative count removes
+            self.length = min(self.length, n_valid)
+        self._alt_feats = None
 
 
 # --------------------------------------------------------------------------------------------
@@ -361,6 +457,7 @@ class ModelDrafter:
         self.use_cache = use_cache
         self.config = getattr(model, "config", None)
         self._state = _TargetState(model, use_cache)
+        self.first_scores: torch.Tensor | None = None
 
     @property
     def device(self) -> torch.device | None:
@@ -377,7 +474,10 @@ class ModelDrafter:
         tokens, probs = [], []
         seq = ids
         for i in range(k):
-            q = warp.probs(self._state.forward(seq, 1)[-1])
+            logits = self._state.forward(seq, 1)[-1]
+            if i == 0:
+                self.first_scores = logits  # the first position's scores (width > 1, greedy)
+            q = warp.probs(logits)
             x = sample(q, generator)
             tokens.append(x)
             probs.append(q)
@@ -505,6 +605,11 @@ class SpeculativeDecoder(_DecoderBase):
         tokenizer: optional, for :meth:`generate`.
         verifier: the verification function (default :func:`specdec_lib.sampling.verify`); the
             notebooks plug in a deliberately wrong one to show that the tests catch it.
+        width: candidates for the first draft position (default 1). With ``width > 1`` the
+            decoder adds up to ``width - 1`` alternatives to the drafter's first token (drawn from
+            its ``q`` without replacement; under greedy decoding, the draft's next-best tokens when
+            the drafter exposes ``first_scores``), checks them all in the same target pass, and
+            tries them in turn (:func:`specdec_lib.sampling.verify_candidates`). Still exact.
         use_cache: keep KV caches (default). ``False`` re-encodes the sequence at every pass: the
             same tokens for the same seed, much slower; a reference for tests.
     """
@@ -522,8 +627,12 @@ class SpeculativeDecoder(_DecoderBase):
         tokenizer: Any = None,
         verifier: Callable[..., Verdict] = verify,
         use_cache: bool = True,
+        width: int = 1,
     ) -> None:
         self.K = check_K(K)
+        self.width = check_K(width, "width")
+        if self.width > 1 and verifier is not verify:
+            raise ValueError("width > 1 verifies with verify_candidates: leave verifier unset")
         super().__init__(target, temperature, top_k, top_p, seed, tokenizer)
         self.use_cache = bool(use_cache)
         self.drafter = _as_drafter(draft, self.use_cache)
@@ -572,15 +681,37 @@ class SpeculativeDecoder(_DecoderBase):
             if k == 0:  # nothing to draft, or a drafter that declined to guess
                 d_tokens = torch.empty(0, dtype=torch.long, device=self.device)
                 d_probs = None
+            alts = self._alternatives(d_tokens, d_probs) if k > 0 and self.width > 1 else None
             t1 = time.perf_counter()
-            p = self.warp.probs(target.forward(torch.cat([ids, d_tokens]), k + 1))
-            if d_probs is None:
-                d_probs = p.new_empty((0, p.shape[-1]))
-            verdict = self.verifier(d_tokens, d_probs, p, self.generator)
+            branch = 0
+            if alts is None:
+                p = self.warp.probs(target.forward(torch.cat([ids, d_tokens]), k + 1))
+                if d_probs is None:
+                    d_probs = p.new_empty((0, p.shape[-1]))
+                verdict = self.verifier(d_tokens, d_probs, p, self.generator)
+            else:
+                chain, after_alts = target.forward_with_alternatives(
+                    torch.cat([ids, d_tokens]), k + 1, alts[0]
+                )
+                verdict, branch = verify_candidates(
+                    d_tokens,
+                    d_probs,
+                    self.warp.probs(chain),
+                    alts[0],
+                    alts[1],
+                    self.warp.probs(after_alts),
+                    self.generator,
+                )
             t2 = time.perf_counter()
             n = verdict.n_accepted
-            target.rollback(length + n)
-            self.drafter.rollback(length + n)
+            if branch >= 1:
+                # An alternative took the first draft's place: the drafter's state is valid up to
+                # it (a feature drafter is then handed the alternative's features by promote).
+                self.drafter.rollback(length)
+                target.promote(branch - 1, length)
+            else:
+                target.rollback(length + n)
+                self.drafter.rollback(length + n)
             emitted = verdict.tokens.tolist()
             ids = torch.cat([ids, verdict.tokens.to(ids.device)])
             emitted, eos_reached = _cut_at_eos(emitted, eos)
@@ -594,6 +725,8 @@ class SpeculativeDecoder(_DecoderBase):
                     emitted=emitted,
                     draft_ms=(t1 - t0) * 1e3,
                     verify_ms=(t2 - t1) * 1e3,
+                    alternatives=alts[0].tolist() if alts is not None else [],
+                    branch=branch,
                 )
             )
         return GenerationResult(
@@ -607,6 +740,26 @@ class SpeculativeDecoder(_DecoderBase):
             eos_reached=eos_reached,
             seed=self.seed,
         )
+
+    def _alternatives(
+        self, d_tokens: torch.Tensor, d_probs: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """Up to ``width - 1`` more candidates for the first draft position and the laws they
+        were drawn from, or ``None`` when there are none."""
+        m = self.width - 1
+        if not self.warp.greedy:
+            alts, laws = more_candidates(d_probs[0], d_tokens[0], m, self.generator)
+        else:  # point masses on the draft's next-best tokens
+            scores = getattr(self.drafter, "first_scores", None)
+            if scores is None:
+                return None
+            scores = scores.float().clone()
+            scores[d_tokens[0]] = float("-inf")
+            top = scores.topk(min(m, scores.numel()))
+            alts = top.indices[torch.isfinite(top.values)]
+            laws = torch.zeros((alts.numel(), scores.numel()), device=scores.device)
+            laws[torch.arange(alts.numel()), alts] = 1.0
+        return (alts, laws) if alts.numel() else None
 
 
 class AutoregressiveDecoder(_DecoderBase):

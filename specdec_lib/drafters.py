@@ -205,6 +205,10 @@ class DynamicK:
     def observe(self, start: int, features: torch.Tensor) -> None:
         self.drafter.observe(start, features)
 
+    @property
+    def first_scores(self) -> torch.Tensor | None:
+        return getattr(self.drafter, "first_scores", None)
+
     # The decoder checks the draft's vocabulary and device through these.
     @property
     def config(self) -> Any:

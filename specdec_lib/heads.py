@@ -397,6 +397,7 @@ class FeatureDrafter:
         self._feats: torch.Tensor | None = None  # true target features h_0..h_{m-1}
         self._cache = DynamicCache()
         self._done = 0  # head positions 1.._done are in the cache (built from true features)
+        self._first_logits: torch.Tensor | None = None
 
     def observe(self, start: int, features: torch.Tensor) -> None:
         if self._feats is None:
@@ -414,11 +415,24 @@ class FeatureDrafter:
             self._cache.crop(n_valid - 1 - self._done)
             self._done = n_valid - 1
 
-    def _dist(self, hidden: torch.Tensor, warp: Warp) -> torch.Tensor:
+    @property
+    def first_scores(self) -> torch.Tensor | None:
+        """The logits of the first draft position of the last proposal, over the whole
+        vocabulary (``-inf`` outside the subset): the decoder ranks greedy alternatives by them."""
+        if self._first_logits is None:
+            return None
+        V = self.head.target.config.vocab_size
+        full = self._first_logits.new_full((V,), float("-inf"))
+        return full.index_copy_(0, self.head.subset.to(full.device), self._first_logits)
+
+    def _dist(self, hidden: torch.Tensor, warp: Warp, first: bool = False) -> torch.Tensor:
         # Warping the subset's logits and scattering the probabilities is exactly warping the full
         # row with -inf outside the subset (temperature, top-k and top-p never keep a token of
         # probability 0), at a sixth of the cost.
-        sub = warp.probs(self.head.logits(hidden))
+        logits = self.head.logits(hidden)
+        if first:
+            self._first_logits = logits[0].float()
+        sub = warp.probs(logits)
         full = sub.new_zeros((sub.shape[0], self.head.target.config.vocab_size))
         return full.index_copy_(1, self.head.subset.to(sub.device), sub)
 
@@ -452,7 +466,7 @@ class FeatureDrafter:
         h = hidden[0, -1:]
         tokens, probs = [], []
         for i in range(k):
-            q = self._dist(h, warp)[0]
+            q = self._dist(h, warp, first=i == 0)[0]
             x = sample(q, generator)
             tokens.append(x)
             probs.append(q)

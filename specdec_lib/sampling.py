@@ -44,7 +44,10 @@ __all__ = [
     "step_distributions",
     "tv_distance",
     "has_nan",
+    "more_candidates",
+    "candidate_stage",
     "verify",
+    "verify_candidates",
 ]
 
 
@@ -365,3 +368,134 @@ def verify(
     if bad:
         raise ValueError(NAN_MESSAGE)
     return Verdict(tokens=torch.cat([draft_tokens[:n], last]), n_accepted=int(n))
+
+
+# --------------------------------------------------------------------------------------------
+# Several candidates for the first draft position (recursive rejection sampling)
+# --------------------------------------------------------------------------------------------
+#
+# One target pass can check several candidates for the next token at once (they sit side by side
+# in the pass, each seeing the prefix but not the others). They are tried in turn, each against
+# what is left of the target's law (SpecInfer, Miao et al. 2023, arXiv 2305.09781; drawn without
+# replacement as in Jeon et al. 2024, arXiv 2402.14160):
+#
+#     p_1 = p;  try c_i ~ q_i: accept with min(1, p_i(c_i) / q_i(c_i)),
+#               else p_{i+1} = norm(max(0, p_i - q_i));  after the last, sample p_{m+1}.
+#
+# Each stage is one ordinary speculative-sampling step whose target is p_i, so by induction (from
+# the last stage back) the stage-i output has law p_i whatever q_i is, as long as c_i ~ q_i given
+# the earlier candidates. Hence the token emitted has law p exactly. Drawing c_{i+1} from q with
+# c_1..c_i removed (q_{i+1}) never wastes a try on a token already rejected (p_{i+1} is 0 there);
+# greedy decoding uses point masses q_i on the draft's i-th best token, which is the same rule.
+
+
+def more_candidates(
+    q: torch.Tensor, first: torch.Tensor, m: int, generator: torch.Generator | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Up to ``m`` more candidates after ``first``, drawn from ``q`` (``[V]``) without replacement.
+
+    Returns ``(tokens [n], laws [n, V])`` with ``n <= m``: ``laws[j]`` is ``q`` with ``first`` and
+    the earlier candidates removed, renormalised (the law ``tokens[j]`` was drawn from). Stops
+    early when no mass is left (a one-hot ``q`` gives none). One host read per candidate.
+    """
+    if isinstance(m, bool) or not isinstance(m, int) or m < 0:
+        raise ValueError(f"m must be a non-negative integer, got {m!r}")
+    rest = q.float().clone()
+    rest[first] = 0
+    tokens, laws = [], []
+    for _ in range(m):
+        total = rest.sum()
+        if float(total) <= 1e-12:
+            break
+        law = rest / total
+        x = sample(law, generator)
+        tokens.append(x)
+        laws.append(law)
+        rest = rest.clone()
+        rest[x] = 0
+    if not tokens:
+        return first.new_empty(0), q.new_empty((0, q.shape[-1]))
+    return torch.stack(tokens), torch.stack(laws)
+
+
+def candidate_stage(
+    p: torch.Tensor,
+    q: torch.Tensor,
+    x: torch.Tensor,
+    correction: Correction = residual_correction,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One stage of recursive rejection: ``(probability of accepting x, law passed on)``.
+
+    ``p`` is what is left of the target's law, ``q`` the law ``x`` was drawn from (both ``[V]``);
+    the law passed on after a rejection is ``correction(p, q, x)`` (the residual; anything else
+    is wrong)."""
+    a = acceptance_probs(x.view(1), q.view(1, -1), p.view(1, -1))[0]
+    return a, correction(p.view(1, -1), q.view(1, -1), x.view(1))[0]
+
+
+def verify_candidates(
+    draft_tokens: torch.Tensor,
+    draft_probs: torch.Tensor,
+    target_probs: torch.Tensor,
+    alt_tokens: torch.Tensor,
+    alt_probs: torch.Tensor,
+    alt_target_probs: torch.Tensor,
+    generator: torch.Generator | None = None,
+    *,
+    correction: Correction = residual_correction,
+) -> tuple[Verdict, int]:
+    """:func:`verify` with more candidates for the first draft position.
+
+    ``draft_tokens``/``draft_probs``/``target_probs`` are a chain as in :func:`verify` (its first
+    token is the first candidate); ``alt_tokens`` ``[m]`` are the other candidates for the first
+    position, ``alt_probs`` ``[m, V]`` the laws they were drawn from, and ``alt_target_probs``
+    ``[m, V]`` the target's law of the token after each. Returns the verdict and the branch:
+    ``0`` when the chain's first token was accepted (the rest of the chain is then verified as
+    usual), ``j >= 1`` when alternative ``j`` was (a bonus token from ``alt_target_probs[j - 1]``
+    follows it), ``-1`` when every candidate was rejected (one token from what is left of ``p``).
+    """
+    draft_tokens = torch.as_tensor(draft_tokens)
+    alt_tokens = torch.as_tensor(alt_tokens)
+    _validate_verify_inputs(
+        draft_tokens, torch.as_tensor(draft_probs), torch.as_tensor(target_probs)
+    )
+    m = alt_tokens.shape[0] if alt_tokens.dim() == 1 else -1
+    if (
+        m < 0
+        or tuple(alt_probs.shape) != (m, target_probs.shape[-1])
+        or tuple(alt_target_probs.shape) != (m, target_probs.shape[-1])
+    ):
+        raise ValueError(
+            "alt_tokens must be [m] with alt_probs and alt_target_probs [m, V], got "
+            f"{tuple(alt_tokens.shape)}, {tuple(alt_probs.shape)}, {tuple(alt_target_probs.shape)}"
+        )
+    K = draft_tokens.shape[0]
+    if K == 0 or m == 0:
+        return verify(draft_tokens, draft_probs, target_probs, generator, correction=correction), (
+            0 if K else -1
+        )
+    device = target_probs.device
+    draft_tokens = draft_tokens.to(device=device, dtype=torch.long)
+    alt_tokens = alt_tokens.to(device=device, dtype=torch.long)
+    if bool(has_nan(draft_probs, target_probs, alt_probs, alt_target_probs)):
+        raise ValueError(NAN_MESSAGE)
+    cands = [(draft_tokens[0], draft_probs[0].to(device))]
+    cands += [(alt_tokens[j], alt_probs[j].to(device)) for j in range(m)]
+    left = target_probs[0]
+    for j, (x, q) in enumerate(cands):
+        a, passed_on = candidate_stage(left, q, x, correction)
+        u = torch.rand((), generator=generator, device=device, dtype=torch.float64)
+        if float(u) < float(a):
+            if j == 0:  # the chain's first token: verify the rest of the chain as usual
+                rest = verify(
+                    draft_tokens[1:],
+                    draft_probs[1:],
+                    target_probs[1:],
+                    generator,
+                    correction=correction,
+                )
+                return Verdict(torch.cat([x.view(1), rest.tokens]), 1 + rest.n_accepted), 0
+            bonus = sample(alt_target_probs[j - 1], generator)
+            return Verdict(torch.stack([x, bonus]), 1), j
+        left = passed_on
+    return Verdict(sample(left, generator).view(1), 0), -1

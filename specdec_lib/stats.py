@@ -27,6 +27,7 @@ from .sampling import (
     Correction,
     Verdict,
     Warp,
+    candidate_stage,
     residual_correction,
     sample,
     step_distributions,
@@ -40,6 +41,7 @@ __all__ = [
     "bin_labels",
     "chisquare_gof",
     "detectable_tv",
+    "exact_candidates_law",
     "exact_continuation_law",
     "exact_output_law",
     "exact_step_law",
@@ -90,6 +92,42 @@ def exact_output_law(p: Any, q: Any, correction: Correction = residual_correctio
     accept, final = step_distributions(xs, q.expand(V, V), p.expand(V + 1, V), correction)
     corrections = final[:V]  # row x: what is sampled after rejecting x
     return q * accept + (q * (1 - accept)) @ corrections
+
+
+def exact_candidates_law(
+    p: Any, q: Any, m: int, correction: Correction = residual_correction
+) -> torch.Tensor:
+    """The exact law of the token emitted when up to ``m`` candidates are tried in turn, each drawn
+    from ``q`` without replacement (recursive rejection, :func:`~specdec_lib.sampling.
+    verify_candidates`), by enumerating every ordered draw; for the residual correction it is
+    ``p``. Stages are computed by :func:`~specdec_lib.sampling.candidate_stage`, the function
+    the decoder runs. ``V ** m`` terms: small vocabularies only."""
+    p = torch.as_tensor(p, dtype=torch.float64)
+    q = torch.as_tensor(q, dtype=torch.float64)
+    if p.dim() != 1 or p.shape != q.shape:
+        raise ValueError(
+            f"p and q must be 1-D of the same size, got {tuple(p.shape)} and {tuple(q.shape)}"
+        )
+    if isinstance(m, bool) or not isinstance(m, int) or m < 1:
+        raise ValueError(f"m must be a positive integer, got {m!r}")
+    if p.shape[0] ** m > 200_000:
+        raise ValueError(f"V**m = {p.shape[0] ** m} draws is too many to enumerate")
+
+    def law(left: torch.Tensor, rest: torch.Tensor, tries: int) -> torch.Tensor:
+        total = float(rest.sum())
+        if tries == 0 or total <= 1e-12:  # no candidate left: sample what is left of p
+            return left
+        qi = rest / total
+        out = torch.zeros_like(left)
+        for x in torch.nonzero(qi).view(-1):
+            a, passed = candidate_stage(left, qi, x, correction)
+            out[x] += qi[x] * a
+            nxt = rest.clone()
+            nxt[x] = 0
+            out += qi[x] * (1 - a) * law(passed, nxt, tries - 1)
+        return out
+
+    return law(p, q.clone(), m)
 
 
 def exact_step_law(

@@ -63,6 +63,23 @@ def test_greedy_speculative_equals_autoregressive_default(default_pair, K, draft
         assert sd.generate_ids(ids, 24).tokens == ar.generate_ids(ids, 24).tokens, prompt
 
 
+@pytest.mark.parametrize("K, width", [(1, 2), (3, 3)])
+def test_greedy_with_alternatives_default(default_pair, K, width):
+    """Alternatives for the first position, ranked by the trained draft, on the real model."""
+    tok = default_pair.tokenizer
+    ar = AutoregressiveDecoder(default_pair.target, temperature=0)
+    sd = SpeculativeDecoder(
+        default_pair.draft, default_pair.target, K=K, width=width, temperature=0
+    )
+    branches = 0
+    for prompt in PROMPTS[:3]:
+        ids = tok(prompt, return_tensors="pt").input_ids
+        r = sd.generate_ids(ids, 24)
+        assert r.tokens == ar.generate_ids(ids, 24).tokens, prompt
+        branches += sum(s.branch >= 1 for s in r.steps)
+    assert branches > 0
+
+
 def test_default_sampling_reproducible(default_pair):
     tok = default_pair.tokenizer
     kw = dict(K=3, temperature=1.0, top_p=0.9, tokenizer=tok)

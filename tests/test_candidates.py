@@ -1,0 +1,159 @@
+"""Several candidates for the first draft position (recursive rejection, ``width > 1``): the exact
+law by enumeration, chi-square tests of the sampled rule and of the decoder on tiny models, a
+wrong correction caught, greedy equality, cache against no cache, and bad input."""
+
+import numpy as np
+import pytest
+import torch
+from conftest import random_dist
+from test_decoding import PROMPT, _continuation_test
+
+from specdec_lib.decoding import AutoregressiveDecoder, SpeculativeDecoder
+from specdec_lib.drafters import DynamicK
+from specdec_lib.sampling import (
+    more_candidates,
+    prototype_correction,
+    verify_candidates,
+)
+from specdec_lib.stats import chisquare_gof, exact_candidates_law, tv
+
+
+@pytest.mark.parametrize("V", [2, 5, 9])
+@pytest.mark.parametrize("m", [1, 2, 3])
+@pytest.mark.parametrize("zeros", [0, 1])
+def test_exact_law_is_p(V, m, zeros):
+    g = torch.Generator().manual_seed(100 * V + 10 * m + zeros)
+    for _ in range(3):
+        p = random_dist(g, V, zeros=zeros)
+        q = random_dist(g, V, scale=3.0, zeros=zeros)
+        assert tv(exact_candidates_law(p, q, m), p) < 1e-12
+
+
+def test_exact_law_point_masses_and_equal_laws():
+    p = torch.tensor([0.1, 0.6, 0.3], dtype=torch.float64)
+    for q in (torch.tensor([1.0, 0.0, 0.0], dtype=torch.float64), p.clone()):
+        for m in (1, 2, 3):
+            assert tv(exact_candidates_law(p, q, m), p) < 1e-12
+
+
+def test_wrong_correction_is_caught_exactly():
+    g = torch.Generator().manual_seed(7)
+    p, q = random_dist(g, 6), random_dist(g, 6, scale=3.0)
+    assert tv(exact_candidates_law(p, q, 2, prototype_correction), p) > 0.01
+
+
+def test_more_candidates_without_replacement():
+    g = torch.Generator().manual_seed(0)
+    q = torch.tensor([0.5, 0.3, 0.2, 0.0])
+    for _ in range(50):
+        toks, laws = more_candidates(q, torch.tensor(0), 3, g)
+        assert toks.numel() == 2  # token 3 has no mass: only 1 and 2 are left
+        assert sorted(toks.tolist()) == [1, 2]
+        assert torch.allclose(laws.sum(-1), torch.ones(2))
+        assert float(laws[0, 0]) == 0.0 and float(laws[1, toks[0]]) == 0.0
+    toks, laws = more_candidates(torch.tensor([0.0, 1.0]), torch.tensor(1), 2, g)
+    assert toks.numel() == 0 and laws.shape == (0, 2)
+
+
+def _sampled_law(p, q, m, n, seed, correction=None):
+    g = torch.Generator().manual_seed(seed)
+    V = p.shape[0]
+    counts = np.zeros(V)
+    kw = {} if correction is None else {"correction": correction}
+    for _ in range(n):
+        first = torch.multinomial(q, 1, generator=g)
+        alts, laws = more_candidates(q, first[0], m, g)
+        verdict, branch = verify_candidates(
+            first, q.view(1, -1), torch.stack([p, p]), alts, laws, p.expand(len(alts), V), g, **kw
+        )
+        counts[int(verdict.tokens[0])] += 1
+    return counts
+
+
+def test_sampled_rule_matches_p_and_wrong_rule_fails():
+    g = torch.Generator().manual_seed(3)
+    p = random_dist(g, 8).float()
+    q = random_dist(g, 8, scale=3.0).float()
+    right = chisquare_gof(probs=p.double().numpy(), counts=_sampled_law(p, q, 2, 6000, 1))
+    assert right.pvalue > 1e-3, right
+    wrong = _sampled_law(p, q, 2, 6000, 2, prototype_correction)
+    assert tv(exact_candidates_law(p.double(), q.double(), 3, prototype_correction), p) > 0.02
+    assert chisquare_gof(probs=p.double().numpy(), counts=wrong).pvalue < 1e-6
+
+
+def test_verify_candidates_bad_shapes():
+    p = torch.full((2, 4), 0.25)
+    with pytest.raises(ValueError, match="alt_tokens"):
+        verify_candidates(torch.tensor([1]), p[:1], p, torch.tensor([2, 3]), p[:1], p[:2], None)
+
+
+@pytest.mark.parametrize("K, width, temperature, top_p", [(1, 3, 0.8, 0.9), (3, 2, 1.3, None)])
+def test_two_token_law_matches_target(tiny_pair, K, width, temperature, top_p):
+    dec = SpeculativeDecoder(
+        tiny_pair.draft,
+        tiny_pair.target,
+        K=K,
+        width=width,
+        temperature=temperature,
+        top_p=top_p,
+        seed=10 * K + width,
+    )
+    res = _continuation_test(tiny_pair, dec, n=2000)
+    assert res.pvalue > 1e-3, res
+    r = dec.generate_ids(PROMPT, 40)
+    assert any(s.branch >= 1 for s in r.steps), "no alternative was ever accepted"
+
+
+@pytest.mark.parametrize("K, width", [(1, 2), (1, 4), (3, 2), (5, 3)])
+def test_greedy_equals_autoregressive(tiny_pair, K, width):
+    g = torch.Generator().manual_seed(K + width)
+    ar = AutoregressiveDecoder(tiny_pair.target, temperature=0)
+    sd = SpeculativeDecoder(tiny_pair.draft, tiny_pair.target, K=K, width=width, temperature=0)
+    used = 0
+    for _ in range(5):
+        prompt = torch.randint(0, 32, (1, int(torch.randint(1, 8, (1,), generator=g))), generator=g)
+        s = sd.generate_ids(prompt, 40)
+        assert s.tokens == ar.generate_ids(prompt, 40).tokens
+        used += sum(st.branch >= 1 for st in s.steps)
+        assert all(len(st.alternatives) <= width - 1 for st in s.steps)
+    assert used > 0, "greedy alternatives were never accepted"
+
+
+@pytest.mark.parametrize("K, width", [(1, 2), (3, 3)])
+def test_cache_and_no_cache_give_same_tokens(tiny_pair, K, width):
+    kw = dict(K=K, width=width, temperature=1.0, top_k=20)
+    a_dec = SpeculativeDecoder(tiny_pair.draft, tiny_pair.target, seed=5, **kw)
+    b_dec = SpeculativeDecoder(tiny_pair.draft, tiny_pair.target, seed=5, use_cache=False, **kw)
+    for _ in range(3):
+        a, b = a_dec.generate_ids(PROMPT, 30), b_dec.generate_ids(PROMPT, 30)
+        assert a.tokens == b.tokens
+        assert [s.branch for s in a.steps] == [s.branch for s in b.steps]
+
+
+def test_counters_with_width(tiny_pair):
+    r = SpeculativeDecoder(tiny_pair.draft, tiny_pair.target, K=2, width=3, seed=0).generate_ids(
+        PROMPT, 60
+    )
+    assert len(r.tokens) == 60
+    assert r.n_accepted == sum(s.n_accepted for s in r.steps)
+    for s in r.steps:
+        if s.branch >= 1:
+            assert s.emitted[0] == s.alternatives[s.branch - 1] and s.accepted[0]
+
+
+def test_dynamic_k_with_width(tiny_pair):
+    drafter = DynamicK(tiny_pair.draft, schedule="heuristic")
+    dec = SpeculativeDecoder(drafter, tiny_pair.target, K=4, width=2, temperature=0)
+    ar = AutoregressiveDecoder(tiny_pair.target, temperature=0)
+    assert dec.generate_ids(PROMPT, 30).tokens == ar.generate_ids(PROMPT, 30).tokens
+
+
+@pytest.mark.parametrize("width", [0, -1, 1.5, True])
+def test_bad_width(tiny_pair, width):
+    with pytest.raises(ValueError, match="width"):
+        SpeculativeDecoder(tiny_pair.draft, tiny_pair.target, width=width)
+
+
+def test_custom_verifier_needs_width_one(tiny_pair):
+    with pytest.raises(ValueError, match="width"):
+        SpeculativeDecoder(tiny_pair.draft, tiny_pair.target, width=2, verifier=lambda *a: None)

@@ -425,16 +425,21 @@ class FeatureDrafter:
         full = self._first_logits.new_full((V,), float("-inf"))
         return full.index_copy_(0, self.head.subset.to(full.device), self._first_logits)
 
-    def _dist(self, hidden: torch.Tensor, warp: Warp, first: bool = False) -> torch.Tensor:
+    def _draw(
+        self, hidden: torch.Tensor, warp: Warp, generator: torch.Generator | None, first: bool
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """One draft token and the full-vocabulary row ``q`` it was drawn from."""
         # Warping the subset's logits and scattering the probabilities is exactly warping the full
         # row with -inf outside the subset (temperature, top-k and top-p never keep a token of
-        # probability 0), at a sixth of the cost.
-        logits = self.head.logits(hidden)
+        # probability 0), at a sixth of the cost; so is drawing within the subset.
+        logits = self.head.logits(hidden)[0]
         if first:
-            self._first_logits = logits[0].float()
+            self._first_logits = logits.float()
         sub = warp.probs(logits)
-        full = sub.new_zeros((sub.shape[0], self.head.target.config.vocab_size))
-        return full.index_copy_(1, self.head.subset.to(sub.device), sub)
+        subset = self.head.subset.to(sub.device)
+        x = subset[sample(sub, generator)]
+        q = sub.new_zeros(self.head.target.config.vocab_size)
+        return x, q.index_copy_(0, subset, sub)
 
     def propose(
         self, ids: torch.Tensor, k: int, warp: Warp, generator: torch.Generator | None
@@ -466,8 +471,7 @@ class FeatureDrafter:
         h = hidden[0, -1:]
         tokens, probs = [], []
         for i in range(k):
-            q = self._dist(h, warp, first=i == 0)[0]
-            x = sample(q, generator)
+            x, q = self._draw(h, warp, generator, first=i == 0)
             tokens.append(x)
             probs.append(q)
             if threshold is not None and float(q[x]) < threshold:

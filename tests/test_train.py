@@ -146,6 +146,26 @@ def test_feature_drafter_cache_matches_no_cache(tiny_pair, random_head):
     assert [s.draft_tokens for s in ra.steps] == [s.draft_tokens for s in rb.steps]
 
 
+@pytest.mark.parametrize("width", [2, 3])
+def test_feature_drafter_with_alternatives(tiny_pair, random_head, width):
+    """An accepted alternative hands its target features to the head (promote): the cached and
+    the re-encoding decoders agree step by step, and greedy output equals the target's."""
+    kw = dict(K=2, width=width, temperature=1.0)
+    a = SpeculativeDecoder(FeatureDrafter(random_head), tiny_pair.target, seed=6, **kw)
+    b = SpeculativeDecoder(
+        FeatureDrafter(random_head), tiny_pair.target, seed=6, use_cache=False, **kw
+    )
+    ra, rb = a.generate_ids(PROMPT, 40), b.generate_ids(PROMPT, 40)
+    assert ra.tokens == rb.tokens
+    assert [s.draft_tokens for s in ra.steps] == [s.draft_tokens for s in rb.steps]
+    assert any(s.branch >= 1 for s in ra.steps)
+    g = SpeculativeDecoder(
+        FeatureDrafter(random_head), tiny_pair.target, K=2, width=width, temperature=0
+    )
+    ar = AutoregressiveDecoder(tiny_pair.target, temperature=0)
+    assert g.generate_ids(PROMPT, 30).tokens == ar.generate_ids(PROMPT, 30).tokens
+
+
 @pytest.mark.parametrize("kind", ["feature", "layers"])
 def test_trained_draft_kinds_law_matches_target(tiny_pair, random_head, kind):
     """The first 2 tokens of 4 follow the target's law (for the feature head, step 1 has no drafts
@@ -461,13 +481,21 @@ def test_hf_sampler_shards_are_recorded(tmp_path, tiny_pair, prompts_file):
 def test_feature_drafter_subset_warp_equals_full_warp(random_head, warp_kw):
     from specdec_lib.sampling import Warp
 
+    from specdec_lib.sampling import sample
+
     warp = Warp(**warp_kw)
-    h = torch.randn(3, random_head.fc.out_features)
-    got = FeatureDrafter(random_head)._dist(h, warp)
-    logits = random_head.logits(h)
-    full = logits.new_full((3, random_head.target.config.vocab_size), float("-inf"))
-    full[:, random_head.subset] = logits
-    torch.testing.assert_close(got, warp.probs(full), atol=1e-7, rtol=1e-6)
+    drafter = FeatureDrafter(random_head)
+    for i in range(3):
+        h = torch.randn(1, random_head.fc.out_features)
+        x, got = drafter._draw(h, warp, torch.Generator().manual_seed(i), first=True)
+        logits = random_head.logits(h)
+        full = logits.new_full((1, random_head.target.config.vocab_size), float("-inf"))
+        full[:, random_head.subset] = logits
+        want = warp.probs(full)[0]
+        torch.testing.assert_close(got, want, atol=1e-7, rtol=1e-6)
+        # Drawing within the subset is drawing from the full row: the same token, same stream.
+        assert int(x) == int(sample(want, torch.Generator().manual_seed(i)))
+        torch.testing.assert_close(drafter.first_scores, full[0])
 
 
 @pytest.mark.parametrize(

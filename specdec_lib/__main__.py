@@ -176,6 +176,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--dtype", default="bfloat16", choices=["float32", "bfloat16"])
     e.add_argument("--temperatures", type=_float, nargs="+", default=[1.0, 0.7, 0.0])
     e.add_argument("--K", type=_positive_int, default=1)
+    e.add_argument(
+        "--width", type=_positive_int, default=1, help="candidates for the first draft position"
+    )
     e.add_argument("--max-new-tokens", type=_positive_int, default=64)
     e.add_argument("--seeds", type=_positive_int, default=1, help="seeds per prompt")
     e.add_argument("--threads", type=_positive_int, default=None)
@@ -217,6 +220,7 @@ def _eval_drafter(args) -> int:
                 max_new_tokens=args.max_new_tokens,
                 seeds=range(args.seeds),
                 progress=not args.no_progress,
+                width=args.width,
             )
             results[f"{T:g}"] = r
             print(f"T = {T:g}: alpha = {r['alpha']:.3f} ({r['accepted']}/{r['proposed']})")

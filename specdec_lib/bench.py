@@ -529,12 +529,14 @@ def acceptance(
     seeds: Iterable[int] = (0,),
     draft: Any = None,
     progress: bool = False,
+    width: int = 1,
 ) -> dict[str, Any]:
     """The draft's acceptance measured by decoding: ``alpha`` = accepted / proposed over all
     prompts and seeds, per draft position, with the per-prompt values (for intervals).
 
     At ``K = 1`` every proposal is judged, so ``alpha`` is the per-token acceptance rate of the
-    theory (``E[sum_x min(p, q)]`` over the contexts the target visits).
+    theory (``E[sum_x min(p, q)]`` over the contexts the target visits). With ``width > 1`` a
+    position counts as accepted when any of its candidates is.
     """
     from tqdm.auto import tqdm
 
@@ -544,6 +546,7 @@ def acceptance(
         pair.draft if draft is None else draft,
         pair.target,
         K=check_K(K),
+        width=width,
         temperature=temperature,
         top_k=top_k,
         top_p=top_p,

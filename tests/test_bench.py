@@ -55,6 +55,15 @@ def test_benchmark_structure(tmp_path, prompts_file, tiny_pair):
     assert len(on_disk["costs"]["t_target_s"]) == 3
 
 
+def test_benchmark_with_width(tmp_path, prompts_file, tiny_pair):
+    s = _settings(prompts_file, width=3, methods=["autoregressive", "speculative"])
+    res = run_benchmark(s, tmp_path / "w.json", progress=False, pair=tiny_pair)
+    assert res["settings"]["width"] == 3
+    assert len(res["costs"]["t_target_s"]) == 2 + 3  # the pass over K + width tokens
+    spec = {r["K"]: r for r in res["runs"] if r["method"] == "speculative"}
+    assert set(spec) == {1, 2} and all(r["predicted_speedup"] > 0 for r in spec.values())
+
+
 def test_interrupted_run_resumes(tmp_path, prompts_file, tiny_pair, monkeypatch):
     out = tmp_path / "b.json"
     real_write = bench.atomic_write_json
@@ -122,6 +131,8 @@ def test_default_prompts_file():
         (dict(methods=["autoregressive", "magic"]), "methods"),
         (dict(temperature=-1.0), "temperature"),
         (dict(top_p=2.0), "top_p"),
+        (dict(width=0), "width"),
+        (dict(width=2), "width"),  # with hf_assisted among the methods
     ],
 )
 def test_bad_settings(settings, name):

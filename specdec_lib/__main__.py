@@ -70,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument(
         "--draft",
         default="auto",
-        choices=["early-exit", "trained", "auto", "ngram"],
+        choices=["early-exit", "trained", "trained-int8", "auto", "ngram"],
         help="the default pair's drafter: early exit, the trained draft, prompt lookup, or auto "
         "(default: the trained draft if its weights exist, else the early exit)",
     )
@@ -169,7 +169,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument(
         "--draft",
         default="trained",
-        help="early-exit | trained | ngram (default pair), or a path to saved draft weights",
+        help="early-exit | trained | trained-int8 | ngram (default pair), or a path to saved "
+        "draft weights",
     )
     e.add_argument("--pair", default="default")
     e.add_argument("--prompts", default="data/drafter/heldout_prompts.json")
@@ -201,7 +202,7 @@ def _eval_drafter(args) -> int:
         if args.threads:
             torch.set_num_threads(args.threads)
         prompts = load_prompts(args.prompts)
-        if args.draft in ("early-exit", "trained"):
+        if args.draft in ("early-exit", "trained", "trained-int8"):
             pair = load_pair(args.pair, dtype=args.dtype, draft=args.draft)
         elif args.draft == "ngram":
             from .drafters import NgramDrafter

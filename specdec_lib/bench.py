@@ -54,7 +54,7 @@ __all__ = [
 ]
 
 METHODS = ("autoregressive", "speculative", "hf_assisted", "hf_autoregressive")
-BENCH_DRAFTS = ("early-exit", "trained", "auto", "ngram")
+BENCH_DRAFTS = ("early-exit", "trained", "trained-int8", "auto", "ngram")
 # Settings added after results were first committed, with the value those results implied.
 _SETTINGS_ADDED = {"draft": "early-exit", "schedule": "fixed", "threshold": 0.4, "width": 1}
 DEFAULT_PROMPTS = DATA_DIR / "prompts.json"

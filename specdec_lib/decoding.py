@@ -693,14 +693,9 @@ class SpeculativeDecoder(_DecoderBase):
                 chain, after_alts = target.forward_with_alternatives(
                     torch.cat([ids, d_tokens]), k + 1, alts[0]
                 )
+                p = self.warp.probs(torch.cat([chain, after_alts]))  # one warp for all rows
                 verdict, branch = verify_candidates(
-                    d_tokens,
-                    d_probs,
-                    self.warp.probs(chain),
-                    alts[0],
-                    alts[1],
-                    self.warp.probs(after_alts),
-                    self.generator,
+                    d_tokens, d_probs, p[: k + 1], alts[0], alts[1], p[k + 1 :], self.generator
                 )
             t2 = time.perf_counter()
             n = verdict.n_accepted

@@ -483,19 +483,23 @@ def verify_candidates(
     cands += [(alt_tokens[j], alt_probs[j].to(device)) for j in range(m)]
     left = target_probs[0]
     for j, (x, q) in enumerate(cands):
-        a, passed_on = candidate_stage(left, q, x, correction)
+        # candidate_stage, with the law passed on computed only after a rejection
+        a = acceptance_probs(x.view(1), q.view(1, -1), left.view(1, -1))[0]
         u = torch.rand((), generator=generator, device=device, dtype=torch.float64)
         if float(u) < float(a):
-            if j == 0:  # the chain's first token: verify the rest of the chain as usual
-                rest = verify(
-                    draft_tokens[1:],
-                    draft_probs[1:],
-                    target_probs[1:],
-                    generator,
-                    correction=correction,
-                )
-                return Verdict(torch.cat([x.view(1), rest.tokens]), 1 + rest.n_accepted), 0
-            bonus = sample(alt_target_probs[j - 1], generator)
-            return Verdict(torch.stack([x, bonus]), 1), j
-        left = passed_on
+            if j > 0:  # an alternative: the target's pass holds the law of the token after it
+                bonus = sample(alt_target_probs[j - 1], generator)
+                return Verdict(torch.stack([x, bonus]), 1), j
+            if K == 1:  # the chain's only token: a bonus token from p_1
+                return Verdict(torch.stack([x, sample(target_probs[1], generator)]), 1), 0
+            # the chain's first token: verify the rest of the chain as usual
+            rest = verify(
+                draft_tokens[1:],
+                draft_probs[1:],
+                target_probs[1:],
+                generator,
+                correction=correction,
+            )
+            return Verdict(torch.cat([x.view(1), rest.tokens]), 1 + rest.n_accepted), 0
+        left = correction(left.view(1, -1), q.view(1, -1), x.view(1))[0]
     return Verdict(sample(left, generator).view(1), 0), -1

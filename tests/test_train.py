@@ -479,9 +479,7 @@ def test_hf_sampler_shards_are_recorded(tmp_path, tiny_pair, prompts_file):
     ],
 )
 def test_feature_drafter_subset_warp_equals_full_warp(random_head, warp_kw):
-    from specdec_lib.sampling import Warp
-
-    from specdec_lib.sampling import sample
+    from specdec_lib.sampling import Warp, sample
 
     warp = Warp(**warp_kw)
     drafter = FeatureDrafter(random_head)
@@ -605,3 +603,40 @@ def test_cli_defaults_are_the_train_settings_defaults():
             continue
         got = args[k]
         assert (tuple(got) if isinstance(got, list) else got) == v, k
+
+
+def test_int8_head_close_to_bf16_and_exact():
+    """int8 weights change q a little (measured again for the committed draft); greedy
+    speculative output stays the target's, and the weights are int8."""
+    from specdec_lib.heads import Int8Linear, quantize_int8
+    from specdec_lib.models import load_pair
+
+    pair = load_pair("tiny-random", dtype=torch.bfloat16)
+    torch.manual_seed(0)
+    head = FeatureHead(pair.target, torch.arange(2, 26), init_layer=-1).eval()
+    h = torch.randn(3, head.fc.out_features, dtype=torch.bfloat16)
+    feats = torch.randn(1, 3, head.fc.out_features, dtype=torch.bfloat16)
+    toks = torch.tensor([[3, 4, 5]])
+    with torch.inference_mode():
+        ref_logits = head.logits(h).float()
+        ref_hidden = head(feats, toks)[0].float()
+        quantize_int8(head)
+        q_logits = head.logits(h).float()
+        q_hidden = head(feats, toks)[0].float()
+    assert any(isinstance(m, Int8Linear) for m in head.modules())
+    assert not any(isinstance(m, torch.nn.Linear) for m in head.modules())
+    rel = lambda a, b: float((a - b).norm() / b.norm())  # noqa: E731
+    assert rel(q_logits, ref_logits) < 0.05 and rel(q_hidden, ref_hidden) < 0.05
+    ar = AutoregressiveDecoder(pair.target, temperature=0)
+    for width in (1, 2):
+        sd = SpeculativeDecoder(FeatureDrafter(head), pair.target, K=2, width=width, temperature=0)
+        assert sd.generate_ids(PROMPT, 20).tokens == ar.generate_ids(PROMPT, 20).tokens
+
+
+def test_int8_needs_bfloat16(random_head):
+    import copy
+
+    from specdec_lib.heads import quantize_int8
+
+    with pytest.raises(ValueError, match="bfloat16"):
+        quantize_int8(copy.deepcopy(random_head))  # float32

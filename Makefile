@@ -76,6 +76,11 @@ BENCH := $(PY) -m specdec_lib bench --pair default --draft early-exit --dtype fl
 BENCH_TRAINED := $(PY) -m specdec_lib bench --pair default --draft trained --dtype bfloat16 \
 	--K 1 2 3 4 5 --max-new-tokens 50 --repeats 1 --seed 0 \
 	--methods autoregressive speculative hf_autoregressive
+# The fastest configuration measured: the trained head with int8 weights, two candidates for the
+# first draft position (notebook 05, section 9).
+BENCH_FAST := $(PY) -m specdec_lib bench --pair default --draft trained-int8 --dtype bfloat16 \
+	--K 1 2 3 --width 2 --max-new-tokens 50 --repeats 2 --seed 0 \
+	--methods autoregressive speculative hf_autoregressive
 bench: install
 	$(BENCH) --temperature 1.0 --out data/results/bench_default_float32_T1.json
 	$(BENCH) --temperature 0 --out data/results/bench_default_float32_greedy.json
@@ -83,6 +88,8 @@ bench: install
 	  --out data/results/bench_default_float32_T1_side_by_side.json
 	$(BENCH_TRAINED) --temperature 1.0 --out data/results/bench_default_trained_bfloat16_T1.json
 	$(BENCH_TRAINED) --temperature 0 --out data/results/bench_default_trained_bfloat16_greedy.json
+	$(BENCH_FAST) --temperature 1.0 --out data/results/bench_default_trained-int8_w2_bfloat16_T1.json
+	$(BENCH_FAST) --temperature 0 --out data/results/bench_default_trained-int8_w2_bfloat16_greedy.json
 
 lint: install
 	$(VENV)/bin/ruff check .

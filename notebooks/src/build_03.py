@@ -497,7 +497,9 @@ dtype: 1.19× at $K = 1$ and $K = 2$ at $T = 1$ (acceptance 0.43 at $K = 1$ on t
 reasons it falls with $K$: the head was trained for one draft step, so acceptance at later
 positions drops to about 0.2–0.35, and each extra draft costs $c \approx 0.1$ of a target pass while a
 pass over $K + 1$ tokens costs only 1.03–1.16× a one-token pass. Measured / predicted speedup is
-0.93–1.08. The issue's aim of 1.3× is not reached; notebook 05 (§9) says what is missing.
+0.93–1.08. With one candidate per position the issue's aim of 1.3× is not reached; notebook 05 (§9)
+reaches it with two candidates for the first position and int8 weights for the head (1.31× at
+$T = 1$; 1.297× greedy).
 
 **What's next.** Notebook 04 breaks the acceptance rate down by prompt category and by position
 within the draft, token by token.

@@ -195,14 +195,14 @@ def _eval_drafter(args) -> int:
     import torch
 
     from .bench import acceptance, load_prompts, measure_pass_costs
-    from .models import ModelUnavailableError, load_pair
+    from .models import TRAINED_DRAFTS, ModelUnavailableError, load_pair
     from .results import atomic_write_json, provenance
 
     try:
         if args.threads:
             torch.set_num_threads(args.threads)
         prompts = load_prompts(args.prompts)
-        if args.draft in ("early-exit", "trained", "trained-int8"):
+        if args.draft in ("early-exit", *TRAINED_DRAFTS):
             pair = load_pair(args.pair, dtype=args.dtype, draft=args.draft)
         elif args.draft == "ngram":
             from .drafters import NgramDrafter

@@ -220,9 +220,14 @@ def predicted_from_costs(alpha: float, K: int, costs: dict[str, Any], width: int
     """Predicted speedup from the i.i.d. model: ``E(alpha, K)`` tokens per step over ``K`` draft
     passes and one target pass over ``K + width`` tokens (``alpha`` per position, with all the
     position's candidates counted)."""
+    return float(expected_tokens_per_step(alpha, K) / step_cost(K, costs, width))
+
+
+def step_cost(K: int, costs: dict[str, Any], width: int = 1) -> float:
+    """One step's cost in target passes over one token: ``K`` draft passes and one target pass
+    over ``K + width`` tokens."""
     t = costs["t_target_s"]
-    step = K * costs["t_draft_s"] + t[K + width - 1]
-    return float(expected_tokens_per_step(alpha, K) / (step / t[0]))
+    return (K * costs["t_draft_s"] + t[K + width - 1]) / t[0]
 
 
 # --------------------------------------------------------------------------------------------
@@ -438,10 +443,7 @@ def summarize(result: dict[str, Any]) -> list[dict[str, Any]]:
                 rec["predicted_speedup"] = predicted_from_costs(rec["alpha_iid"], K, costs, width)
                 rec["efficiency"] = rec["speedup"] / rec["predicted_speedup"]
                 # The same cost model with the measured tokens per step instead of the i.i.d. E.
-                t = costs["t_target_s"]
-                rec["predicted_speedup_from_tau"] = rec["tau"] / (
-                    (K * costs["t_draft_s"] + t[K + width - 1]) / t[0]
-                )
+                rec["predicted_speedup_from_tau"] = rec["tau"] / step_cost(K, costs, width)
             rec["draft_share"] = sum(c["draft_ms"] for c in cells) / (1e3 * secs)
         per_prompt = []
         for p in sorted({c["prompt"] for c in cells}):

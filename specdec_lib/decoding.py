@@ -17,6 +17,7 @@ handling, one target pass per token.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -341,11 +342,12 @@ class _TargetState:
         :meth:`promote` keeps one or :meth:`rollback` drops them."""
         m, pos = alts.numel(), seq.numel() - n_logits + 1
         start = self.length if self.use_cache else 0
-        captured: list[torch.Tensor] = []
-        hooks = capture_features(self.model, self.feature_layers) if self.feature_sink else None
-        if hooks is not None:
-            captured = hooks.__enter__()
-        try:
+        hooks = (
+            capture_features(self.model, self.feature_layers)
+            if self.feature_sink is not None
+            else contextlib.nullcontext([])
+        )
+        with hooks as captured:
             if self.use_cache:
                 new = seq[self.length :]
                 n_new, past = new.numel(), self.length
@@ -387,9 +389,6 @@ class _TargetState:
                         alt_feats.append(captured[-1][0][-1])
                 alt_logits = torch.stack(alt_logits)
                 self._alt_feats = torch.stack(alt_feats) if alt_feats else None
-        finally:
-            if hooks is not None:
-                hooks.__exit__(None, None, None)
         if self.feature_sink is not None:
             self.feature_sink(start, chain_feats)
         return chain_logits, alt_logits

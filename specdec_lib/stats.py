@@ -100,8 +100,8 @@ def exact_candidates_law(
     """The exact law of the token emitted when up to ``m`` candidates are tried in turn, each drawn
     from ``q`` without replacement (recursive rejection, :func:`~specdec_lib.sampling.
     verify_candidates`), by enumerating every ordered draw; for the residual correction it is
-    ``p``. Stages are computed by :func:`~specdec_lib.sampling.candidate_stage`, the function
-    the decoder runs. ``V ** m`` terms: small vocabularies only."""
+    ``p``. Stages are computed by :func:`~specdec_lib.sampling.candidate_stage`, made of the
+    two halves the decoder runs. ``V ** m`` terms: small vocabularies only."""
     p = torch.as_tensor(p, dtype=torch.float64)
     q = torch.as_tensor(q, dtype=torch.float64)
     if p.dim() != 1 or p.shape != q.shape:

@@ -343,20 +343,31 @@ proposed (the `proposed` counts of `drafters`). Its $c$ is a Python dictionary l
 code(r"""
 EVALS = {"early exit (untrained)": "drafter_eval_early_exit.json", "prompt lookup (n-gram)": "drafter_eval_ngram.json",
          "feature head (trained, 1M tokens)": "drafter_eval_feature_head.json"}
-rows = []
-for name, fname in EVALS.items():
-    if not (RESULTS / fname).exists():
-        print(f"{name}: not measured yet ({fname})")
-        continue
-    ev = read_json(RESULTS / fname)
-    for T, r in ev["by_temperature"].items():
-        rows.append({"drafter": name, "T": {"1": "1.0", "0.7": "0.7", "0": "greedy"}[T], "alpha": r["alpha"],
-                     "proposed": r["proposed"], "c (bf16)": ev["costs"]["c"]})
+def eval_rows(files):
+    # One row per (drafter, temperature) from eval-drafter result files; section 9 reuses it.
+    rows = []
+    for name, fname in files.items():
+        if not (RESULTS / fname).exists():
+            print(f"{name}: not measured yet ({fname})")
+            continue
+        ev = read_json(RESULTS / fname)
+        for T, r in ev["by_temperature"].items():
+            rows.append({"drafter": name, "T": {"1": "1.0", "0.7": "0.7", "0": "greedy"}[T], "alpha": r["alpha"],
+                         "proposed": r["proposed"], "c (bf16)": ev["costs"]["c"]})
+    return rows
+
+
+def alpha_table(rows):
+    df = pd.DataFrame(rows)
+    return df.pivot_table(index="drafter", columns="T", values="alpha").join(df.groupby("drafter")["c (bf16)"].first())
+
+
+rows = eval_rows(EVALS)
 layers = pilot.loc["pilot_layers_0_1_29"]
 rows.append({"drafter": "distilled layers 0+1+29 (pilot, 114k tokens)", "T": "1.0", "alpha": layers["alpha (T=1, decoding)"],
              "proposed": layers["proposals"], "c (bf16)": layers["c (bf16)"]})
 drafters = pd.DataFrame(rows)
-drafters.pivot_table(index="drafter", columns="T", values="alpha").join(drafters.groupby("drafter")["c (bf16)"].first())
+alpha_table(rows)
 """)
 
 md(r"""
@@ -557,7 +568,7 @@ When an alternative is accepted, the target's pass already holds the law of the 
 a bonus token, as after a fully accepted chain. With $K > 1$ the chain continues from $c_1$ only.
 
 The exact law, by enumerating every ordered draw (`stats.exact_candidates_law`, which runs the
-decoder's own stage function `sampling.candidate_stage`), is $p$; with the prototype's correction
+decoder's own stage functions through `sampling.candidate_stage`), is $p$; with the prototype's correction
 in place of the residual it is not:
 """)
 
@@ -596,19 +607,9 @@ stays exact, since $q$ is still the law the drafts are drawn from.
 """)
 
 code(r"""
-EVALS = {"bf16 weights": "drafter_eval_feature_head.json", "int8 weights": "drafter_eval_feature_head_int8.json",
-         "int8 weights, width 2": "drafter_eval_feature_head_int8_w2.json"}
-ev_rows = []
-for name, f in EVALS.items():
-    if not (RESULTS / f).exists():
-        print("not measured yet:", f)
-        continue
-    ev = read_json(RESULTS / f)
-    row = {"head": name, "c": ev["costs"]["c"]}
-    for T, r in ev["by_temperature"].items():
-        row[f"alpha T={T}"] = r["alpha"]
-    ev_rows.append(row)
-pd.DataFrame(ev_rows).set_index("head")
+alpha_table(eval_rows({"trained head, bf16 weights": "drafter_eval_feature_head.json",
+                        "trained head, int8 weights": "drafter_eval_feature_head_int8.json",
+                        "trained head, int8 weights, width 2": "drafter_eval_feature_head_int8_w2.json"}))
 """)
 
 md(r"""

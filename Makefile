@@ -56,11 +56,12 @@ test-notebooks: install
 	  $(PY) -m pytest -q --nbval-lax --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg \
 	  --durations=10 $(NOTEBOOKS)
 
-# Full mode: the committed outputs. Each notebook is executed in place, in order.
+# Full mode: the committed outputs. Each notebook is executed in place, in order, with the inline
+# backend (the Agg exported above would leave the committed notebooks without their figures).
 reproduce: install
 	@for nb in $(NOTEBOOKS); do \
 	  echo "== executing $$nb"; \
-	  $(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace \
+	  MPLBACKEND=module://matplotlib_inline.backend_inline $(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace \
 	    --ExecutePreprocessor.timeout=-1 --ExecutePreprocessor.kernel_name=python3 "$$nb"; \
 	done
 	@echo "figures in figures/:"; ls figures

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -369,15 +368,14 @@ def quantize_int8(head: nn.Module) -> nn.Module:
 def save_head(head: nn.Module, path: str | Path, card: dict[str, Any]) -> None:
     """Save a draft's own weights (safetensors, atomically) and its settings; ``card`` goes into
     the metadata. The frozen pieces of the target are not saved."""
-    from safetensors.torch import save_file
+    from safetensors.torch import save
 
-    path = Path(path)
+    from .results import atomic_write
+
     state = {k: v.detach().contiguous().cpu() for k, v in head.state_dict().items()}
     meta = {"config": json.dumps(head.config_dict), "card": json.dumps(card)}
-    tmp = path.with_name(f".{path.name}.tmp")
-    save_file(state, str(tmp), metadata=meta)
-    os.chmod(tmp, 0o644)
-    tmp.replace(path)
+    data = save(state, metadata=meta)
+    atomic_write(path, lambda f: f.write(data), binary=True)  # a unique temporary name
 
 
 def load_head(path: str | Path, target: Any) -> nn.Module:

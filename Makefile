@@ -91,6 +91,8 @@ bench: install
 	$(BENCH_TRAINED) --temperature 0 --out data/results/bench_default_trained_bfloat16_greedy.json
 	$(BENCH_FAST) --temperature 1.0 --out data/results/bench_default_trained-int8_w2_bfloat16_T1.json
 	$(BENCH_FAST) --temperature 0 --out data/results/bench_default_trained-int8_w2_bfloat16_greedy.json
+	$(BENCH_FAST) --temperature 1.0 --seed 1 \
+	  --out data/results/bench_default_trained-int8_w2_bfloat16_T1_seed1.json
 
 lint: install
 	$(VENV)/bin/ruff check .

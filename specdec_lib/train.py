@@ -192,9 +192,7 @@ def teacher_pass(settings: TrainSettings, *, progress: bool = True, pair: Any = 
             records += _teacher_sequences(
                 pair.target, seqs[b : b + 8], settings.top, settings.teacher_layers
             )
-        tmp = folder / f".shard_{i:05d}.pt.tmp"
-        torch.save(records, tmp)
-        tmp.replace(folder / f"shard_{i:05d}.pt")
+        _atomic_torch_save(records, folder / f"shard_{i:05d}.pt")
     return folder
 
 

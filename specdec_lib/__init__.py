@@ -1,21 +1,15 @@
-"""specdec_lib: speculative decoding derived, proven exact and measured.
+"""specdec_lib: speculative decoding derived, proven exact and measured (see the README's
+"Architecture" for the layers: the maths, decoding, drafters, pairs and measurement, training)."""
 
-Modules, in the order data flows: :mod:`~specdec_lib.sampling` (the math) ->
-:mod:`~specdec_lib.decoding` (models and KV caches) -> :mod:`~specdec_lib.bench` (measured runs) ->
-the notebooks. :mod:`~specdec_lib.stats` and :mod:`~specdec_lib.theory` hold the exact laws, the tests
-and the closed-form predictions; :mod:`~specdec_lib.models` the named model pairs;
-:mod:`~specdec_lib.drafters` drafters other than a plain second model (prompt lookup, dynamic K).
-"""
-
+from .candidates import verify_candidates
 from .decoding import (
     AutoregressiveDecoder,
+    BaseDrafter,
     Drafter,
     GenerationResult,
     ModelDrafter,
     SpeculativeDecoder,
-    StepRecord,
 )
-from .drafters import DynamicK, NgramDrafter
 from .models import ModelPair, ModelUnavailableError, load_pair
 from .sampling import Verdict, Warp, acceptance_rate, residual, verify
 
@@ -23,19 +17,18 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AutoregressiveDecoder",
+    "BaseDrafter",
     "Drafter",
-    "DynamicK",
     "GenerationResult",
     "ModelDrafter",
     "ModelPair",
     "ModelUnavailableError",
-    "NgramDrafter",
     "SpeculativeDecoder",
-    "StepRecord",
     "Verdict",
     "Warp",
     "acceptance_rate",
     "load_pair",
     "residual",
     "verify",
+    "verify_candidates",
 ]

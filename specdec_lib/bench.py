@@ -14,38 +14,34 @@ speedup at acceptance ``alpha`` is ``E[tokens per step] / ((K t_draft + t_target
 from __future__ import annotations
 
 import dataclasses
-import json
 import statistics
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from .config import DATA_DIR, REPO_ROOT
-from .decoding import (
-    AutoregressiveDecoder,
-    SpeculativeDecoder,
-    _as_drafter,
-    _sync,
-    _target_state,
-    check_K,
-    model_forward,
-)
-from .models import ModelPair, load_pair, resolve_draft
-from .results import atomic_write_json, provenance, read_json
+from .checks import one_of, positive_int, probability
+from .config import DEFAULT_PROMPTS, REPO_ROOT
+from .decoding import AutoregressiveDecoder, SpeculativeDecoder, TargetState, as_drafter
+from .drafters import DynamicK
+from .lm import model_forward, synchronize
+from .models import DRAFTS, PAIRS, ModelPair, default_draft, load_pair
+from .results import atomic_write_json, load_prompts, provenance, read_json
 from .sampling import Warp
+from .settings import setting
 from .theory import expected_tokens_per_step
 
 __all__ = [
-    "BenchSettings",
-    "acceptance",
     "METHODS",
-    "load_bench_pair",
-    "load_prompts",
+    "SCHEDULES",
+    "BenchSettings",
+    "EvalSettings",
+    "acceptance",
+    "evaluate_drafter",
     "measure_pass_costs",
     "per_prompt_frame",
     "run_benchmark",
@@ -54,108 +50,77 @@ __all__ = [
 ]
 
 METHODS = ("autoregressive", "speculative", "hf_assisted", "hf_autoregressive")
-BENCH_DRAFTS = ("early-exit", "trained", "trained-int8", "auto", "ngram")
-# Settings added after results were first committed, with the value those results implied.
-_SETTINGS_ADDED = {"draft": "early-exit", "schedule": "fixed", "threshold": 0.4, "width": 1}
-DEFAULT_PROMPTS = DATA_DIR / "prompts.json"
+SCHEDULES = ("fixed", "heuristic", "threshold")
+DTYPES = ("float32", "bfloat16", "float16")
 FORMAT_VERSION = 1
 
 
 @dataclass
 class BenchSettings:
-    """Everything that defines a benchmark run (stored in the results' provenance)."""
+    """Everything that defines a benchmark run (stored in the results' provenance; the flags of
+    ``python -m specdec_lib bench`` are generated from these fields)."""
 
-    pair: str = "default"
-    dtype: str = "float32"
-    K: list[int] = field(default_factory=lambda: list(range(1, 9)))
-    max_new_tokens: int = 50
-    temperature: float = 1.0
-    top_k: int | None = None
-    top_p: float | None = None
-    repeats: int = 1
-    seed: int = 0
-    prompts: str = str(DEFAULT_PROMPTS)
-    methods: list[str] = field(default_factory=lambda: list(METHODS))
-    threads: int | None = None
-    cost_context: int = 64
-    cost_reps: int = 15
-    # default pair: early-exit | trained | ngram, or auto (resolved by validate: the trained draft
-    # when its weights exist), so that a run records the draft it measured
-    draft: str = "auto"
-    # Draft length per step: "fixed" (K), "heuristic" (start at K; +2 after a fully accepted
-    # step, -1 otherwise; HF's schedule) or "threshold" (up to K, stop after a draft with
-    # q(x) < threshold; HF's assistant_confidence_threshold).
-    schedule: str = "fixed"
-    threshold: float = 0.4
-    # Candidates for the first draft position, checked in the same target pass (SpeculativeDecoder
-    # width; 1: the plain chain).
-    width: int = 1
+    pair: str = setting("default", "model pair", choices=PAIRS)
+    draft: str | None = setting(
+        None, "the pair's draft (default: the pair's first: the trained draft)", choices=DRAFTS
+    )
+    dtype: str = setting("float32", "dtype of both models", choices=DTYPES)
+    K: list[int] = setting(list(range(1, 9)), "draft lengths (tokens drafted per step)")
+    max_new_tokens: int = setting(50, "tokens generated per prompt")
+    temperature: float = setting(1.0, "sampling temperature (0 = greedy)")
+    top_k: int | None = setting(None, "keep the k most likely tokens")
+    top_p: float | None = setting(None, "keep the smallest set with this probability")
+    repeats: int = setting(1, "repeats of every (method, K, prompt) cell")
+    seed: int = setting(0, "seed of the cells' sampling seeds")
+    prompts: str = setting(
+        str(DEFAULT_PROMPTS), 'JSON {"prompts": [{"category": ..., "text": ...}, ...]}'
+    )
+    methods: list[str] = setting(list(METHODS), "methods measured", choices=METHODS)
+    threads: int | None = setting(None, "torch threads (default: torch's)")
+    cost_context: int = setting(64, "context length at which the pass costs are timed")
+    cost_reps: int = setting(15, "rounds of the pass-cost timing")
+    schedule: str = setting(
+        "fixed",
+        "draft length per step: fixed K; HF's heuristic schedule from K (+2 after a fully "
+        "accepted step, -1 otherwise); or up to K, stopping after a draft with q(x) < threshold",
+        choices=SCHEDULES,
+    )
+    threshold: float = setting(0.4, "confidence threshold of --schedule threshold")
+    width: int = setting(1, "candidates for the first draft position, checked in one pass")
 
     def validate(self) -> BenchSettings:
         if not self.K:
             raise ValueError("K: give at least one draft length")
-        self.K = sorted({check_K(k, "K") for k in self.K})
-        if (
-            isinstance(self.max_new_tokens, bool)
-            or not isinstance(self.max_new_tokens, int)
-            or self.max_new_tokens < 1
-        ):
-            raise ValueError(
-                f"max_new_tokens must be a positive integer, got {self.max_new_tokens!r}"
-            )
-        if isinstance(self.repeats, bool) or not isinstance(self.repeats, int) or self.repeats < 1:
-            raise ValueError(f"repeats must be a positive integer, got {self.repeats!r}")
-        bad = [m for m in self.methods if m not in METHODS]
-        if bad or not self.methods:
-            raise ValueError(
-                f"methods must be a non-empty subset of {METHODS}, got {self.methods!r}"
-            )
+        self.K = sorted({positive_int(k, "K", "draft tokens per step") for k in self.K})
+        positive_int(self.max_new_tokens, "max_new_tokens")
+        positive_int(self.repeats, "repeats")
+        positive_int(self.threads, "threads", optional=True)
+        positive_int(self.cost_context, "cost_context")
+        positive_int(self.cost_reps, "cost_reps")
+        if not self.methods:
+            raise ValueError(f"methods must be a non-empty subset of {METHODS}")
+        for m in self.methods:
+            one_of(m, "methods", METHODS)
         if "autoregressive" not in self.methods:
             raise ValueError(
                 "methods must include 'autoregressive' (the baseline every speedup is relative to)"
             )
-        if self.threads is not None and (not isinstance(self.threads, int) or self.threads < 1):
-            raise ValueError(f"threads must be a positive integer, got {self.threads!r}")
         Warp(self.temperature, self.top_k, self.top_p)  # validates the warps
-        if self.schedule not in ("fixed", "heuristic", "threshold"):
-            raise ValueError(
-                f"schedule must be 'fixed', 'heuristic' or 'threshold', got {self.schedule!r}"
-            )
-        if not 0.0 < self.threshold < 1.0:
-            raise ValueError(f"threshold must be in (0, 1), got {self.threshold!r}")
-        self.width = check_K(self.width, "width")
+        one_of(self.dtype, "dtype", DTYPES)
+        one_of(self.schedule, "schedule", SCHEDULES)
+        probability(self.threshold, "threshold", one=False)
+        positive_int(self.width, "width", "candidates for the first draft position")
         if self.width > 1 and "hf_assisted" in self.methods:
             raise ValueError("width > 1 has no transformers counterpart: drop hf_assisted")
-        if self.draft not in BENCH_DRAFTS:
-            raise ValueError(f"draft must be one of {BENCH_DRAFTS}, got {self.draft!r}")
-        self.draft = resolve_draft(self.pair, self.draft)  # "auto" -> the draft it will measure
+        one_of(self.pair, "pair", PAIRS)
+        # Store the draft by name, so that a run records the draft it measured.
+        self.draft = default_draft(self.pair) if self.draft is None else self.draft
+        one_of(self.draft, "draft", PAIRS[self.pair])
         return self
 
     @property
     def warp(self) -> Warp:
         return Warp(self.temperature, self.top_k, self.top_p)
-
-
-def load_prompts(path: str | Path | None = None) -> list[dict[str, str]]:
-    """Read ``{"prompts": [{"category": ..., "text": ...}, ...]}``, with a clear error if malformed."""
-    path = Path(path) if path is not None else DEFAULT_PROMPTS
-    if not path.is_file():
-        raise ValueError(f"prompts file {str(path)!r} does not exist")
-    try:
-        data = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ValueError(f"prompts file {str(path)!r} is not valid JSON: {err}") from err
-    prompts = data.get("prompts") if isinstance(data, dict) else None
-    if not isinstance(prompts, list) or not prompts:
-        raise ValueError(
-            f'prompts file {str(path)!r} must hold {{"prompts": [{{"category": ..., "text": ...}}, ...]}}'
-        )
-    for i, p in enumerate(prompts):
-        if not (isinstance(p, dict) and isinstance(p.get("text"), str) and p["text"].strip()):
-            raise ValueError(f"prompts file {str(path)!r}: prompt {i} needs a non-empty 'text'")
-        if not isinstance(p.get("category", ""), str):
-            raise ValueError(f"prompts file {str(path)!r}: prompt {i} has a non-string 'category'")
-    return [{"category": p.get("category", "uncategorised"), "text": p["text"]} for p in prompts]
 
 
 # --------------------------------------------------------------------------------------------
@@ -181,22 +146,22 @@ def measure_pass_costs(
     _, t_cache = model_forward(pair.target, ctx, None, 1)
     # The draft is timed through the Drafter interface: one proposal of one token after the
     # context (for a model draft: one cached pass, the warp and the sample).
-    drafter = _as_drafter(pair.draft)
+    drafter = as_drafter(pair.draft)
     drafter.reset()
-    _target_state(pair.target, True, drafter).forward(ctx, 1)
+    TargetState.for_drafter(pair.target, drafter).forward(ctx, 1)
     warp, d_gen = Warp(1.0), torch.Generator(device=device).manual_seed(0)
     jobs = [("target", n) for n in range(1, n_max + 1)] + [("draft", 1)]
     samples: dict[tuple[str, int], list[float]] = {job: [] for job in jobs}
     for r in range(reps + 2):
         shift = r % len(jobs)
         for which, n in jobs[shift:] + jobs[:shift]:
-            _sync(device)
+            synchronize(device)
             t0 = time.perf_counter()
             if which == "target":
                 model_forward(pair.target, ctx[-n:], t_cache, n)
             else:
                 drafter.propose(ctx, 1, warp, d_gen)
-            _sync(device)
+            synchronize(device)
             dt = time.perf_counter() - t0
             if which == "target":
                 t_cache.crop(-n)
@@ -266,8 +231,6 @@ def _scheduled(draft: Any, settings: BenchSettings, K: int) -> Any:
     """The draft, wrapped in the settings' dynamic draft length (if any)."""
     if settings.schedule == "fixed":
         return draft
-    from .drafters import DynamicK
-
     if settings.schedule == "heuristic":
         return DynamicK(draft, schedule="heuristic", initial=K)
     return DynamicK(draft, schedule="constant", initial=K, threshold=settings.threshold)
@@ -330,12 +293,12 @@ class _Runner:
             kwargs["assistant_model"] = self.pair.assistant
         try:
             torch.manual_seed(seed)
-            _sync(self.device)
+            synchronize(self.device)
             t0 = time.perf_counter()
             out = self.pair.target.generate(
                 ids.view(1, -1), attention_mask=torch.ones_like(ids.view(1, -1)), **kwargs
             )
-            _sync(self.device)
+            synchronize(self.device)
             elapsed = time.perf_counter() - t0
         finally:
             if saved is not None:
@@ -392,7 +355,7 @@ def summarize(result: dict[str, Any]) -> list[dict[str, Any]]:
     tau, per-request latency percentiles, predicted speedup and per-prompt records."""
     prompts = result["prompts"]
     costs = result.get("costs")
-    width = int(result.get("settings", {}).get("width", 1))
+    width = int(result["settings"]["width"])
     groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for key, cell in result["cells"].items():
         method, K, p, rep = key.split("|")
@@ -547,7 +510,7 @@ def acceptance(
     dec = SpeculativeDecoder(
         pair.draft if draft is None else draft,
         pair.target,
-        K=check_K(K),
+        K=K,
         width=width,
         temperature=temperature,
         top_k=top_k,
@@ -590,19 +553,6 @@ def acceptance(
     }
 
 
-def load_bench_pair(settings: BenchSettings) -> ModelPair:
-    """The pair a benchmark runs: ``load_pair`` with the chosen draft (``ngram``: prompt lookup)."""
-    if settings.draft == "ngram":
-        from .drafters import NgramDrafter
-
-        pair = load_pair(settings.pair, dtype=settings.dtype)
-        pair.draft = NgramDrafter(pair.target.config.vocab_size)
-        pair.draft_name = "prompt lookup (n-gram, 3 down to 1)"
-        pair.notes["draft_kind"] = "ngram"
-        return pair
-    return load_pair(settings.pair, dtype=settings.dtype, draft=settings.draft)
-
-
 def run_benchmark(
     settings: BenchSettings,
     out: str | Path,
@@ -632,7 +582,7 @@ def run_benchmark(
         except ValueError:
             prev = None  # unreadable: start over (it was never ours to trust)
         if prev is not None and prev.get("status") in ("partial", "complete"):
-            if {**_SETTINGS_ADDED, **prev.get("settings", {})} != _settings_dict(settings):
+            if prev.get("settings") != _settings_dict(settings):
                 raise ValueError(
                     f"{out} holds a run with other settings; choose another --out or pass --restart"
                 )
@@ -640,7 +590,7 @@ def run_benchmark(
             if prev.get("status") == "complete":
                 return prev
     if pair is None:
-        pair = load_bench_pair(settings)
+        pair = load_pair(settings.pair, draft=settings.draft, dtype=settings.dtype)
     if pair.tokenizer is None:
         raise ValueError(f"pair {settings.pair!r} has no tokenizer; the benchmark needs one")
 
@@ -698,3 +648,82 @@ def run_benchmark(
     result["status"] = "complete"
     atomic_write_json(out, result)
     return result
+
+
+# --------------------------------------------------------------------------------------------
+# A draft's acceptance and cost on held-out prompts
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class EvalSettings:
+    """What defines a draft's evaluation (``python -m specdec_lib eval-drafter``)."""
+
+    draft: str = setting(
+        "trained",
+        "a draft of the pair by name, or a path to saved draft weights (a trained head)",
+    )
+    pair: str = setting("default", "model pair", choices=PAIRS)
+    prompts: str = setting("data/drafter/heldout_prompts.json", "held-out prompts (JSON)")
+    dtype: str = setting("bfloat16", "dtype of both models", choices=DTYPES)
+    temperatures: list[float] = setting([1.0, 0.7, 0.0], "temperatures (0 = greedy)")
+    K: int = setting(1, "draft tokens per step (1: every proposal is judged)")
+    width: int = setting(1, "candidates for the first draft position")
+    max_new_tokens: int = setting(64, "tokens generated per prompt")
+    seeds: int = setting(1, "seeds per prompt")
+    threads: int | None = setting(None, "torch threads (default: torch's)")
+
+    def __post_init__(self) -> None:
+        one_of(self.pair, "pair", PAIRS)
+        one_of(self.dtype, "dtype", DTYPES)
+        positive_int(self.K, "K", "draft tokens per step")
+        positive_int(self.width, "width", "candidates for the first draft position")
+        positive_int(self.max_new_tokens, "max_new_tokens")
+        positive_int(self.seeds, "seeds", "seeds per prompt")
+        positive_int(self.threads, "threads", optional=True)
+        for T in self.temperatures:
+            Warp(T)
+
+    def load_pair(self) -> ModelPair:
+        """The pair with the draft named, or with the trained head saved at the path given."""
+        if self.draft in PAIRS[self.pair]:
+            return load_pair(self.pair, draft=self.draft, dtype=self.dtype)
+        if self.draft in DRAFTS:
+            one_of(self.draft, "draft", PAIRS[self.pair])  # a draft of another pair: say so
+        if not Path(self.draft).is_file():
+            raise ValueError(
+                f"draft must be one of {', '.join(PAIRS[self.pair])} or a path to saved draft "
+                f"weights, got {self.draft!r}"
+            )
+        return load_pair(self.pair, draft="trained", dtype=self.dtype, head=self.draft)
+
+
+def evaluate_drafter(
+    settings: EvalSettings, *, progress: bool = True, pair: ModelPair | None = None
+) -> dict[str, Any]:
+    """Acceptance by decoding at each temperature (:func:`acceptance`) and the pass costs (the
+    cost model up to ``K = 5``), with provenance: the record ``eval-drafter`` writes."""
+    import dataclasses as dc
+
+    if settings.threads:
+        torch.set_num_threads(settings.threads)
+    prompts = load_prompts(settings.prompts)
+    pair = settings.load_pair() if pair is None else pair
+    results = {}
+    for T in settings.temperatures:
+        results[f"{T:g}"] = acceptance(
+            pair,
+            prompts,
+            K=settings.K,
+            temperature=T,
+            max_new_tokens=settings.max_new_tokens,
+            seeds=range(settings.seeds),
+            progress=progress,
+            width=settings.width,
+        )
+    return {
+        "pair": pair.describe(),
+        "by_temperature": results,
+        "costs": measure_pass_costs(pair, 6),  # t_target(1..6): the cost model up to K = 5
+        "provenance": provenance(device=pair.device, seed=0, settings=dc.asdict(settings)),
+    }

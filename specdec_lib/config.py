@@ -1,22 +1,57 @@
-"""Paths and switches shared by the library, the CLI and the notebooks."""
+"""Paths, and every ``SPECDEC_*`` switch, read in this one place.
+
+=====================  ===================================================================
+``SPECDEC_QUICK``      ``1``: fewer samples and smaller grids (CI). Checked notebook outputs
+                       are the same in both modes.
+``SPECDEC_REMEASURE``  ``1``: notebooks re-run their benchmarks instead of plotting the
+                       committed results (default ``0``; ``make bench`` re-measures).
+``SPECDEC_ROOT``       the repository root (default: the folder above this package).
+``SPECDEC_FIGURES``    where ``plotting.savefig`` writes (default ``<root>/figures``).
+``SPECDEC_CACHE``      local cache of the teacher pass and training checkpoints (default
+                       ``.cache/specdec``; never committed).
+=====================  ===================================================================
+"""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-__all__ = ["DATA_DIR", "FIGURES_DIR", "QUICK", "REPO_ROOT", "RESULTS_DIR", "quick"]
+__all__ = [
+    "CACHE_DIR",
+    "DATA_DIR",
+    "DEFAULT_HEAD",
+    "DEFAULT_PROMPTS",
+    "FIGURES_DIR",
+    "QUICK",
+    "REMEASURE",
+    "REPO_ROOT",
+    "RESULTS_DIR",
+    "quick",
+    "remeasure",
+]
+
+
+def _flag(name: str, default: str = "0") -> bool:
+    return os.environ.get(name, default).strip().lower() in ("1", "true", "yes", "on")
+
+
+def quick() -> bool:
+    """True when ``SPECDEC_QUICK=1``."""
+    return _flag("SPECDEC_QUICK")
+
+
+def remeasure() -> bool:
+    """True when ``SPECDEC_REMEASURE=1``."""
+    return _flag("SPECDEC_REMEASURE")
+
 
 REPO_ROOT = Path(os.environ.get("SPECDEC_ROOT", Path(__file__).resolve().parents[1]))
 DATA_DIR = REPO_ROOT / "data"
 RESULTS_DIR = DATA_DIR / "results"
 FIGURES_DIR = Path(os.environ.get("SPECDEC_FIGURES", REPO_ROOT / "figures"))
-
-
-def quick() -> bool:
-    """True when ``SPECDEC_QUICK=1``: fewer samples and smaller grids, for CI. Checked notebook
-    outputs are the same in both modes."""
-    return os.environ.get("SPECDEC_QUICK", "0").strip().lower() in ("1", "true", "yes", "on")
-
-
+CACHE_DIR = Path(os.environ.get("SPECDEC_CACHE", ".cache/specdec"))
+DEFAULT_PROMPTS = DATA_DIR / "prompts.json"
+DEFAULT_HEAD = DATA_DIR / "drafter" / "feature_head.safetensors"
 QUICK = quick()
+REMEASURE = remeasure()

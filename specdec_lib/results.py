@@ -1,4 +1,5 @@
-"""Provenance and atomic writes for every measured number the project stores."""
+"""Reading and writing the project's data: provenance and atomic writes for every measured number,
+results files, prompt lists."""
 
 from __future__ import annotations
 
@@ -13,9 +14,17 @@ from typing import Any
 
 import torch
 
-from .config import REPO_ROOT
+from .config import DEFAULT_PROMPTS, REPO_ROOT
 
-__all__ = ["atomic_write_json", "device_info", "git_commit", "provenance", "read_json"]
+__all__ = [
+    "atomic_write",
+    "atomic_write_json",
+    "device_info",
+    "git_commit",
+    "load_prompts",
+    "provenance",
+    "read_json",
+]
 
 
 def git_commit() -> str:
@@ -129,3 +138,25 @@ def read_json(path: str | Path) -> Any:
         raise FileNotFoundError(f"{path}: no such results file") from err
     except json.JSONDecodeError as err:
         raise ValueError(f"{path}: not valid JSON ({err})") from err
+
+
+def load_prompts(path: str | Path | None = None) -> list[dict[str, str]]:
+    """Read ``{"prompts": [{"category": ..., "text": ...}, ...]}``, with a clear error if malformed."""
+    path = Path(path) if path is not None else DEFAULT_PROMPTS
+    if not path.is_file():
+        raise ValueError(f"prompts file {str(path)!r} does not exist")
+    try:
+        data = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"prompts file {str(path)!r} is not valid JSON: {err}") from err
+    prompts = data.get("prompts") if isinstance(data, dict) else None
+    if not isinstance(prompts, list) or not prompts:
+        raise ValueError(
+            f'prompts file {str(path)!r} must hold {{"prompts": [{{"category": ..., "text": ...}}, ...]}}'
+        )
+    for i, p in enumerate(prompts):
+        if not (isinstance(p, dict) and isinstance(p.get("text"), str) and p["text"].strip()):
+            raise ValueError(f"prompts file {str(path)!r}: prompt {i} needs a non-empty 'text'")
+        if not isinstance(p.get("category", ""), str):
+            raise ValueError(f"prompts file {str(path)!r}: prompt {i} has a non-string 'category'")
+    return [{"category": p.get("category", "uncategorised"), "text": p["text"]} for p in prompts]

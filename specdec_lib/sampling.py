@@ -19,7 +19,6 @@ token).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -32,6 +31,8 @@ from transformers import (
     TopPLogitsWarper,
 )
 
+from .checks import positive_int, probability, real
+
 __all__ = [
     "Warp",
     "Verdict",
@@ -42,46 +43,15 @@ __all__ = [
     "prototype_correction",
     "sample",
     "step_distributions",
-    "tv_distance",
+    "check_verify_inputs",
     "has_nan",
-    "more_candidates",
-    "candidate_stage",
     "verify",
-    "verify_candidates",
 ]
 
 
 # --------------------------------------------------------------------------------------------
 # Warps: temperature, top-k, top-p
 # --------------------------------------------------------------------------------------------
-
-
-def _check_temperature(temperature: float) -> float:
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
-        raise ValueError(f"temperature must be a real number >= 0, got {temperature!r}")
-    if not math.isfinite(temperature) or temperature < 0:
-        raise ValueError(
-            f"temperature must be a finite number >= 0 (0 means greedy), got {temperature!r}"
-        )
-    return float(temperature)
-
-
-def _check_top_k(top_k: int | None) -> int | None:
-    if top_k is None:
-        return None
-    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
-        raise ValueError(f"top_k must be a positive integer or None, got {top_k!r}")
-    return top_k
-
-
-def _check_top_p(top_p: float | None) -> float | None:
-    if top_p is None:
-        return None
-    if isinstance(top_p, bool) or not isinstance(top_p, (int, float)):
-        raise ValueError(f"top_p must be a number in (0, 1] or None, got {top_p!r}")
-    if not (0.0 < top_p <= 1.0):  # also rejects NaN
-        raise ValueError(f"top_p must be in (0, 1] or None, got {top_p!r}")
-    return float(top_p)
 
 
 @dataclass(frozen=True)
@@ -104,9 +74,10 @@ class Warp:
     top_p: float | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "temperature", _check_temperature(self.temperature))
-        object.__setattr__(self, "top_k", _check_top_k(self.top_k))
-        object.__setattr__(self, "top_p", _check_top_p(self.top_p))
+        temperature = real(self.temperature, "temperature", "0 means greedy", low=0.0)
+        object.__setattr__(self, "temperature", temperature)
+        object.__setattr__(self, "top_k", positive_int(self.top_k, "top_k", optional=True))
+        object.__setattr__(self, "top_p", probability(self.top_p, "top_p", optional=True))
         processors = LogitsProcessorList()
         if self.temperature > 0:
             if self.temperature != 1.0:
@@ -206,11 +177,6 @@ def acceptance_rate(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     return torch.minimum(p, q).sum(dim=-1)
 
 
-def tv_distance(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-    """Total-variation distance ``0.5 * sum_x |p(x) - q(x)|``, row-wise."""
-    return 0.5 * (p - q).abs().sum(dim=-1)
-
-
 def residual(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     """r = norm(max(0, p - q)): the distribution sampled after a rejection, row-wise.
 
@@ -300,11 +266,18 @@ class Verdict(NamedTuple):
     n_accepted: int
 
 
-def _validate_verify_inputs(
+def check_verify_inputs(
     draft_tokens: torch.Tensor, draft_probs: torch.Tensor, target_probs: torch.Tensor
 ) -> None:
+    """Shapes and dtypes of one verification: ``[K]`` integer ids, ``[K, V]`` and ``[K+1, V]``
+    rows. A ``ValueError`` naming the argument; the values (ids in ``[0, V)``, finite rows) are
+    checked by :func:`verify` at its one host read, so that checking costs no extra sync."""
     if draft_tokens.dim() != 1:
         raise ValueError(f"draft_tokens must be 1-D [K], got shape {tuple(draft_tokens.shape)}")
+    if draft_tokens.is_floating_point() or draft_tokens.is_complex():
+        raise ValueError(
+            f"draft_tokens must hold integer token ids, got dtype {draft_tokens.dtype}"
+        )
     K = draft_tokens.shape[0]
     if draft_probs.dim() != 2 or draft_probs.shape[0] != K:
         raise ValueError(f"draft_probs must be [K={K}, V], got shape {tuple(draft_probs.shape)}")
@@ -317,6 +290,15 @@ def _validate_verify_inputs(
             f"draft_probs and target_probs must share the vocabulary size V, got "
             f"{draft_probs.shape[1]} and {target_probs.shape[1]}"
         )
+
+
+def ids_outside(tokens: torch.Tensor, V: int) -> torch.Tensor:
+    """A 0-d bool tensor (no host sync): is any id of ``tokens`` outside ``[0, V)``?"""
+    return ((tokens < 0) | (tokens >= V)).any()
+
+
+def ids_message(name: str, V: int) -> str:
+    return f"{name} must be token ids in [0, V = {V}) (the rows' vocabulary size)"
 
 
 def verify(
@@ -345,11 +327,16 @@ def verify(
     draft_tokens = torch.as_tensor(draft_tokens)
     draft_probs = torch.as_tensor(draft_probs)
     target_probs = torch.as_tensor(target_probs)
-    _validate_verify_inputs(draft_tokens, draft_probs, target_probs)
+    check_verify_inputs(draft_tokens, draft_probs, target_probs)
     device = target_probs.device
+    V = target_probs.shape[-1]
     draft_tokens = draft_tokens.to(device=device, dtype=torch.long)
     draft_probs = draft_probs.to(device)
     K = draft_tokens.shape[0]
+    # Out-of-range ids would index out of bounds (on CUDA, a device-side assert that poisons the
+    # process): compute with clamped ids and refuse at the host read below.
+    bad_ids = ids_outside(draft_tokens, V)
+    draft_tokens = draft_tokens.clamp(0, V - 1)
 
     accept_p, final = step_distributions(draft_tokens, draft_probs, target_probs, correction)
     u = torch.rand(K, generator=generator, device=device, dtype=torch.float64)
@@ -362,152 +349,11 @@ def verify(
     )
     # Sample the final token from row n only, selected on the device (no extra host sync).
     last = sample(final.index_select(0, n_t.view(1)), generator)
-    n, bad = torch.stack(
-        [n_t, has_nan(draft_probs, target_probs).long()]
+    n, bad, bad_id = torch.stack(
+        [n_t, has_nan(draft_probs, target_probs).long(), bad_ids.long()]
     ).tolist()  # the one host read
+    if bad_id:
+        raise ValueError(ids_message("draft_tokens", V))
     if bad:
         raise ValueError(NAN_MESSAGE)
     return Verdict(tokens=torch.cat([draft_tokens[:n], last]), n_accepted=int(n))
-
-
-# --------------------------------------------------------------------------------------------
-# Several candidates for the first draft position (recursive rejection sampling)
-# --------------------------------------------------------------------------------------------
-#
-# One target pass can check several candidates for the next token at once (they sit side by side
-# in the pass, each seeing the prefix but not the others). They are tried in turn, each against
-# what is left of the target's law (SpecInfer, Miao et al. 2023, arXiv 2305.09781; drawn without
-# replacement as in Jeon et al. 2024, arXiv 2402.14160):
-#
-#     p_1 = p;  try c_i ~ q_i: accept with min(1, p_i(c_i) / q_i(c_i)),
-#               else p_{i+1} = norm(max(0, p_i - q_i));  after the last, sample p_{m+1}.
-#
-# Each stage is one ordinary speculative-sampling step whose target is p_i, so by induction (from
-# the last stage back) the stage-i output has law p_i whatever q_i is, as long as c_i ~ q_i given
-# the earlier candidates. Hence the token emitted has law p exactly. Drawing c_{i+1} from q with
-# c_1..c_i removed (q_{i+1}) never wastes a try on a token already rejected (p_{i+1} is 0 there);
-# greedy decoding uses point masses q_i on the draft's i-th best token, which is the same rule.
-
-
-def more_candidates(
-    q: torch.Tensor, first: torch.Tensor, m: int, generator: torch.Generator | None = None
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Up to ``m`` more candidates after ``first``, drawn from ``q`` (``[V]``) without replacement.
-
-    Returns ``(tokens [n], laws [n, V])`` with ``n <= m``: ``laws[j]`` is ``q`` with ``first`` and
-    the earlier candidates removed, renormalised (the law ``tokens[j]`` was drawn from). Stops
-    early when no mass is left (a one-hot ``q`` gives none). One host read per candidate.
-    """
-    if isinstance(m, bool) or not isinstance(m, int) or m < 0:
-        raise ValueError(f"m must be a non-negative integer, got {m!r}")
-    rest = q.float().clone()
-    rest[first] = 0
-    tokens, laws = [], []
-    for _ in range(m):
-        total = rest.sum()
-        if float(total) <= 1e-12:
-            break
-        law = rest / total
-        x = sample(law, generator)
-        tokens.append(x)
-        laws.append(law)  # a new tensor: rest can be changed in place
-        rest[x] = 0
-    if not tokens:
-        return first.new_empty(0), q.new_empty((0, q.shape[-1]))
-    return torch.stack(tokens), torch.stack(laws)
-
-
-def candidate_stage(
-    p: torch.Tensor,
-    q: torch.Tensor,
-    x: torch.Tensor,
-    correction: Correction = residual_correction,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """One stage of recursive rejection: ``(probability of accepting x, law passed on)``.
-
-    ``p`` is what is left of the target's law, ``q`` the law ``x`` was drawn from (both ``[V]``);
-    the law passed on after a rejection is ``correction(p, q, x)`` (the residual; anything else
-    is wrong). The decoder calls the two halves separately (:func:`_stage_accept`, and
-    :func:`_stage_pass_on` only after a rejection)."""
-    return _stage_accept(p, q, x), _stage_pass_on(p, q, x, correction)
-
-
-def _stage_accept(p: torch.Tensor, q: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    return acceptance_probs(x.view(1), q.view(1, -1), p.view(1, -1))[0]
-
-
-def _stage_pass_on(
-    p: torch.Tensor, q: torch.Tensor, x: torch.Tensor, correction: Correction
-) -> torch.Tensor:
-    return correction(p.view(1, -1), q.view(1, -1), x.view(1))[0]
-
-
-def verify_candidates(
-    draft_tokens: torch.Tensor,
-    draft_probs: torch.Tensor,
-    target_probs: torch.Tensor,
-    alt_tokens: torch.Tensor,
-    alt_probs: torch.Tensor,
-    alt_target_probs: torch.Tensor,
-    generator: torch.Generator | None = None,
-    *,
-    correction: Correction = residual_correction,
-) -> tuple[Verdict, int]:
-    """:func:`verify` with more candidates for the first draft position.
-
-    ``draft_tokens``/``draft_probs``/``target_probs`` are a chain as in :func:`verify` (its first
-    token is the first candidate); ``alt_tokens`` ``[m]`` are the other candidates for the first
-    position, ``alt_probs`` ``[m, V]`` the laws they were drawn from, and ``alt_target_probs``
-    ``[m, V]`` the target's law of the token after each. Returns the verdict and the branch:
-    ``0`` when the chain's first token was accepted (the rest of the chain is then verified as
-    usual), ``j >= 1`` when alternative ``j`` was (a bonus token from ``alt_target_probs[j - 1]``
-    follows it), ``-1`` when every candidate was rejected (one token from what is left of ``p``).
-    """
-    draft_tokens = torch.as_tensor(draft_tokens)
-    alt_tokens = torch.as_tensor(alt_tokens)
-    _validate_verify_inputs(
-        draft_tokens, torch.as_tensor(draft_probs), torch.as_tensor(target_probs)
-    )
-    m = alt_tokens.shape[0] if alt_tokens.dim() == 1 else -1
-    if (
-        m < 0
-        or tuple(alt_probs.shape) != (m, target_probs.shape[-1])
-        or tuple(alt_target_probs.shape) != (m, target_probs.shape[-1])
-    ):
-        raise ValueError(
-            "alt_tokens must be [m] with alt_probs and alt_target_probs [m, V], got "
-            f"{tuple(alt_tokens.shape)}, {tuple(alt_probs.shape)}, {tuple(alt_target_probs.shape)}"
-        )
-    K = draft_tokens.shape[0]
-    if K == 0 or m == 0:
-        return verify(draft_tokens, draft_probs, target_probs, generator, correction=correction), (
-            0 if K else -1
-        )
-    device = target_probs.device
-    draft_tokens = draft_tokens.to(device=device, dtype=torch.long)
-    alt_tokens = alt_tokens.to(device=device, dtype=torch.long)
-    if bool(has_nan(draft_probs, target_probs, alt_probs, alt_target_probs)):
-        raise ValueError(NAN_MESSAGE)
-    cands = [(draft_tokens[0], draft_probs[0].to(device))]
-    cands += [(alt_tokens[j], alt_probs[j].to(device)) for j in range(m)]
-    left = target_probs[0]
-    for j, (x, q) in enumerate(cands):
-        a = _stage_accept(left, q, x)  # candidate_stage, the law passed on only if needed
-        u = torch.rand((), generator=generator, device=device, dtype=torch.float64)
-        if float(u) < float(a):
-            if j > 0:  # an alternative: the target's pass holds the law of the token after it
-                bonus = sample(alt_target_probs[j - 1], generator)
-                return Verdict(torch.stack([x, bonus]), 1), j
-            if K == 1:  # the chain's only token: a bonus token from p_1
-                return Verdict(torch.stack([x, sample(target_probs[1], generator)]), 1), 0
-            # the chain's first token: verify the rest of the chain as usual
-            rest = verify(
-                draft_tokens[1:],
-                draft_probs[1:],
-                target_probs[1:],
-                generator,
-                correction=correction,
-            )
-            return Verdict(torch.cat([x.view(1), rest.tokens]), 1 + rest.n_accepted), 0
-        left = _stage_pass_on(left, q, x, correction)
-    return Verdict(sample(left, generator).view(1), 0), -1

@@ -23,11 +23,12 @@ import torch
 from scipy import optimize
 from scipy import stats as sps
 
+from .candidates import candidate_stage
+from .checks import positive_int, real
 from .sampling import (
     Correction,
     Verdict,
     Warp,
-    candidate_stage,
     residual_correction,
     sample,
     step_distributions,
@@ -95,23 +96,23 @@ def exact_output_law(p: Any, q: Any, correction: Correction = residual_correctio
 
 
 def exact_candidates_law(
-    p: Any, q: Any, m: int, correction: Correction = residual_correction
+    p: Any, q: Any, width: int, correction: Correction = residual_correction
 ) -> torch.Tensor:
-    """The exact law of the token emitted when up to ``m`` candidates are tried in turn, each drawn
-    from ``q`` without replacement (recursive rejection, :func:`~specdec_lib.sampling.
-    verify_candidates`), by enumerating every ordered draw; for the residual correction it is
-    ``p``. Stages are computed by :func:`~specdec_lib.sampling.candidate_stage`, made of the
-    two halves the decoder runs. ``V ** m`` terms: small vocabularies only."""
+    """The exact law of the token emitted when up to ``width`` candidates are tried in turn, each
+    drawn from ``q`` without replacement (recursive rejection,
+    :func:`~specdec_lib.candidates.verify_candidates`), by enumerating every ordered draw; for the
+    residual correction it is ``p``. Stages are computed by
+    :func:`~specdec_lib.candidates.candidate_stage`, made of the two halves the decoder runs.
+    ``V ** width`` terms: small vocabularies only."""
     p = torch.as_tensor(p, dtype=torch.float64)
     q = torch.as_tensor(q, dtype=torch.float64)
     if p.dim() != 1 or p.shape != q.shape:
         raise ValueError(
             f"p and q must be 1-D of the same size, got {tuple(p.shape)} and {tuple(q.shape)}"
         )
-    if isinstance(m, bool) or not isinstance(m, int) or m < 1:
-        raise ValueError(f"m must be a positive integer, got {m!r}")
-    if p.shape[0] ** m > 200_000:
-        raise ValueError(f"V**m = {p.shape[0] ** m} draws is too many to enumerate")
+    positive_int(width, "width", "candidates tried")
+    if p.shape[0] ** width > 200_000:
+        raise ValueError(f"V**width = {p.shape[0] ** width} draws is too many to enumerate")
 
     def law(left: torch.Tensor, rest: torch.Tensor, tries: int) -> torch.Tensor:
         total = float(rest.sum())
@@ -127,7 +128,7 @@ def exact_candidates_law(
             out += qi[x] * (1 - a) * law(passed, nxt, tries - 1)
         return out
 
-    return law(p, q.clone(), m)
+    return law(p, q.clone(), width)
 
 
 def exact_step_law(
@@ -223,8 +224,7 @@ def accepted_count_law(alpha: Any, K: int | None = None) -> np.ndarray:
     plus one is ``theory.expected_tokens_per_step(alpha, K)``."""
     a = np.atleast_1d(np.asarray(alpha, dtype=float))
     if K is not None:
-        if isinstance(K, bool) or not isinstance(K, (int, np.integer)) or K < 1:
-            raise ValueError(f"K must be a positive integer, got {K!r}")
+        positive_int(K, "K", "draft positions")
         if a.size != 1:
             raise ValueError("give either one alpha and K, or one alpha per position without K")
         a = np.full(int(K), a[0])
@@ -277,8 +277,7 @@ def step_samples(
     K = q.shape[0]
     if K < 1:
         raise ValueError("q must hold at least one draft row (K >= 1)")
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be a positive integer, got {n!r}")
+    positive_int(n, "n", "verification steps sampled")
     index = None
     if restrict_support:
         index = torch.nonzero((p > 0).any(0) | (q > 0).any(0)).view(-1)
@@ -302,15 +301,15 @@ def sample_continuations(
     target: Any,
     prompt_ids: Any,
     warp: Warp,
-    m: int,
+    length: int,
     n: int,
     generator: torch.Generator | None = None,
     *,
     batch_size: int = 64,
     use_cache: bool = True,
 ) -> Counter:
-    """``n`` independent draws of the target's next ``m`` tokens after ``prompt_ids``: the
-    autoregressive reference for the sequence-level tests, as a ``Counter`` of ``m``-tuples.
+    """``n`` independent draws of the target's next ``length`` tokens after ``prompt_ids``: the
+    autoregressive reference for the sequence-level tests, as a ``Counter`` of tuples.
 
     The same law as :class:`~specdec_lib.decoding.AutoregressiveDecoder`, computed another way so
     that it is an independent reference. The draws that share a prefix advance together: the prefix
@@ -320,19 +319,16 @@ def sample_continuations(
     copied to every row (nothing is ever cropped); without, every row is a full forward pass.
     """
     ids = torch.as_tensor(prompt_ids).view(-1).long()
-    if isinstance(m, bool) or not isinstance(m, int) or m < 1:
-        raise ValueError(f"m must be a positive integer, got {m!r}")
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be a positive integer, got {n!r}")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    positive_int(length, "length", "tokens per continuation")
+    positive_int(n, "n", "continuations drawn")
+    positive_int(batch_size, "batch_size")
     device = ids.device
     prompt_cache = None
     if use_cache:
         out = target(input_ids=ids.view(1, -1), use_cache=True, logits_to_keep=1)
         prompt_cache, first_logits = out.cache, out.logits[:, -1]
     groups: dict[tuple[int, ...], int] = {(): n}
-    for step in range(m):
+    for step in range(length):
         prefixes = list(groups)
         new: Counter = Counter()
         for start in range(0, len(prefixes), batch_size):
@@ -366,11 +362,8 @@ def sample_continuations(
 
 
 def _check_bins_args(min_expected: float, max_bins: int | None) -> None:
-    if not (isinstance(min_expected, (int, float)) and min_expected >= 0):
-        raise ValueError(f"min_expected must be a number >= 0, got {min_expected!r}")
-    if max_bins is not None and (
-        isinstance(max_bins, bool) or not isinstance(max_bins, (int, np.integer)) or max_bins < 2
-    ):
+    real(min_expected, "min_expected", "expected count per bin", low=0.0)
+    if positive_int(max_bins, "max_bins", "at least 2", optional=True) == 1:
         raise ValueError(f"max_bins must be an integer >= 2 or None, got {max_bins!r}")
 
 

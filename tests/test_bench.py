@@ -2,13 +2,12 @@
 after an interruption, and one-line errors. No timing is asserted (speed is a benchmark, not a test)."""
 
 import json
-import subprocess
-import sys
 
 import pytest
 
 from specdec_lib import bench
-from specdec_lib.bench import BenchSettings, load_prompts, run_benchmark
+from specdec_lib.bench import BenchSettings, run_benchmark
+from specdec_lib.drafters.feature import FeatureDrafter
 
 PROMPTS = {"prompts": [{"category": "a", "text": "hello world"}, {"category": "b", "text": "abc"}]}
 
@@ -98,30 +97,6 @@ def test_other_settings_refused(tmp_path, prompts_file, tiny_pair):
 
 
 @pytest.mark.parametrize(
-    "content, match",
-    [
-        ("{not json", "not valid JSON"),
-        ('{"prompts": []}', "must hold"),
-        ('{"prompts": [{"text": ""}]}', "non-empty"),
-    ],
-)
-def test_malformed_prompts(tmp_path, content, match):
-    path = tmp_path / "p.json"
-    path.write_text(content)
-    with pytest.raises(ValueError, match=match):
-        load_prompts(path)
-    with pytest.raises(ValueError, match="does not exist"):
-        load_prompts(tmp_path / "missing.json")
-
-
-def test_default_prompts_file():
-    prompts = load_prompts()
-    assert len(prompts) == 20
-    cats = {p["category"] for p in prompts}
-    assert len(cats) == 5 and all(sum(p["category"] == c for p in prompts) == 4 for c in cats)
-
-
-@pytest.mark.parametrize(
     "settings, name",
     [
         (dict(K=[0]), "K"),
@@ -138,52 +113,6 @@ def test_default_prompts_file():
 def test_bad_settings(settings, name):
     with pytest.raises(ValueError, match=name):
         BenchSettings(**settings).validate()
-
-
-def _cli(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "specdec_lib", *args], capture_output=True, text=True, timeout=300
-    )
-
-
-@pytest.mark.parametrize(
-    "args",
-    [
-        ["bench", "--K", "0"],
-        ["bench", "--K", "x"],
-        ["bench", "--temperature", "hot"],
-        ["bench", "--no-such-flag"],
-        ["bench", "--prompts", "/nonexistent/prompts.json", "--pair", "tiny-random"],
-        ["frobnicate"],
-    ],
-)
-def test_cli_errors_are_one_line(args):
-    r = _cli(*args)
-    assert r.returncode == 2
-    assert "Traceback" not in r.stderr
-    assert len([line for line in r.stderr.splitlines() if line.strip()]) == 1, r.stderr
-
-
-def test_cli_smoke(tmp_path, prompts_file):
-    out = tmp_path / "cli.json"
-    r = _cli(
-        "bench",
-        "--pair",
-        "tiny-random",
-        "--K",
-        "1",
-        "2",
-        "--max-new-tokens",
-        "4",
-        "--prompts",
-        str(prompts_file),
-        "--out",
-        str(out),
-        "--no-progress",
-    )
-    assert r.returncode == 0, r.stderr
-    assert json.loads(out.read_text())["status"] == "complete"
-    assert "speculative" in r.stdout
 
 
 def test_hf_assisted_uses_the_requested_K(prompts_file, tiny_pair):
@@ -205,3 +134,69 @@ def test_hf_assisted_uses_the_requested_K(prompts_file, tiny_pair):
         hook.remove()
     # 40 tokens with K drafts per step (the tiny draft is rarely right): about 40 K draft passes.
     assert counts[4] > 2.5 * counts[1], counts
+
+
+def test_bench_runs_with_a_feature_drafter(tmp_path, tiny_pair, random_head):
+    import dataclasses
+
+    from specdec_lib.bench import BenchSettings, measure_pass_costs, run_benchmark
+
+    pair = dataclasses.replace(
+        tiny_pair, draft=FeatureDrafter(random_head), assistant=tiny_pair.draft
+    )
+    costs = measure_pass_costs(pair, 3, context=16, reps=3)
+    assert costs["t_draft_s"] > 0 and len(costs["t_target_s"]) == 3
+    prompts = tmp_path / "p.json"
+    prompts.write_text(json.dumps({"prompts": [{"text": "abc abc"}, {"text": "hello"}]}))
+    s = BenchSettings(
+        pair="tiny-random",
+        K=[1, 2],
+        max_new_tokens=8,
+        prompts=str(prompts),
+        cost_reps=2,
+        draft="model",
+    )
+    res = run_benchmark(s, tmp_path / "r.json", progress=False, pair=pair)
+    spec = [r for r in res["runs"] if r["method"] == "speculative"]
+    assert len(spec) == 2 and all(r["alpha"] is not None for r in spec)
+
+
+def test_acceptance_counts_every_proposal_at_K1(tiny_pair, random_head):
+    from specdec_lib.bench import acceptance
+
+    prompts = [{"text": "abc abc abc"}, {"text": "hello"}]
+    res = acceptance(
+        tiny_pair, prompts, K=1, max_new_tokens=12, seeds=(0, 1), draft=FeatureDrafter(random_head)
+    )
+    # 12 tokens: the first step has no features, then one draft per step while there is room.
+    assert 0 < res["proposed"] <= 4 * 10 and res["proposed"] == sum(
+        c["proposed"] for c in res["per_prompt"]
+    )
+    assert 0 <= res["alpha"] <= 1 and res["by_position"][0] == pytest.approx(res["alpha"])
+    same = acceptance(
+        tiny_pair, prompts, K=1, max_new_tokens=12, seeds=(0, 1), draft=FeatureDrafter(random_head)
+    )
+    assert same["accepted"] == res["accepted"]  # seeded
+
+
+@pytest.mark.parametrize("schedule", ["heuristic", "threshold"])
+def test_bench_dynamic_schedules(tmp_path, tiny_pair, schedule):
+    from specdec_lib.bench import BenchSettings, run_benchmark
+
+    prompts = tmp_path / "p.json"
+    prompts.write_text(json.dumps({"prompts": [{"text": "abc abc"}]}))
+    s = BenchSettings(
+        pair="tiny-random",
+        K=[2],
+        max_new_tokens=10,
+        prompts=str(prompts),
+        cost_reps=2,
+        schedule=schedule,
+        threshold=0.2,
+    )
+    res = run_benchmark(s, tmp_path / "r.json", progress=False, pair=tiny_pair)
+    cell = res["cells"]["speculative|2|0|0"]
+    drafted = [st[0] for st in cell["steps"]]
+    assert max(drafted) <= (16 if schedule == "heuristic" else 2)
+    hf = res["cells"]["hf_assisted|2|0|0"]
+    assert len(hf["tokens"]) == 10

@@ -8,13 +8,10 @@ import torch
 from conftest import random_dist
 from test_decoding import PROMPT, _continuation_test
 
+from specdec_lib.candidates import more_candidates, verify_candidates
 from specdec_lib.decoding import AutoregressiveDecoder, SpeculativeDecoder
 from specdec_lib.drafters import DynamicK
-from specdec_lib.sampling import (
-    more_candidates,
-    prototype_correction,
-    verify_candidates,
-)
+from specdec_lib.sampling import prototype_correction
 from specdec_lib.stats import chisquare_gof, exact_candidates_law, tv
 
 
@@ -157,3 +154,11 @@ def test_bad_width(tiny_pair, width):
 def test_custom_verifier_needs_width_one(tiny_pair):
     with pytest.raises(ValueError, match="width"):
         SpeculativeDecoder(tiny_pair.draft, tiny_pair.target, width=2, verifier=lambda *a: None)
+
+
+def test_verify_candidates_refuses_ids_outside_the_vocabulary():
+    p = torch.full((2, 4), 0.25)
+    with pytest.raises(ValueError, match="alt_tokens must be token ids"):
+        verify_candidates(torch.tensor([1]), p[:1], p, torch.tensor([4]), p[:1], p[:1], None)
+    with pytest.raises(ValueError, match="draft_tokens must be token ids"):
+        verify_candidates(torch.tensor([-1]), p[:1], p, torch.tensor([2]), p[:1], p[:1], None)

@@ -7,7 +7,12 @@ import numpy as np
 import pytest
 import torch
 
-from specdec_lib.decoding import AutoregressiveDecoder, SpeculativeDecoder
+from specdec_lib.decoding import (
+    AutoregressiveDecoder,
+    BaseDrafter,
+    ModelDrafter,
+    SpeculativeDecoder,
+)
 from specdec_lib.sampling import Warp, prototype_correction, verify
 from specdec_lib.stats import chisquare_gof, exact_continuation_law
 
@@ -214,18 +219,19 @@ def test_nan_logits_detected(tiny_pair):
 
 
 def test_ngram_style_drafter_plugs_in(tiny_pair):
-    """Any object with reset/propose/rollback can draft; one-hot q stays exact (greedy check)."""
+    """A BaseDrafter with only propose can draft; one-hot q stays exact (greedy check). An
+    object without the protocol's hooks is refused by name."""
 
-    class RepeatLast:
-        def reset(self):
-            pass
-
-        def propose(self, ids, k, warp, generator):
+    class RepeatLast(BaseDrafter):
+        def propose(self, ids, k, warp, generator, threshold=None):
             tok = ids[-1].repeat(k)
             return tok, torch.nn.functional.one_hot(tok, 32).float()
 
-        def rollback(self, n_valid):
-            pass
+    class ThreeMethods:
+        reset = rollback = propose = None
+
+    with pytest.raises(ValueError, match="BaseDrafter"):
+        SpeculativeDecoder(ThreeMethods(), tiny_pair.target)
 
     ar = AutoregressiveDecoder(tiny_pair.target, temperature=0).generate_ids(PROMPT, 30).tokens
     sd = SpeculativeDecoder(RepeatLast(), tiny_pair.target, K=3, temperature=0).generate_ids(
@@ -270,3 +276,8 @@ def test_three_token_law_with_multi_token_drafts(tiny_pair, K, top_k):
     assert drafted == 2
     res = chisquare_gof(probs=np.array([law[k] for k in keys]), counts=counts, max_bins=60)
     assert res.pvalue > 1e-3, res
+
+
+def test_model_drafter_zero_drafts(tiny_pair):
+    tokens, probs = ModelDrafter(tiny_pair.draft).propose(torch.tensor([0, 3]), 0, Warp(1.0), None)
+    assert tokens.numel() == 0 and probs.shape == (0, tiny_pair.target.config.vocab_size)

@@ -30,19 +30,15 @@ def test_gguf_found_without_importing_the_package():
 
 
 def test_default_pair_loads_offline(default_pair):
-    from specdec_lib.models import DEFAULT_HEAD
-
     assert default_pair.target.config.vocab_size == 49152
     assert default_pair.target.config.num_hidden_layers == 30
-    # draft="auto" (the default): the committed trained draft when its weights are there
-    kind = "trained" if DEFAULT_HEAD.is_file() else "early-exit"
-    assert default_pair.notes["draft_kind"] == kind
+    # the default draft, by name: the committed trained draft
+    assert default_pair.notes["draft_kind"] == "trained"
+    assert default_pair.notes["head_path"] == "data/drafter/feature_head.safetensors"
     # the early exit (the draft HF's assisted generation runs) shares the target's weights
     early = default_pair.assistant
     assert early.config.num_hidden_layers == 4
     assert early.lm_head.weight.data_ptr() == default_pair.target.lm_head.weight.data_ptr()
-    if kind == "early-exit":
-        assert default_pair.describe()["draft_params"] == 0
 
 
 def test_default_greedy_paris(default_pair):
@@ -50,13 +46,13 @@ def test_default_greedy_paris(default_pair):
     assert d.generate("The capital of France is", 2).text == " Paris."
 
 
-@pytest.mark.parametrize("draft", ["default", "early-exit"])
+@pytest.mark.parametrize("draft", ["trained", "early-exit"])
 @pytest.mark.parametrize("K", [1, 4, 7])
 def test_greedy_speculative_equals_autoregressive_default(default_pair, K, draft):
-    """The default pair's draft (the trained one where committed) and the early exit."""
+    """The default pair's draft (the trained one) and the early exit."""
     tok = default_pair.tokenizer
     ar = AutoregressiveDecoder(default_pair.target, temperature=0)
-    d = default_pair.draft if draft == "default" else default_pair.assistant
+    d = default_pair.draft if draft == "trained" else default_pair.assistant
     sd = SpeculativeDecoder(d, default_pair.target, K=K, temperature=0)
     for prompt in PROMPTS[:2] if K != 4 else PROMPTS:
         ids = tok(prompt, return_tensors="pt").input_ids
@@ -149,3 +145,30 @@ def test_draft_on_other_device_refused(tiny_pair):
 
     with pytest.raises(ValueError, match="device"):
         SpeculativeDecoder(Meta(), tiny_pair.target)
+
+
+@pytest.mark.parametrize(
+    "name, kw, match",
+    [
+        ("tiny-random", {"draft": "trained"}, "draft must be one of"),
+        ("default", {"draft": "x"}, "draft"),
+    ],
+)
+def test_load_pair_draft_argument(name, kw, match):
+    from specdec_lib.models import load_pair
+
+    with pytest.raises(ValueError, match=match):
+        load_pair(name, **kw)
+
+
+def test_draft_is_named_and_a_missing_head_names_its_command(tmp_path):
+    from specdec_lib.bench import BenchSettings
+    from specdec_lib.models import ModelUnavailableError, default_draft, load_pair
+
+    assert default_draft("default") == "trained" and default_draft("tiny-random") == "model"
+    with pytest.raises(ModelUnavailableError, match="train-drafter"):
+        load_pair("default", draft="trained", head=tmp_path / "missing.safetensors")
+    # A benchmark records the draft it measured by name.
+    assert BenchSettings(pair="tiny-random").validate().draft == "model"
+    with pytest.raises(ValueError, match="draft"):
+        BenchSettings(pair="tiny-random", draft="trained").validate()

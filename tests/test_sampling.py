@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 import torch
 from conftest import random_dist
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats as sps
 
 from specdec_lib.sampling import (
@@ -18,7 +20,6 @@ from specdec_lib.sampling import (
     residual_correction,
     sample,
     step_distributions,
-    tv_distance,
     verify,
 )
 from specdec_lib.stats import chisquare_gof, exact_output_law, exact_step_law, tv
@@ -77,7 +78,7 @@ def test_exact_step_law_every_position():
 def test_alpha_is_one_minus_tv():
     g = torch.Generator().manual_seed(3)
     p, q = random_dist(g, 30), random_dist(g, 30)
-    assert math.isclose(float(acceptance_rate(p, q)), 1 - float(tv_distance(p, q)), abs_tol=1e-12)
+    assert math.isclose(float(acceptance_rate(p, q)), 1 - tv(p, q), abs_tol=1e-12)
 
 
 def test_residual():
@@ -273,3 +274,70 @@ def test_step_distributions_match_verify_frequencies():
     gen = torch.Generator().manual_seed(0)
     n = sum(verify(x, q, p, gen).n_accepted for _ in range(4000))
     assert sps.binomtest(n, 4000, float(a[0])).pvalue > 1e-3
+
+
+@pytest.mark.parametrize("bad", [-1, 5])
+def test_verify_refuses_ids_outside_the_vocabulary(bad):
+    """Checked at verify's one host read, before any row is indexed by a bad id."""
+    p = torch.full((3, 5), 0.2)
+    with pytest.raises(ValueError, match=r"draft_tokens must be token ids in \[0, V = 5\)"):
+        verify(torch.tensor([1, bad]), p[:2], p)
+    with pytest.raises(ValueError, match="integer token ids"):
+        verify(torch.tensor([1.0, 2.0]), p[:2], p)
+
+
+# Property-based tests of verify on random distributions (hypothesis).
+
+
+@st.composite
+def step_inputs(draw):
+    V = draw(st.integers(2, 12))
+    K = draw(st.integers(0, 6))
+    seed = draw(st.integers(0, 2**31 - 1))
+    g = torch.Generator().manual_seed(seed)
+
+    def dist():
+        logits = torch.randn(V, generator=g) * draw(st.sampled_from([0.1, 1.0, 5.0]))
+        mask = torch.rand(V, generator=g) < draw(st.sampled_from([0.0, 0.3, 0.7]))
+        mask[torch.randint(0, V, (1,), generator=g)] = False  # keep at least one token
+        return torch.softmax(logits.masked_fill(mask, -float("inf")), 0)
+
+    q = torch.stack([dist() for _ in range(K)]) if K else torch.empty(0, V)
+    p = torch.stack([dist() for _ in range(K + 1)])
+    x = sample(q, g) if K else torch.empty(0, dtype=torch.long)
+    return x, q, p, seed
+
+
+@settings(max_examples=300, deadline=None)
+@given(step_inputs())
+def test_verify_properties(inputs):
+    x, q, p, seed = inputs
+    K = x.shape[0]
+    v = verify(x, q, p, torch.Generator().manual_seed(seed))
+    n = v.n_accepted
+    assert 0 <= n <= K
+    assert len(v.tokens) == n + 1  # the accepted prefix plus exactly one
+    assert torch.equal(v.tokens[:n], x[:n])
+    # A token of probability 0 under the target is never emitted: accepted drafts included.
+    for i, tok in enumerate(v.tokens.tolist()):
+        assert p[i, tok] > 0
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.integers(2, 30),
+    st.floats(0.05, 3.0),
+    st.one_of(st.none(), st.integers(1, 10)),
+    st.one_of(st.none(), st.floats(0.05, 1.0)),
+    st.integers(0, 1000),
+)
+def test_warped_support_respected(V, T, top_k, top_p, seed):
+    g = torch.Generator().manual_seed(seed)
+    w = Warp(T, top_k, top_p)
+    p = w.probs(torch.randn(2, V, generator=g))
+    q = w.probs(torch.randn(1, V, generator=g))
+    x = sample(q, g)
+    v = verify(x, q, p, g)
+    assert all(p[i, t] > 0 for i, t in enumerate(v.tokens.tolist()))
+    if top_k is not None:
+        assert int((p[0] > 0).sum()) <= max(top_k, 1) or top_p is not None

@@ -14,8 +14,10 @@ exact (a token the draft never proposes is still emitted, through the residual) 
 cheap. To draft several tokens the head feeds its own ``ĥ`` back in place of the target's ``h``.
 
 Only ``fc``, the layer and the subset are stored (a few MB); the embedding, norm and output rows are
-taken from the target at load time. :class:`FeatureDrafter` plugs the head into
-:class:`~specdec_lib.decoding.SpeculativeDecoder` through the ``wants_target_features`` protocol.
+taken from the target at load time. :class:`~specdec_lib.drafters.feature.FeatureDrafter` plugs
+the head into :class:`~specdec_lib.decoding.SpeculativeDecoder`; :class:`LayerDraft` is a small
+causal LM over the target's vocabulary, driven like any draft model. Trained offline by
+:mod:`specdec_lib.training` (notebook 05).
 """
 
 from __future__ import annotations
@@ -28,19 +30,12 @@ from typing import Any
 import torch
 from torch import nn
 
-from .decoding import final_norm
-from .sampling import Warp, sample
+from ..checks import positive_int
+from ..lm import final_norm
+from ..results import atomic_write
+from .int8 import int8_mm
 
-__all__ = [
-    "FeatureDrafter",
-    "FeatureHead",
-    "LayerDraft",
-    "as_drafter",
-    "load_head",
-    "quantize_int8",
-    "read_card",
-    "save_head",
-]
+__all__ = ["FeatureHead", "LayerDraft", "load_head", "rms_normalise", "save_head"]
 
 
 def _decoder_layers(model: Any) -> nn.ModuleList:
@@ -125,7 +120,7 @@ class _SubsetOutput(nn.Module):
         """Logits over the subset, ``[..., |S|]``."""
         x = self._norm(hidden.to(self._w_subset.dtype))
         q8 = getattr(self, "_w8_subset", None)
-        return x @ self._w_subset.T if q8 is None else _int8_mm(x, *q8)
+        return x @ self._w_subset.T if q8 is None else int8_mm(x, *q8)
 
 
 def rms_normalise(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
@@ -154,8 +149,7 @@ class FeatureHead(_SubsetOutput):
     ) -> None:
         super().__init__()
         tcfg = target.config
-        if isinstance(n_layers, bool) or not isinstance(n_layers, int) or n_layers < 1:
-            raise ValueError(f"n_layers must be a positive integer, got {n_layers!r}")
+        positive_int(n_layers, "n_layers", "decoder layers of the head")
         subset = _check_subset(subset, tcfg.vocab_size)
         H = tcfg.hidden_size
         feature_layers = tuple(int(i) for i in feature_layers)
@@ -279,10 +273,7 @@ class LayerDraft(_SubsetOutput):
             if not init_layers or any(not -n_t <= i < n_t for i in init_layers):
                 raise ValueError(f"init_layers must be target layers in [-{n_t}, {n_t})")
             n_layers = len(init_layers)
-        if isinstance(n_layers, bool) or not isinstance(n_layers, int) or n_layers < 1:
-            raise ValueError(
-                f"n_layers must be a positive integer (or give init_layers), got {n_layers!r}"
-            )
+        positive_int(n_layers, "n_layers", "or give init_layers")
         self.config = copy.deepcopy(tcfg)  # the decoder checks the vocabulary through .config
         self.config_dict = {
             "arch": "layers",
@@ -308,69 +299,10 @@ class LayerDraft(_SubsetOutput):
         return SimpleNamespace(logits=full, cache=cache)
 
 
-# --------------------------------------------------------------------------------------------
-# int8 weights (inference only)
-# --------------------------------------------------------------------------------------------
-
-
-def _int8_rows(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Symmetric int8 per output row: ``weight ~= w8 * scale[:, None]``."""
-    w = weight.detach().float()
-    scale = w.abs().amax(dim=1).clamp(min=1e-12) / 127
-    w8 = torch.round(w / scale[:, None]).clamp(-127, 127).to(torch.int8)
-    return w8.contiguous(), scale.to(torch.bfloat16)
-
-
-def _int8_mm(x: torch.Tensor, w8: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-    shape = x.shape
-    y = torch._weight_int8pack_mm(x.reshape(-1, shape[-1]).contiguous(), w8, scale)
-    return y.view(*shape[:-1], w8.shape[0])
-
-
-class Int8Linear(nn.Module):
-    """A bias-free linear layer with int8 weights (one bfloat16 scale per output row) over
-    bfloat16 activations, through torch's weight-only int8 kernel: half the bytes of bfloat16."""
-
-    def __init__(self, linear: nn.Linear) -> None:
-        super().__init__()
-        if linear.bias is not None:
-            raise ValueError("Int8Linear: only bias-free layers are quantised")
-        w8, scale = _int8_rows(linear.weight)
-        self.register_buffer("w8", w8)
-        self.register_buffer("scale", scale)
-        self.in_features, self.out_features = linear.in_features, linear.out_features
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return _int8_mm(x, self.w8, self.scale)
-
-
-def quantize_int8(head: nn.Module) -> nn.Module:
-    """Store a loaded draft's matrices (its own linear layers and the output rows of its subset)
-    as int8, in place, for inference in bfloat16 on a CPU: the draft reads about half the bytes
-    per step. The draft's ``q`` changes slightly, so its acceptance is measured again; speculative
-    sampling stays exact (``q`` is still the law the drafts are drawn from)."""
-    dtype = head._w_subset.dtype
-    if dtype != torch.bfloat16 or head._w_subset.device.type != "cpu":
-        raise ValueError(
-            f"int8 weights need a bfloat16 draft on a CPU, got {dtype} on {head._w_subset.device}"
-        )
-    if not hasattr(torch, "_weight_int8pack_mm"):
-        raise ValueError("int8 weights need torch._weight_int8pack_mm (torch >= 2.3)")
-    for module in list(head.modules()):
-        for child_name, child in list(module.named_children()):
-            if isinstance(child, nn.Linear):
-                setattr(module, child_name, Int8Linear(child))
-    w8, scale = _int8_rows(head._w_subset)
-    object.__setattr__(head, "_w8_subset", (w8, scale))
-    return head
-
-
 def save_head(head: nn.Module, path: str | Path, card: dict[str, Any]) -> None:
     """Save a draft's own weights (safetensors, atomically) and its settings; ``card`` goes into
     the metadata. The frozen pieces of the target are not saved."""
     from safetensors.torch import save
-
-    from .results import atomic_write
 
     state = {k: v.detach().contiguous().cpu() for k, v in head.state_dict().items()}
     meta = {"config": json.dumps(head.config_dict), "card": json.dumps(card)}
@@ -411,136 +343,3 @@ def load_head(path: str | Path, target: Any) -> nn.Module:
     head.eval()
     head.requires_grad_(False)
     return head
-
-
-def read_card(path: str | Path) -> dict[str, Any]:
-    """The model card stored in a saved draft's metadata."""
-    from safetensors import safe_open
-
-    with safe_open(str(path), "pt") as f:
-        meta = f.metadata() or {}
-    return {
-        "config": json.loads(meta.get("config", "{}")),
-        "card": json.loads(meta.get("card", "{}")),
-    }
-
-
-def as_drafter(head: nn.Module) -> Any:
-    """The Drafter for a loaded draft: a :class:`FeatureDrafter` for a head, the model itself
-    (driven by ModelDrafter) for a :class:`LayerDraft`."""
-    return FeatureDrafter(head) if isinstance(head, FeatureHead) else head
-
-
-class FeatureDrafter:
-    """Drafts with a :class:`FeatureHead` inside :class:`~specdec_lib.decoding.SpeculativeDecoder`.
-
-    The decoder hands over the target's hidden states after every pass (``observe``). The first step
-    of a sequence has no target features yet, so it proposes nothing (the target's pass over the
-    prompt then emits one token); after that, every step drafts. The head keeps a KV cache over the
-    positions built from true target features and drops its drafted positions after each proposal.
-    """
-
-    wants_target_features = True
-
-    def __init__(self, head: FeatureHead) -> None:
-        self.head = head
-        self.feature_layers = head.feature_layers
-        self.config = getattr(head.target, "config", None)
-        self.model = head  # for device checks
-        self.reset()
-
-    def reset(self) -> None:
-        from transformers import DynamicCache
-
-        self._feats: torch.Tensor | None = None  # true target features h_0..h_{m-1}
-        self._cache = DynamicCache()
-        self._done = 0  # head positions 1.._done are in the cache (built from true features)
-        self._first_logits: torch.Tensor | None = None
-
-    def observe(self, start: int, features: torch.Tensor) -> None:
-        if self._feats is None:
-            if start != 0:
-                raise ValueError("FeatureDrafter: the first target pass must start at position 0")
-            self._feats = features
-        else:
-            self._feats = torch.cat([self._feats[:start], features])
-
-    def rollback(self, n_valid: int) -> None:
-        if self._feats is not None and self._feats.shape[0] > n_valid:
-            self._feats = self._feats[:n_valid]
-        # Head position j reads (h_{j-1}, x_j): it stays valid while x_j does (j < n_valid).
-        if self._done > n_valid - 1:
-            self._cache.crop(n_valid - 1 - self._done)
-            self._done = n_valid - 1
-
-    @property
-    def first_scores(self) -> torch.Tensor | None:
-        """The logits of the first draft position of the last proposal, over the whole
-        vocabulary (``-inf`` outside the subset): the decoder ranks greedy alternatives by them."""
-        if self._first_logits is None:
-            return None
-        sub = self._first_logits.float()
-        full = sub.new_full((self.head.target.config.vocab_size,), float("-inf"))
-        return full.index_copy_(0, self.head.subset.to(full.device), sub)
-
-    def _draw(
-        self, hidden: torch.Tensor, warp: Warp, generator: torch.Generator | None, first: bool
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """One draft token and the full-vocabulary row ``q`` it was drawn from."""
-        # Warping the subset's logits and scattering the probabilities is exactly warping the full
-        # row with -inf outside the subset (temperature, top-k and top-p never keep a token of
-        # probability 0), at a sixth of the cost; so is drawing within the subset.
-        logits = self.head.logits(hidden)[0]
-        if first:
-            self._first_logits = logits  # kept as is; first_scores converts it when asked
-        sub = warp.probs(logits)
-        subset = self.head.subset.to(sub.device)
-        x = subset[sample(sub, generator)]
-        q = sub.new_zeros(self.head.target.config.vocab_size)
-        return x, q.index_copy_(0, subset, sub)
-
-    def propose(
-        self, ids: torch.Tensor, k: int, warp: Warp, generator: torch.Generator | None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.propose_until(ids, k, warp, generator, None)
-
-    @torch.inference_mode()
-    def propose_until(
-        self,
-        ids: torch.Tensor,
-        k: int,
-        warp: Warp,
-        generator: torch.Generator | None,
-        threshold: float | None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Up to ``k`` drafts; with a ``threshold``, stop after a draft ``x`` with
-        ``q(x) < threshold`` (a stopping time: the output law stays exact)."""
-        L = ids.numel()
-        if self._feats is None or self._feats.shape[0] < L - 1:
-            empty = torch.empty(0, dtype=torch.long, device=ids.device)
-            return empty, torch.empty(0, self.head.target.config.vocab_size, device=ids.device)
-        # Head positions j = _done+1 .. L-1 read (h_{j-1}, x_j), all known exactly.
-        j0 = self._done + 1
-        feats = self._feats[j0 - 1 : L - 1].unsqueeze(0)
-        toks = ids[j0:L].unsqueeze(0)
-        pos = torch.arange(j0, L, device=ids.device).unsqueeze(0)
-        hidden, self._cache = self.head(feats, toks, cache=self._cache, position_ids=pos)
-        self._done = L - 1
-        h = hidden[0, -1:]
-        tokens, probs = [], []
-        for i in range(k):
-            x, q = self._draw(h, warp, generator, first=i == 0)
-            tokens.append(x)
-            probs.append(q)
-            if threshold is not None and float(q[x]) < threshold:
-                k = i + 1  # unsure: stop here (the host read is the price of a dynamic length)
-                break
-            if i + 1 < k:  # feed the head its own feature and the draft token
-                pos = torch.tensor([[L + i]], device=ids.device)
-                hidden, self._cache = self.head(
-                    h.view(1, 1, -1), x.view(1, 1), cache=self._cache, position_ids=pos
-                )
-                h = hidden[0, -1:]
-        if self._cache.get_seq_length() > self._done:  # drop the positions built from drafts
-            self._cache.crop(self._done - self._cache.get_seq_length())
-        return torch.stack(tokens), torch.stack(probs)

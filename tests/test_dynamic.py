@@ -1,117 +1,60 @@
-"""Drafters: prompt lookup (NgramDrafter) on hand-made sequences and against a brute-force search;
-the draft-length schedule of DynamicK on a fake drafter; and exactness on the tiny random models:
-greedy equality with the autoregressive decoder, and the chi-square test of the law of the first
-two tokens at T = 1, with a wrong stopping rule that the test must catch."""
+"""DynamicK (``specdec_lib.drafters.dynamic``): the draft-length schedule on a fake drafter, greedy equality and the law at T = 1 on the tiny models, and a wrong stopping rule that the chi-square test must catch."""
+
+from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
+from conftest import N_LAW, first_two_law_test
 
-from specdec_lib.decoding import AutoregressiveDecoder, ModelDrafter, SpeculativeDecoder
-from specdec_lib.drafters import DynamicK, NgramDrafter
+from specdec_lib.decoding import (
+    AutoregressiveDecoder,
+    BaseDrafter,
+    ModelDrafter,
+    SpeculativeDecoder,
+)
+from specdec_lib.drafters import DynamicK
+from specdec_lib.drafters.feature import FeatureDrafter
 from specdec_lib.sampling import Warp
 from specdec_lib.stats import chisquare_gof, exact_continuation_law
 
 V = 32
 PROMPT = torch.tensor([[0, 5, 9, 3]])
-REPEATING = torch.tensor([[14, 0, 14, 2, 14, 0, 14]])  # n-gram drafts of 2 tokens from the start
-
-
-def _propose(drafter, seq, k=10):
-    tokens, q = drafter.propose(torch.tensor(seq), k, Warp(), None)
-    return tokens.tolist(), q
-
-
-def _asked(result, K, max_new_tokens):
-    """The ``k`` the decoder asked the drafter for at each step: ``min(K, still wanted - 1)``."""
-    asked, done = [], 0
-    for s in result.steps:
-        asked.append(min(K, max_new_tokens - done - 1))
-        done += len(s.emitted)
-    return asked
-
-
-# --------------------------------------------------------------------------------------------
-# NgramDrafter
-# --------------------------------------------------------------------------------------------
-
-
-def test_ngram_takes_latest_match():
-    d = NgramDrafter(V, max_ngram=2)
-    # "1 2" occurs at 0 (then 7) and at 3 (then 8): the latest wins, continued to the end.
-    assert _propose(d, [1, 2, 7, 1, 2, 8, 5, 1, 2])[0] == [8, 5, 1, 2]
-    assert d.match(torch.tensor([1, 2, 7, 1, 2, 8, 5, 1, 2])) == (5, 2)
-
-
-def test_ngram_prefers_longer_ngrams():
-    seq = [3, 1, 2, 9, 0, 1, 2, 6, 3, 1, 2]
-    assert _propose(NgramDrafter(V, max_ngram=3), seq, k=2)[0] == [9, 0]  # "3 1 2" at 0
-    assert _propose(NgramDrafter(V, max_ngram=2), seq, k=2)[0] == [6, 3]  # latest "1 2"
-    assert _propose(NgramDrafter(V, max_ngram=1), [5, 2, 6, 2], k=2)[0] == [6, 2]
-
-
-def test_ngram_at_most_k_and_max_tokens():
-    seq = [4, 5, 6, 7, 8, 9, 1, 2, 3, 4]
-    assert _propose(NgramDrafter(V), seq, k=3)[0] == [5, 6, 7]
-    assert _propose(NgramDrafter(V, max_tokens=2), seq, k=8)[0] == [5, 6]
-    assert _propose(NgramDrafter(V), seq, k=1)[0] == [5]
-    # The continuation stops where the sequence ends.
-    assert _propose(NgramDrafter(V), [4, 5, 6, 4], k=10)[0] == [5, 6, 4]
-    assert _propose(NgramDrafter(V), [7, 7], k=10)[0] == [7]
 
 
 @pytest.mark.parametrize(
-    "seq, kwargs",
-    [
-        ([1, 2, 3, 4], {}),
-        ([7], {}),
-        ([5, 1, 2, 1], {"min_ngram": 2}),  # "1" recurs, "2 1" does not
-        ([9, 9], {"min_ngram": 2, "max_ngram": 2}),  # too short for an earlier bigram
-    ],
+    "kw", [{"schedule": "heuristic"}, {"schedule": "constant", "threshold": 0.2}]
 )
-def test_ngram_no_match_gives_no_drafts(seq, kwargs):
-    tokens, q = NgramDrafter(V, **kwargs).propose(torch.tensor(seq), 5, Warp(), None)
-    assert tokens.shape == (0,) and tokens.dtype == torch.long
-    assert q.shape == (0, V) and q.dtype == torch.float32
+def test_dynamic_k_around_a_feature_drafter(tiny_pair, random_head, kw):
+    from specdec_lib.drafters import DynamicK
+
+    dk = DynamicK(FeatureDrafter(random_head), initial=2, **kw)
+    ar = AutoregressiveDecoder(tiny_pair.target, temperature=0)
+    spec = SpeculativeDecoder(dk, tiny_pair.target, K=6, temperature=0)
+    out = spec.generate_ids(PROMPT, 25)
+    assert out.tokens == ar.generate_ids(PROMPT, 25).tokens and out.n_proposed > 0
+    # The law at T = 1 (first 2 of 4 tokens), with the schedule or the threshold active.
+    dec = SpeculativeDecoder(
+        DynamicK(FeatureDrafter(random_head), initial=2, **kw), tiny_pair.target, K=3, seed=4
+    )
+    law = exact_continuation_law(tiny_pair.target, PROMPT, dec.warp, 2)
+    keys = sorted(law)
+    index = {k: i for i, k in enumerate(keys)}
+    counts = np.zeros(len(keys))
+    lengths = set()
+    for _ in range(1200):
+        r = dec.generate_ids(PROMPT, 4)
+        counts[index[tuple(r.tokens[:2])]] += 1
+        lengths.add(len(r.steps[1].draft_tokens))
+    res = chisquare_gof(probs=np.array([law[k] for k in keys]), counts=counts, max_bins=60)
+    assert res.pvalue > 1e-3, res
+    if "threshold" in kw:
+        assert len(lengths) > 1  # the threshold did cut some drafts short
 
 
-def test_ngram_rows_are_one_hot_and_deterministic():
-    d = NgramDrafter(V)
-    ids = torch.tensor([3, 1, 4, 1, 5, 9, 2, 6, 3, 1, 4])
-    tokens, q = d.propose(ids, 4, Warp(), None)
-    assert tokens.tolist() == [1, 5, 9, 2]
-    assert q.dtype == torch.float32 and q.device == ids.device
-    assert torch.equal(q, torch.nn.functional.one_hot(tokens, V).float())
-    g = torch.Generator().manual_seed(0)
-    again, q2 = d.propose(ids, 4, Warp(temperature=0.3, top_k=3), g)
-    assert torch.equal(again, tokens) and torch.equal(q2, q)
-
-
-def _brute_force_match(seq, min_ngram, max_ngram):
-    for n in range(min(max_ngram, len(seq) - 1), min_ngram - 1, -1):
-        for start in range(len(seq) - 1, n - 1, -1):  # the continuation starts at seq[start]
-            if seq[start - n : start] == seq[-n:]:
-                return start, n
-    return None
-
-
-@pytest.mark.parametrize("min_ngram, max_ngram", [(1, 1), (1, 3), (2, 4)])
-def test_ngram_matches_brute_force(min_ngram, max_ngram):
-    g = torch.Generator().manual_seed(max_ngram)
-    d = NgramDrafter(V, min_ngram=min_ngram, max_ngram=max_ngram)
-    for _ in range(300):
-        L = int(torch.randint(1, 40, (1,), generator=g))
-        seq = torch.randint(0, 3, (L,), generator=g).tolist()
-        assert d.match(torch.tensor(seq)) == _brute_force_match(seq, min_ngram, max_ngram), seq
-
-
-# --------------------------------------------------------------------------------------------
-# DynamicK on a fake drafter
-# --------------------------------------------------------------------------------------------
-
-
-class FakeDrafter:
-    """Proposes ``k`` tokens (at most ``limit``) whose draft probabilities are read from ``conf``."""
+class FakeDrafter(BaseDrafter):
+    """Proposes ``k`` tokens (at most ``limit``) whose draft probabilities are read from ``conf``;
+    with a threshold, stops after the first draft ``x`` with ``q(x) < threshold``."""
 
     def __init__(self, conf=(0.9,), limit=None):
         self.conf, self.limit = list(conf), limit
@@ -120,8 +63,8 @@ class FakeDrafter:
     def reset(self):
         self.resets += 1
 
-    def propose(self, ids, k, warp, generator):
-        self.calls.append((ids.tolist(), k))
+    def propose(self, ids, k, warp, generator, threshold=None):
+        self.calls.append((ids.tolist(), k, threshold))
         n = k if self.limit is None else min(k, self.limit)
         tokens = torch.arange(n) % V
         q = torch.zeros(n, V)
@@ -129,6 +72,8 @@ class FakeDrafter:
             c = self.conf[(len(ids) + i) % len(self.conf)]
             q[i, tokens[i]] = c
             q[i, (tokens[i] + 1) % V] = 1 - c
+            if threshold is not None and c < threshold:
+                return tokens[: i + 1], q[: i + 1]
         return tokens, q
 
     def rollback(self, n_valid):
@@ -199,20 +144,13 @@ def test_threshold_stops_after_first_unsure_draft():
     tokens, q = dk.propose(torch.arange(10), 16, Warp(), None)
     assert tokens.numel() == 3  # the unsure third draft is kept, then drafting stops
     assert q.shape == (3, V)
-    # One token at a time, each call on the sequence grown by the drafts so far.
-    assert [k for _, k in inner.calls] == [1, 1, 1]
-    assert [len(ids) for ids, _ in inner.calls] == [10, 11, 12]
-    assert inner.calls[2][0][10:] == tokens[:2].tolist()
+    # The inner drafter is asked once, for the schedule's length, with the threshold.
+    assert [(k, t) for _, k, t in inner.calls] == [(6, 0.5)]
     confident = DynamicK(FakeDrafter(conf=[0.9]), initial=6, threshold=0.5)
     assert confident.propose(torch.arange(10), 4, Warp(), None)[0].numel() == 4
 
 
-# --------------------------------------------------------------------------------------------
-# Exactness on the tiny models: greedy
-# --------------------------------------------------------------------------------------------
-
-
-class OwnTemperature:
+class OwnTemperature(BaseDrafter):
     """Samples drafts at its own temperature whatever the decoder's warp: q is never one-hot, so
     the confidence threshold fires even under greedy decoding. Any q is exact."""
 
@@ -222,24 +160,11 @@ class OwnTemperature:
     def reset(self):
         self.inner.reset()
 
-    def propose(self, ids, k, warp, generator):
-        return self.inner.propose(ids, k, self.warp, generator)
+    def propose(self, ids, k, warp, generator, threshold=None):
+        return self.inner.propose(ids, k, self.warp, generator, threshold)
 
     def rollback(self, n_valid):
         self.inner.rollback(n_valid)
-
-
-def test_ngram_greedy_equals_autoregressive(tiny_pair):
-    ar = AutoregressiveDecoder(tiny_pair.target, temperature=0)
-    proposed = accepted = 0
-    for prompt in ([0, 5, 9, 3], [7, 7, 7, 7], [1, 2, 3, 4, 5, 1, 2, 3, 4, 5]):
-        for K in (2, 5):
-            sd = SpeculativeDecoder(NgramDrafter(V), tiny_pair.target, K=K, temperature=0)
-            r = sd.generate_ids(torch.tensor([prompt]), 60)
-            assert r.tokens == ar.generate_ids(torch.tensor([prompt]), 60).tokens
-            proposed += r.n_proposed
-            accepted += r.n_accepted
-    assert proposed > 100 and accepted > 10
 
 
 @pytest.mark.parametrize(
@@ -301,12 +226,7 @@ def test_transparent_wrapper_reproduces_plain_decoder(tiny_pair, threshold):
         assert [s.draft_tokens for s in ra.steps] == [s.draft_tokens for s in rb.steps]
 
 
-# --------------------------------------------------------------------------------------------
-# Exactness on the tiny models: the law at T = 1
-# --------------------------------------------------------------------------------------------
-
-
-class StopBefore:
+class StopBefore(BaseDrafter):
     """WRONG, to show the test can fail: draws a draft, and if ``q(x) < threshold`` drops it and
     stops. Whether ``x`` is kept depends on ``x`` itself, so a kept draft is not distributed as
     the ``q`` handed to the verifier (not a stopping time)."""
@@ -317,7 +237,7 @@ class StopBefore:
     def reset(self):
         self.inner.reset()
 
-    def propose(self, ids, k, warp, generator):
+    def propose(self, ids, k, warp, generator, threshold=None):
         tokens, rows, seq = [], [], ids
         for _ in range(k):
             x, q = self.inner.propose(seq, 1, warp, generator)
@@ -334,30 +254,8 @@ class StopBefore:
         self.inner.rollback(n_valid)
 
 
-def _first_two_law_test(pair, drafter, prompt, n, seed):
-    """Generate 3 tokens (K = 2: the first step drafts up to 2), test the law of the first 2
-    against the target's exact law. Returns the test and how many drafts each step proposed."""
-    dec = SpeculativeDecoder(drafter, pair.target, K=2, temperature=1.0, seed=seed)
-    law = exact_continuation_law(pair.target, prompt, dec.warp, 2)
-    keys = sorted(law)
-    index = {k: i for i, k in enumerate(keys)}
-    counts = np.zeros(len(keys))
-    drafted = []
-    for _ in range(n):
-        r = dec.generate_ids(prompt, 3)
-        first_two = tuple(r.tokens[:2])
-        assert first_two in index, f"emitted {first_two}, which has probability 0 under the target"
-        counts[index[first_two]] += 1
-        drafted.append([len(s.draft_tokens) for s in r.steps])
-    res = chisquare_gof(probs=np.array([law[k] for k in keys]), counts=counts, max_bins=60)
-    return res, drafted
-
-
-N_LAW = 1600  # enough power: the wrong rule below gets p < 1e-10 at each of seeds 1, 3-6
-
-
 def test_threshold_law_matches_target(tiny_pair):
-    res, drafted = _first_two_law_test(
+    res, drafted = first_two_law_test(
         tiny_pair, DynamicK(tiny_pair.draft, threshold=0.1), PROMPT, N_LAW, seed=1
     )
     first = [d[0] for d in drafted]
@@ -365,39 +263,9 @@ def test_threshold_law_matches_target(tiny_pair):
     assert res.pvalue > 1e-3, res
 
 
-def test_ngram_law_matches_target(tiny_pair):
-    res, drafted = _first_two_law_test(tiny_pair, NgramDrafter(V), REPEATING, N_LAW, seed=2)
-    assert all(d[0] == 2 for d in drafted)
-    assert res.pvalue > 1e-3, res
-
-
 def test_stopping_before_unsure_draft_fails(tiny_pair):
-    res, _ = _first_two_law_test(tiny_pair, StopBefore(tiny_pair.draft, 0.1), PROMPT, N_LAW, 1)
+    res, _ = first_two_law_test(tiny_pair, StopBefore(tiny_pair.draft, 0.1), PROMPT, N_LAW, 1)
     assert res.pvalue < 1e-6, res
-
-
-# --------------------------------------------------------------------------------------------
-# Bad arguments
-# --------------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "args, kwargs, name",
-    [
-        ((0,), {}, "vocab_size"),
-        (("32",), {}, "vocab_size"),
-        ((True,), {}, "vocab_size"),
-        ((V,), {"max_ngram": 0}, "max_ngram"),
-        ((V,), {"max_ngram": 1, "min_ngram": 2}, "max_ngram"),
-        ((V,), {"max_ngram": 2.0}, "max_ngram"),
-        ((V,), {"min_ngram": 0}, "min_ngram"),
-        ((V,), {"max_tokens": 0}, "max_tokens"),
-        ((V,), {"max_tokens": 2.5}, "max_tokens"),
-    ],
-)
-def test_ngram_bad_arguments(args, kwargs, name):
-    with pytest.raises(ValueError, match=name):
-        NgramDrafter(*args, **kwargs)
 
 
 @pytest.mark.parametrize(
@@ -423,22 +291,21 @@ def test_dynamic_k_bad_arguments(kwargs, name):
 
 
 def test_dynamic_k_bad_drafter_and_k(tiny_pair):
-    with pytest.raises(ValueError, match="drafter"):
+    with pytest.raises(ValueError, match="Drafter"):
         DynamicK("not a drafter")
     with pytest.raises(ValueError, match="k must be"):
         DynamicK(FakeDrafter()).propose(torch.arange(3), 0, Warp(), None)
-    # The wrapper shows the decoder the inner model's config, so a vocabulary mismatch is caught.
+    # The wrapper shows the decoder the inner draft's vocabulary, so a mismatch is caught.
     from specdec_lib.models import tiny_random_llama
 
     with pytest.raises(ValueError, match="vocab"):
         SpeculativeDecoder(DynamicK(tiny_random_llama(0, vocab_size=40)), tiny_pair.target)
 
 
-def test_ngram_vocabulary_checked_by_the_decoder(tiny_pair):
-    with pytest.raises(ValueError, match="vocab"):
-        SpeculativeDecoder(NgramDrafter(V + 1), tiny_pair.target, K=2)
-
-
-def test_model_drafter_zero_drafts(tiny_pair):
-    tokens, probs = ModelDrafter(tiny_pair.draft).propose(torch.tensor([0, 3]), 0, Warp(1.0), None)
-    assert tokens.numel() == 0 and probs.shape == (0, V)
+def _asked(result, K, max_new_tokens):
+    """The ``k`` the decoder asked the drafter for at each step: ``min(K, still wanted - 1)``."""
+    asked, done = [], 0
+    for s in result.steps:
+        asked.append(min(K, max_new_tokens - done - 1))
+        done += len(s.emitted)
+    return asked

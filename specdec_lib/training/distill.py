@@ -1,4 +1,4 @@
-"""Train a drafter (:mod:`specdec_lib.heads`) on on-policy data (:mod:`specdec_lib.distill`).
+"""Distil a drafter (:mod:`specdec_lib.drafters.heads`) on on-policy data (:mod:`.data`).
 
 Two architectures share one pipeline: ``feature`` (a head reading the target's hidden states,
 EAGLE-style) and ``layers`` (a small causal LM on tokens: the target's frozen embedding and output
@@ -15,8 +15,9 @@ Two stages, both resumable:
    ``tv_weight`` times ``1 - sum_x min(p_j(x), q_j(x))`` (the rejection probability: DistillSpec's
    TV-style objective, the quantity speculative decoding actually pays for) plus ``feature_weight``
    times a smooth-L1 loss between ``ĥ_j`` and the target's ``h_j`` (EAGLE), which keeps the head's
-   own features usable when it drafts several tokens in a row. Checkpoints (weights, optimiser,
-   step, random state) are written atomically every ``checkpoint_every`` steps.
+   own features usable when it drafts several tokens in a row. AdamW with transformers' cosine
+   schedule after a linear warm-up. Checkpoints (weights, optimiser, step, random state) are
+   written atomically every ``checkpoint_every`` steps.
 
 The acceptance rate of the result is measured by decoding (notebook 05, ``bench``), never taken
 from the training loss.
@@ -27,76 +28,89 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+from transformers import get_cosine_schedule_with_warmup
 
-from .distill import iter_sequences, load_manifest
-from .heads import rms_normalise
-from .results import atomic_write, atomic_write_json, provenance
+from ..checks import non_negative_int, one_of, positive_int, real
+from ..config import CACHE_DIR
+from ..drafters.heads import FeatureHead, LayerDraft, rms_normalise, save_head
+from ..lm import capture_features
+from ..models import PAIRS, load_pair
+from ..results import atomic_write, atomic_write_json, provenance
+from ..settings import setting
+from .data import iter_sequences, load_manifest
 
 __all__ = ["ARCHS", "TrainSettings", "choose_subset", "teacher_pass", "train_drafter"]
 
 ARCHS = ("feature", "layers")
-
-
-def _default_cache() -> str:
-    return os.environ.get("SPECDEC_CACHE", ".cache/specdec")
+# The teacher cache's record layout; part of its folder's key, so that a new layout never reads
+# an old cache.
+TEACHER_FORMAT = 2
 
 
 @dataclass
 class TrainSettings:
-    data: str = "data/drafter/onpolicy"
-    out: str = "data/drafter/feature_head.safetensors"
-    pair: str = "default"
-    teacher_dtype: str = "bfloat16"
-    top: int = 64  # teacher tokens kept per position
-    subset_size: int = 8192  # tokens the head can propose
-    arch: str = "feature"  # feature (reads target features) | layers (a small LM on tokens)
-    n_layers: int = 1
-    init_layer: int | None = -1  # feature head: the target layer its layers start from
-    init_layers: tuple[int, ...] | None = (
-        0,
-        -1,
-    )  # layers draft: target layers to copy (None: random)
-    # Target layers whose outputs the teacher pass stores (-1, the last, is required: it is the
-    # regression target), and the ones the head reads (a subset).
-    teacher_layers: tuple[int, ...] = (2, 14, -1)
-    # The defaults are the committed drafter's recipe (chosen by the pilot in notebook 05).
-    feature_layers: tuple[int, ...] = (2, 14, -1)
-    epochs: float = 3.0
-    batch_sequences: int = 8
-    lr: float = 1e-3
-    weight_decay: float = 0.0
-    warmup_steps: int = 50
-    tv_weight: float = 1.0
-    feature_weight: float = 0.1
-    max_shards: int | None = None  # use only the first shards (learning curves)
-    eval_shards: int = 2  # the last shards of the folder are held out
-    seed: int = 0
-    checkpoint_every: int = 200
-    threads: int | None = None
-    cache: str = field(
-        default_factory=_default_cache
-    )  # teacher pass and checkpoints (not committed)
+    """What defines a trained draft (the flags of ``python -m specdec_lib train-drafter`` are
+    generated from these fields; the defaults are the committed drafter's recipe, chosen by the
+    pilot in notebook 05)."""
+
+    data: str = setting("data/drafter/onpolicy", "on-policy data folder")
+    out: str = setting("data/drafter/feature_head.safetensors", "where the weights go")
+    pair: str = setting("default", "model pair whose target teaches", choices=PAIRS)
+    teacher_dtype: str = setting(
+        "bfloat16", "dtype of the teacher pass", choices=("float32", "bfloat16")
+    )
+    top: int = setting(64, "teacher tokens kept per position")
+    subset_size: int = setting(8192, "tokens the draft can propose")
+    arch: str = setting(
+        "feature",
+        "feature: a head on the target's hidden states; layers: a small LM on tokens",
+        choices=ARCHS,
+    )
+    n_layers: int = setting(1, "decoder layers of the draft")
+    init_layer: int | None = setting(-1, "feature head: the target layer its layers start from")
+    init_layers: tuple[int, ...] | None = setting(
+        (0, -1), "layers draft: the target layers copied (none: random, a standalone draft)"
+    )
+    teacher_layers: tuple[int, ...] = setting(
+        (2, 14, -1), "target layers stored by the teacher pass (-1, the last, is required)"
+    )
+    feature_layers: tuple[int, ...] = setting(
+        (2, 14, -1), "target layers the head reads (a subset of teacher_layers)"
+    )
+    epochs: float = setting(3.0, "passes over the training positions")
+    batch_sequences: int = setting(8, "sequences per optimiser step")
+    lr: float = setting(1e-3, "peak learning rate (AdamW)")
+    weight_decay: float = setting(0.0, "AdamW weight decay")
+    warmup_steps: int = setting(50, "linear warm-up steps before the cosine decay")
+    tv_weight: float = setting(1.0, "weight of 1 - sum min(p, q)")
+    feature_weight: float = setting(0.1, "weight of the smooth-L1 feature loss")
+    max_shards: int | None = setting(None, "train on the first N shards only (learning curves)")
+    eval_shards: int = setting(2, "the last shards of the folder, held out")
+    seed: int = setting(0, "seed of the initialisation and the batch order")
+    checkpoint_every: int = setting(200, "steps between checkpoints and held-out evaluations")
+    threads: int | None = setting(None, "torch threads (default: torch's)")
+    cache: str = setting(str(CACHE_DIR), "teacher pass and checkpoints (local, not committed)")
 
     def __post_init__(self) -> None:
         for name in ("top", "subset_size", "n_layers", "batch_sequences", "checkpoint_every"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be a positive integer, got {v!r}")
-        if not (self.epochs > 0 and math.isfinite(self.epochs)):
-            raise ValueError(f"epochs must be > 0, got {self.epochs!r}")
-        if not self.lr > 0:
-            raise ValueError(f"lr must be > 0, got {self.lr!r}")
-        if self.arch not in ARCHS:
-            raise ValueError(f"arch must be one of {ARCHS}, got {self.arch!r}")
+            positive_int(getattr(self, name), name)
+        positive_int(self.warmup_steps, "warmup_steps")
+        positive_int(self.max_shards, "max_shards", optional=True)
+        positive_int(self.threads, "threads", optional=True)
+        non_negative_int(self.eval_shards, "eval_shards", "the last shards held out")
+        non_negative_int(self.seed, "seed")
+        real(self.epochs, "epochs", low=0.0, low_open=True)
+        real(self.lr, "lr", "learning rate", low=0.0, low_open=True)
+        one_of(self.arch, "arch", ARCHS)
+        one_of(self.pair, "pair", PAIRS)
         if self.init_layers is not None:
             self.init_layers = tuple(int(i) for i in self.init_layers)
         self.teacher_layers = tuple(int(i) for i in self.teacher_layers)
@@ -109,14 +123,6 @@ class TrainSettings:
             raise ValueError(
                 f"feature_layers must be a non-empty subset of teacher_layers {self.teacher_layers}, "
                 f"got {self.feature_layers}"
-            )
-        if (
-            isinstance(self.eval_shards, bool)
-            or not isinstance(self.eval_shards, int)
-            or self.eval_shards < 0
-        ):
-            raise ValueError(
-                f"eval_shards must be a non-negative integer, got {self.eval_shards!r}"
             )
 
 
@@ -133,6 +139,7 @@ def _teacher_dir(settings: TrainSettings) -> Path:
         "dtype": settings.teacher_dtype,
         "top": settings.top,
         "layers": list(settings.teacher_layers),
+        "format": TEACHER_FORMAT,
     }
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
     return Path(settings.cache) / "teacher" / digest
@@ -142,8 +149,6 @@ def _teacher_dir(settings: TrainSettings) -> Path:
 def _teacher_sequences(
     target: Any, seqs: list, top: int, layers: tuple[int, ...]
 ) -> list[dict[str, torch.Tensor]]:
-    from .decoding import capture_features
-
     n = len(seqs)
     width = max(len(s.ids) for s in seqs)
     ids = torch.zeros((n, width), dtype=torch.long)
@@ -158,14 +163,14 @@ def _teacher_sequences(
     for r, s in enumerate(seqs):
         L, start = len(s.ids), max(s.prompt_len - 1, 0)
         p = torch.softmax(logits[r, start : L - 1].float(), dim=-1)
-        top_p, top_i = p.topk(top, dim=-1)
+        teacher_probs, teacher_ids = p.topk(top, dim=-1)
         out.append(
             {
                 "ids": torch.as_tensor(s.ids, dtype=torch.int32),
                 "start": torch.tensor(start),
                 "feats": feats[r, :L].to(torch.bfloat16).clone(),
-                "top_i": top_i.to(torch.int32),
-                "top_p": top_p.to(torch.float16),
+                "teacher_ids": teacher_ids.to(torch.int32),
+                "teacher_probs": teacher_probs.to(torch.float16),
             }
         )
     return out
@@ -174,8 +179,6 @@ def _teacher_sequences(
 def teacher_pass(settings: TrainSettings, *, progress: bool = True, pair: Any = None) -> Path:
     """Teacher-force the target over every shard not yet cached; return the cache folder."""
     from tqdm.auto import tqdm
-
-    from .models import load_pair
 
     folder = _teacher_dir(settings)
     folder.mkdir(parents=True, exist_ok=True)
@@ -207,7 +210,7 @@ def choose_subset(records: list[dict[str, torch.Tensor]], size: int, vocab: int)
     """The ``size`` tokens with the most teacher probability mass over the training positions."""
     mass = torch.zeros(vocab, dtype=torch.float64)
     for r in records:
-        mass.index_add_(0, r["top_i"].flatten().long(), r["top_p"].flatten().double())
+        mass.index_add_(0, r["teacher_ids"].flatten().long(), r["teacher_probs"].flatten().double())
     return mass.topk(min(size, vocab)).indices.sort().values
 
 
@@ -233,18 +236,18 @@ def _batch(
     """Pad a batch: head inputs (h_{j-1}, x_j) for j = 1..L-1, and the teacher targets."""
     cols, last = columns
     n = len(records)
-    T = max(len(r["ids"]) for r in records) - 1
+    n_pos = max(len(r["ids"]) for r in records) - 1
     H = len(last)
-    top = records[0]["top_i"].shape[-1]
-    feats = torch.zeros(n, T, len(cols), dtype=dtype)
-    toks = torch.zeros(n, T, dtype=torch.long)
-    next_h = torch.zeros(n, T, H, dtype=dtype)
-    hmask = torch.zeros(n, T, dtype=torch.bool)
-    t_idx = torch.zeros(
-        n, T, top, dtype=torch.long
+    top = records[0]["teacher_ids"].shape[-1]
+    feats = torch.zeros(n, n_pos, len(cols), dtype=dtype)
+    toks = torch.zeros(n, n_pos, dtype=torch.long)
+    next_h = torch.zeros(n, n_pos, H, dtype=dtype)
+    hmask = torch.zeros(n, n_pos, dtype=torch.bool)
+    teacher_idx = torch.zeros(
+        n, n_pos, top, dtype=torch.long
     )  # subset index of each teacher token (-1: none)
-    t_p = torch.zeros(n, T, top)
-    pmask = torch.zeros(n, T, dtype=torch.bool)
+    teacher_p = torch.zeros(n, n_pos, top)
+    pmask = torch.zeros(n, n_pos, dtype=torch.bool)
     for r, rec in enumerate(records):
         L = len(rec["ids"])
         f = rec["feats"].to(dtype)
@@ -257,17 +260,17 @@ def _batch(
         rows = torch.arange(max(s, 1), L - 1)
         if len(rows):
             src = rows - s
-            t_idx[r, rows - 1] = remap[rec["top_i"][src].long()]
-            t_p[r, rows - 1] = rec["top_p"][src].float()
+            teacher_idx[r, rows - 1] = remap[rec["teacher_ids"][src].long()]
+            teacher_p[r, rows - 1] = rec["teacher_probs"][src].float()
             pmask[r, rows - 1] = True
-    return feats, toks, next_h, hmask, t_idx, t_p, pmask
+    return feats, toks, next_h, hmask, teacher_idx, teacher_p, pmask
 
 
-def _distill_terms(logq, t_idx, t_p, pmask) -> dict[str, torch.Tensor]:
+def _distill_terms(logq, teacher_idx, teacher_p, pmask) -> dict[str, torch.Tensor]:
     """Cross-entropy to the teacher's top tokens and the acceptance ``sum min(p, q)`` over them."""
-    valid = t_idx >= 0
-    lq = torch.gather(logq, -1, t_idx.clamp(min=0)) * valid
-    p = t_p * valid
+    valid = teacher_idx >= 0
+    lq = torch.gather(logq, -1, teacher_idx.clamp(min=0)) * valid
+    p = teacher_p * valid
     ce = -(p * lq).sum(-1)
     alpha = torch.minimum(p, lq.exp() * valid).sum(-1)
     m = pmask.float()
@@ -277,18 +280,18 @@ def _distill_terms(logq, t_idx, t_p, pmask) -> dict[str, torch.Tensor]:
 
 def _losses(head, batch, settings: TrainSettings) -> dict[str, torch.Tensor]:
     if settings.arch == "layers":
-        ids, t_idx, t_p, pmask = batch
+        ids, teacher_idx, teacher_p, pmask = batch
         hidden, _ = head.hidden(ids)
         logq = torch.log_softmax(head.logits(hidden).float(), dim=-1)
-        out = _distill_terms(logq, t_idx, t_p, pmask)
+        out = _distill_terms(logq, teacher_idx, teacher_p, pmask)
         out["loss"] = out["ce"] + settings.tv_weight * (1 - out["alpha"])
         return out
-    feats, toks, next_h, hmask, t_idx, t_p, pmask = batch
-    T = feats.shape[1]
-    pos = torch.arange(1, T + 1).unsqueeze(0).expand(feats.shape[0], T)
+    feats, toks, next_h, hmask, teacher_idx, teacher_p, pmask = batch
+    n_pos = feats.shape[1]
+    pos = torch.arange(1, n_pos + 1).unsqueeze(0).expand(feats.shape[0], n_pos)
     hidden, _ = head(feats, toks, position_ids=pos)
-    logq = torch.log_softmax(head.logits(hidden).float(), dim=-1)  # [n, T, |S|]
-    out = _distill_terms(logq, t_idx, t_p, pmask)
+    logq = torch.log_softmax(head.logits(hidden).float(), dim=-1)  # [n, n_pos, |S|]
+    out = _distill_terms(logq, teacher_idx, teacher_p, pmask)
     # On RMS-normalised features: the final norm (and the head's input norm) ignore the scale.
     feat = F.smooth_l1_loss(
         rms_normalise(hidden.float()), rms_normalise(next_h.float()), reduction="none"
@@ -305,19 +308,19 @@ def _losses(head, batch, settings: TrainSettings) -> dict[str, torch.Tensor]:
 def _batch_tokens(records: list[dict[str, torch.Tensor]], remap: torch.Tensor):
     """Pad a batch for a token-level draft: ids, and the teacher's p_j at position j."""
     n = len(records)
-    T = max(len(r["ids"]) for r in records) - 1
-    top = records[0]["top_i"].shape[-1]
-    ids = torch.zeros(n, T, dtype=torch.long)
-    t_idx = torch.zeros(n, T, top, dtype=torch.long)
-    t_p = torch.zeros(n, T, top)
-    pmask = torch.zeros(n, T, dtype=torch.bool)
+    n_pos = max(len(r["ids"]) for r in records) - 1
+    top = records[0]["teacher_ids"].shape[-1]
+    ids = torch.zeros(n, n_pos, dtype=torch.long)
+    teacher_idx = torch.zeros(n, n_pos, top, dtype=torch.long)
+    teacher_p = torch.zeros(n, n_pos, top)
+    pmask = torch.zeros(n, n_pos, dtype=torch.bool)
     for r, rec in enumerate(records):
         L, s = len(rec["ids"]), int(rec["start"])
         ids[r, : L - 1] = rec["ids"][: L - 1].long()
-        t_idx[r, s : L - 1] = remap[rec["top_i"].long()]
-        t_p[r, s : L - 1] = rec["top_p"].float()
+        teacher_idx[r, s : L - 1] = remap[rec["teacher_ids"].long()]
+        teacher_p[r, s : L - 1] = rec["teacher_probs"].float()
         pmask[r, s : L - 1] = True
-    return ids, t_idx, t_p, pmask
+    return ids, teacher_idx, teacher_p, pmask
 
 
 def _make_batch(settings: TrainSettings, records, remap, columns):
@@ -329,8 +332,6 @@ def _make_batch(settings: TrainSettings, records, remap, columns):
 def _new_draft(
     settings: TrainSettings, target: Any, subset: torch.Tensor, *, init: bool, scale: float = 1.0
 ):
-    from .heads import FeatureHead, LayerDraft
-
     if settings.arch == "layers":
         layers = settings.init_layers
         if init or layers is None:
@@ -362,9 +363,6 @@ def train_drafter(
     """Teacher pass, then distillation; returns the training log (also written next to ``out``)."""
     from tqdm.auto import tqdm
 
-    from .heads import save_head
-    from .models import load_pair
-
     if settings.threads:
         torch.set_num_threads(settings.threads)
     if pair is None:
@@ -394,14 +392,7 @@ def train_drafter(
     opt = torch.optim.AdamW(params, lr=settings.lr, weight_decay=settings.weight_decay)
     steps_per_epoch = math.ceil(len(train) / settings.batch_sequences)
     total = max(1, int(settings.epochs * steps_per_epoch))
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt,
-        lambda s: (
-            min(1.0, (s + 1) / settings.warmup_steps)
-            * 0.5
-            * (1 + math.cos(math.pi * min(s, total) / total))
-        ),
-    )
+    sched = get_cosine_schedule_with_warmup(opt, settings.warmup_steps, total)
     ckpt_dir = Path(settings.cache) / "train" / Path(settings.out).stem
     ckpt_dir.mkdir(parents=True, exist_ok=True)
     ckpt = ckpt_dir / "checkpoint.pt"
@@ -462,8 +453,8 @@ def train_drafter(
         "settings": asdict(settings),
         "history": history,
         "train_sequences": len(train),
-        "train_tokens": int(sum(len(r["top_p"]) for r in train)),
-        "eval_tokens": int(sum(len(r["top_p"]) for r in evals)),
+        "train_tokens": int(sum(len(r["teacher_probs"]) for r in train)),
+        "eval_tokens": int(sum(len(r["teacher_probs"]) for r in evals)),
         # which shards, by number: "the last N" depends on the folder at the time
         "train_shards": [int(x) for x in train_shards],
         "heldout_shards": [int(x) for x in eval_shards],
@@ -495,7 +486,7 @@ def evaluate(
     for b in range(0, len(records), batch):
         chunk = records[b : b + batch]
         out = _losses(head, _make_batch(settings, chunk, remap, columns), settings)
-        w = sum(len(r["top_p"]) for r in chunk)
+        w = sum(len(r["teacher_probs"]) for r in chunk)
         for k, v in out.items():
             sums[k] = sums.get(k, 0.0) + float(v) * w
         n += w
@@ -507,146 +498,7 @@ def _subset_mass(records, remap) -> float:
     """Mean teacher mass (within the stored top tokens) that falls in the subset."""
     tot = inside = 0.0
     for r in records:
-        p = r["top_p"].double()
+        p = r["teacher_probs"].double()
         tot += float(p.sum())
-        inside += float((p * (remap[r["top_i"].long()] >= 0)).sum())
+        inside += float((p * (remap[r["teacher_ids"].long()] >= 0)).sum())
     return inside / tot if tot else float("nan")
-
-
-def model_card(
-    weights: str | Path, train_record: dict[str, Any], evaluation: dict[str, Any]
-) -> str:
-    """A markdown model card for a trained draft, from its training record and an evaluation
-    (``eval-drafter`` output): recipe, data, compute, acceptance, cost, and the rebuild commands."""
-    from .distill import load_manifest, summary
-
-    s = train_record["settings"]
-    prov = train_record["provenance"]
-    data = summary(s["data"])
-    dm = load_manifest(s["data"])["settings"]
-    hist = train_record["history"]
-    last = hist[-1] if hist else {}
-    size_mb = Path(weights).stat().st_size / 1e6
-    lines = [
-        f"# Model card: `{Path(weights).name}`",
-        "",
-        "A draft for speculative decoding with the embedded default target, SmolLM2-135M-Instruct "
-        "(`load_pair('default', draft='trained')`). Exact like any draft: the output of speculative "
-        "decoding follows the target's distribution whatever the draft proposes (notebooks 01-02).",
-        "",
-        "## Recipe",
-        "",
-        f"- Architecture: `{s['arch']}`"
-        + (
-            f", {s['n_layers']} Llama layer(s) initialised from target layer {s['init_layer']}, "
-            f"reading target layers {list(s['feature_layers'])}"
-            if s["arch"] == "feature"
-            else f", layers copied from target layers {s['init_layers']}"
-        )
-        + f"; proposes only the {s['subset_size']:,} tokens with the most teacher mass "
-        f"({train_record['subset_mass']:.1%} of the held-out teacher mass within its top "
-        f"{s['top']}).",
-        f"- Loss: cross-entropy to the teacher's top {s['top']} tokens + {s['tv_weight']} x "
-        f"(1 - sum min(p, q))"
-        + (f" + {s['feature_weight']} x smooth-L1 on features" if s["arch"] == "feature" else "")
-        + f"; AdamW, lr {s['lr']}, cosine, {s['epochs']} epochs, {s['batch_sequences']} "
-        f"sequences per step, seed {s['seed']}.",
-        f"- Size: {size_mb:.1f} MB on disk (its own weights only; the embedding, final norm and "
-        "output rows are read from the target).",
-        "",
-        "## Data",
-        "",
-        f"- On-policy: {data['generated_tokens']:,} tokens in {data['sequences']:,} sequences "
-        f"sampled from the target ({dm['dtype']}, T = {dm['temperature']}, "
-        f"{dm['max_new_tokens']} new tokens per prompt) after the prompts of `{dm['prompts']}`; "
-        f"generation took {data['seconds'] / 3600:.2f} h ({data['tokens_per_s']:.0f} tokens/s).",
-        f"- Training positions: {train_record['train_tokens']:,}; held-out positions "
-        f"{train_record['eval_tokens']:,} (the last {s['eval_shards']} shards).",
-        "- Teacher distributions recomputed by teacher-forcing the target "
-        f"({s['teacher_dtype']}); only token ids are stored (`{s['data']}`).",
-        "",
-        "## Compute",
-        "",
-        f"- Distillation: {last.get('step', 0)} steps in {last.get('seconds', 0) / 60:.0f} min "
-        f"on {prov.get('device', 'cpu')}, torch {prov.get('torch')}, transformers "
-        f"{prov.get('transformers')}, commit {str(prov.get('git_commit'))[:10]}, "
-        f"{prov.get('date')}.",
-        "",
-        "## Measured (by decoding, K = 1, held-out prompts)",
-        "",
-        "| temperature | alpha | accepted / proposed |",
-        "|---|---|---|",
-    ]
-    for T, r in evaluation["by_temperature"].items():
-        label = "greedy" if float(T) == 0 else T
-        lines.append(f"| {label} | {r['alpha']:.3f} | {r['accepted']:,} / {r['proposed']:,} |")
-    c = evaluation["costs"]
-    ep = evaluation["provenance"]
-    lines += [
-        "",
-        f"Cost: c = t_draft / t_target(1) = {c['c']:.3f} ({c['t_draft_s'] * 1e3:.1f} ms / "
-        f"{c['t_target_s'][0] * 1e3:.1f} ms, {evaluation['pair']['dtype']}), measured "
-        f"{ep.get('date')} on {ep.get('device', 'cpu')}.",
-        f"Held-out prompts: `{ep['settings'].get('prompts')}`.",
-        "",
-        "## Limitations",
-        "",
-        *_limitations(s),
-        "",
-        "## Rebuild",
-        "",
-        "```",
-        "python -m specdec_lib gen-data --out {data} --tokens {tok} --batch-size {b} "
-        "--max-new-tokens {m} --seed {seed}".format(
-            data=s["data"],
-            tok=data["generated_tokens"],
-            b=dm["batch_size"],
-            m=dm["max_new_tokens"],
-            seed=dm["seed"],
-        ),
-        _train_command(s, weights),
-        f"python -m specdec_lib eval-drafter --draft {weights} --out <results.json>",
-        "```",
-        "",
-    ]
-    return "\n".join(lines)
-
-
-def _limitations(s: dict[str, Any]) -> list[str]:
-    out = []
-    if s["arch"] == "feature":
-        fused = len(s["feature_layers"]) > 1
-        out += [
-            "- Trained for one draft step: beyond the first drafted token the head reads its own "
-            "output instead of the target's features"
-            + (" (one layer's worth, where it was trained on fused ones)" if fused else "")
-            + ", so acceptance falls along a longer draft.",
-            "- It needs the target's hidden states: the first step of a request drafts nothing, "
-            "and transformers' assisted generation cannot drive it (it drives causal-LM drafts).",
-        ]
-    out.append(
-        "- It can propose only its token subset (q = 0 elsewhere): still exact, but acceptance "
-        "is bounded by the target's mass on the subset."
-    )
-    return out
-
-
-def _train_command(s: dict[str, Any], weights: str | Path) -> str:
-    defaults = asdict(TrainSettings())
-    skip = {"out", "cache", "threads"}
-    parts = ["python -m specdec_lib train-drafter", f"--out {weights}"]
-    for k, v in s.items():
-        if (
-            k in skip
-            or v == defaults.get(k)
-            or (isinstance(v, list) and tuple(v) == defaults.get(k))
-        ):
-            continue
-        flag = "--" + k.replace("_", "-")
-        if k == "init_layers":
-            parts.append(f"{flag} {'none' if v is None else ','.join(map(str, v))}")
-        elif isinstance(v, (list, tuple)):
-            parts.append(f"{flag} {' '.join(map(str, v))}")
-        else:
-            parts.append(f"{flag} {v}")
-    return " ".join(parts)

@@ -14,7 +14,9 @@ Layout of a data folder::
                          prompt_lens (int32), prompt_index (int32)
 
 Each shard is a pure function of ``(seed, shard number, settings)``; a killed run resumes at the
-first missing shard, and a folder made with other settings is refused.
+first missing shard, and a folder made with other settings is refused. Each shard's manifest entry
+names its sampler: ``"own"`` is :func:`sample_batch`; ``"hf"`` marks shards sampled with
+transformers' ``generate`` (the same law, other random draws), which this module no longer runs.
 """
 
 from __future__ import annotations
@@ -28,7 +30,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from .results import atomic_write, atomic_write_json, provenance, read_json
+from ..checks import non_negative_int, one_of, positive_int, real
+from ..models import PAIRS, load_pair
+from ..results import atomic_write, atomic_write_json, load_prompts, provenance, read_json
+from ..sampling import sample
+from ..settings import setting
 
 __all__ = [
     "DataSettings",
@@ -36,6 +42,8 @@ __all__ = [
     "generate_onpolicy",
     "iter_sequences",
     "load_manifest",
+    "sample_batch",
+    "summary",
 ]
 
 MANIFEST = "manifest.json"
@@ -44,38 +52,30 @@ TOKEN_DTYPE = np.uint16
 
 @dataclass
 class DataSettings:
-    """What defines an on-policy data folder (a resumed run must match it exactly)."""
+    """What defines an on-policy data folder (a resumed run must match it exactly; the flags of
+    ``python -m specdec_lib gen-data`` are generated from these fields)."""
 
-    pair: str = "default"
-    dtype: str = "bfloat16"
-    prompts: str = "data/drafter/train_prompts.json"
-    batch_size: int = 32
-    max_new_tokens: int = 256
-    temperature: float = 1.0
-    seed: int = 0
-    threads: int | None = None
-    # "own": sample_batch (rows leave the batch at EOS; inverse-CDF sampling with a seeded
-    # generator); "hf": transformers' generate. Both sample the target's law; each shard records
-    # which one made it, so a folder may hold both.
-    sampler: str = "own"
+    pair: str = setting("default", "model pair whose target samples the data", choices=PAIRS)
+    dtype: str = setting("bfloat16", "dtype of the target", choices=("float32", "bfloat16"))
+    prompts: str = setting("data/drafter/train_prompts.json", "prompts to continue (JSON)")
+    batch_size: int = setting(64, "sequences sampled together")
+    max_new_tokens: int = setting(256, "tokens sampled per sequence (fewer at EOS)")
+    temperature: float = setting(1.0, "sampling temperature (> 0)")
+    seed: int = setting(0, "seed; shard i is a pure function of (seed, i, settings)")
+    threads: int | None = setting(None, "torch threads (default: torch's)")
 
     def __post_init__(self) -> None:
-        if self.sampler not in ("own", "hf"):
-            raise ValueError(f"sampler must be 'own' or 'hf', got {self.sampler!r}")
-        for name in ("batch_size", "max_new_tokens"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        if not (isinstance(self.temperature, (int, float)) and self.temperature > 0):
-            raise ValueError(f"temperature must be > 0 (sampling), got {self.temperature!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise ValueError(f"seed must be a non-negative integer, got {self.seed!r}")
+        one_of(self.pair, "pair", PAIRS)
+        positive_int(self.batch_size, "batch_size")
+        positive_int(self.max_new_tokens, "max_new_tokens")
+        real(self.temperature, "temperature", "sampling", low=0.0, low_open=True)
+        non_negative_int(self.seed, "seed")
+        positive_int(self.threads, "threads", optional=True)
 
     def key(self) -> dict[str, Any]:
         """The settings that determine the data (threads only change the speed)."""
         d = asdict(self)
         d.pop("threads")
-        d.pop("sampler")
         return d
 
 
@@ -163,8 +163,6 @@ def sample_batch(
     """
     from transformers import DynamicCache
 
-    from .sampling import sample
-
     ids, mask = _left_pad(prompts, pad_id)
     n, width = ids.shape
     pos = (mask.cumsum(-1) - 1).clamp(min=0)
@@ -206,35 +204,6 @@ def sample_batch(
     return [p + c for p, c in zip(prompts, new, strict=True)]
 
 
-@torch.inference_mode()
-def _sample_batch(
-    model: Any, prompts: list[list[int]], settings: DataSettings, pad_id: int, eos: set[int]
-) -> list[list[int]]:
-    """Sample ``max_new_tokens`` continuations of left-padded prompts from ``model`` (KV cache)."""
-    ids, mask = _left_pad(prompts, pad_id)
-    n, width = ids.shape
-    out = model.generate(
-        input_ids=ids,
-        attention_mask=mask,
-        do_sample=True,
-        temperature=float(settings.temperature),
-        top_k=0,  # transformers would otherwise default to top-k 50: we want the plain law
-        top_p=1.0,
-        max_new_tokens=settings.max_new_tokens,
-        pad_token_id=pad_id,
-        eos_token_id=sorted(eos) or None,
-    )
-    new = out[:, width:].tolist()
-    seqs = []
-    for p, cont in zip(prompts, new, strict=True):
-        for j, t in enumerate(cont):
-            if t in eos:  # keep EOS, drop the padding after it
-                cont = cont[: j + 1]
-                break
-        seqs.append(p + cont)
-    return seqs
-
-
 def generate_onpolicy(
     folder: str | Path,
     n_tokens: int,
@@ -251,19 +220,13 @@ def generate_onpolicy(
     """
     from tqdm.auto import tqdm
 
-    from .bench import load_prompts
-    from .models import load_pair
-
-    if isinstance(n_tokens, bool) or not isinstance(n_tokens, int) or n_tokens < 1:
-        raise ValueError(f"n_tokens must be a positive integer, got {n_tokens!r}")
+    positive_int(n_tokens, "n_tokens", "generated tokens wanted")
     settings = settings or DataSettings()
     folder = Path(folder)
     prompts = load_prompts(settings.prompts)
     manifest_path = folder / MANIFEST
     if manifest_path.is_file():
         manifest = read_json(manifest_path)
-        for entry in manifest["shards"]:
-            entry.setdefault("sampler", "hf")  # the first shards predate the own sampler
         if manifest["settings"] != settings.key():
             raise ValueError(
                 f"{str(folder)!r} was generated with other settings ({manifest['settings']}); "
@@ -297,19 +260,15 @@ def generate_onpolicy(
         chosen = _shard_prompts(len(prompts), settings.batch_size, settings.seed, shard)
         shard_seed = settings.seed * 1_000_003 + shard
         batch = [encoded[i] for i in chosen]
-        if settings.sampler == "hf":
-            torch.manual_seed(shard_seed)
-            seqs = _sample_batch(pair.target, batch, settings, pad_id, eos)
-        else:
-            seqs = sample_batch(
-                pair.target,
-                batch,
-                settings.max_new_tokens,
-                temperature=settings.temperature,
-                eos=eos,
-                pad_id=pad_id,
-                generator=torch.Generator().manual_seed(shard_seed),
-            )
+        seqs = sample_batch(
+            pair.target,
+            batch,
+            settings.max_new_tokens,
+            temperature=settings.temperature,
+            eos=eos,
+            pad_id=pad_id,
+            generator=torch.Generator().manual_seed(shard_seed),
+        )
         lens = np.array([len(s) for s in seqs])
         plens = np.array([len(encoded[i]) for i in chosen], dtype=np.int32)
         _atomic_savez(
@@ -323,7 +282,7 @@ def generate_onpolicy(
         manifest["shards"].append(
             {
                 "shard": shard,
-                "sampler": settings.sampler,
+                "sampler": "own",
                 "sequences": len(seqs),
                 "generated_tokens": new,
                 "seconds": round(time.perf_counter() - t0, 2),

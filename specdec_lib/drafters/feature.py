@@ -1,0 +1,139 @@
+"""The feature head as a :class:`~specdec_lib.decoding.Drafter` (EAGLE-style drafting).
+
+The decoder hands the drafter the target's hidden states after every pass (``observe``); the head
+(:mod:`specdec_lib.drafters.heads`) turns the last one and the next token into its own feature and
+a law ``q`` over its token subset, and feeds its own feature back to draft several tokens.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ..decoding import BaseDrafter, Drafter
+from ..sampling import Warp, sample
+from .heads import FeatureHead
+
+__all__ = ["FeatureDrafter", "drafter_for"]
+
+
+def drafter_for(head: nn.Module) -> Drafter | nn.Module:
+    """The Drafter for a loaded draft: a :class:`FeatureDrafter` for a head, the model itself
+    (driven by :class:`~specdec_lib.decoding.ModelDrafter`) for a
+    :class:`~specdec_lib.drafters.heads.LayerDraft`."""
+    return FeatureDrafter(head) if isinstance(head, FeatureHead) else head
+
+
+class FeatureDrafter(BaseDrafter):
+    """Drafts with a :class:`FeatureHead` inside :class:`~specdec_lib.decoding.SpeculativeDecoder`.
+
+    The decoder hands over the target's hidden states after every pass (``observe``). The first step
+    of a sequence has no target features yet, so it proposes nothing (the target's pass over the
+    prompt then emits one token); after that, every step drafts. The head keeps a KV cache over the
+    positions built from true target features and drops its drafted positions after each proposal.
+    """
+
+    def __init__(self, head: FeatureHead) -> None:
+        self.head = head
+        self.feature_layers = head.feature_layers
+        self.vocab_size = head.target.config.vocab_size
+        self.reset()
+
+    @property
+    def device(self) -> torch.device:
+        return head_device(self.head)
+
+    def reset(self) -> None:
+        from transformers import DynamicCache
+
+        self._feats: torch.Tensor | None = None  # true target features h_0..h_{m-1}
+        self._cache = DynamicCache()
+        self._done = 0  # head positions 1.._done are in the cache (built from true features)
+        self._first_logits: torch.Tensor | None = None
+
+    def observe(self, start: int, features: torch.Tensor) -> None:
+        if self._feats is None:
+            if start != 0:
+                raise ValueError("FeatureDrafter: the first target pass must start at position 0")
+            self._feats = features
+        else:
+            self._feats = torch.cat([self._feats[:start], features])
+
+    def rollback(self, n_valid: int) -> None:
+        if self._feats is not None and self._feats.shape[0] > n_valid:
+            self._feats = self._feats[:n_valid]
+        # Head position j reads (h_{j-1}, x_j): it stays valid while x_j does (j < n_valid).
+        if self._done > n_valid - 1:
+            self._cache.crop(n_valid - 1 - self._done)
+            self._done = n_valid - 1
+
+    @property
+    def first_scores(self) -> torch.Tensor | None:
+        """The logits of the first draft position of the last proposal, over the whole
+        vocabulary (``-inf`` outside the subset): the decoder ranks greedy alternatives by them."""
+        if self._first_logits is None:
+            return None
+        sub = self._first_logits.float()
+        full = sub.new_full((self.vocab_size,), float("-inf"))
+        return full.index_copy_(0, self.head.subset.to(full.device), sub)
+
+    def _draw(
+        self, hidden: torch.Tensor, warp: Warp, generator: torch.Generator | None, first: bool
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """One draft token and the full-vocabulary row ``q`` it was drawn from."""
+        # Warping the subset's logits and scattering the probabilities is exactly warping the full
+        # row with -inf outside the subset (temperature, top-k and top-p never keep a token of
+        # probability 0), at a sixth of the cost; so is drawing within the subset.
+        logits = self.head.logits(hidden)[0]
+        if first:
+            self._first_logits = logits  # kept as is; first_scores converts it when asked
+        sub = warp.probs(logits)
+        subset = self.head.subset.to(sub.device)
+        x = subset[sample(sub, generator)]
+        q = sub.new_zeros(self.vocab_size)
+        return x, q.index_copy_(0, subset, sub)
+
+    @torch.inference_mode()
+    def propose(
+        self,
+        ids: torch.Tensor,
+        k: int,
+        warp: Warp,
+        generator: torch.Generator | None,
+        threshold: float | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Up to ``k`` drafts; with a ``threshold``, stop after a draft ``x`` with
+        ``q(x) < threshold`` (a stopping time: the output law stays exact)."""
+        L = ids.numel()
+        if self._feats is None or self._feats.shape[0] < L - 1:
+            empty = torch.empty(0, dtype=torch.long, device=ids.device)
+            return empty, torch.empty(0, self.vocab_size, device=ids.device)
+        # Head positions j = _done+1 .. L-1 read (h_{j-1}, x_j), all known exactly.
+        j0 = self._done + 1
+        feats = self._feats[j0 - 1 : L - 1].unsqueeze(0)
+        toks = ids[j0:L].unsqueeze(0)
+        pos = torch.arange(j0, L, device=ids.device).unsqueeze(0)
+        hidden, self._cache = self.head(feats, toks, cache=self._cache, position_ids=pos)
+        self._done = L - 1
+        h = hidden[0, -1:]
+        tokens, probs = [], []
+        for i in range(k):
+            x, q = self._draw(h, warp, generator, first=i == 0)
+            tokens.append(x)
+            probs.append(q)
+            if threshold is not None and float(q[x]) < threshold:
+                k = i + 1  # unsure: stop here (the host read is the price of a dynamic length)
+                break
+            if i + 1 < k:  # feed the head its own feature and the draft token
+                pos = torch.tensor([[L + i]], device=ids.device)
+                hidden, self._cache = self.head(
+                    h.view(1, 1, -1), x.view(1, 1), cache=self._cache, position_ids=pos
+                )
+                h = hidden[0, -1:]
+        if self._cache.get_seq_length() > self._done:  # drop the positions built from drafts
+            self._cache.crop(self._done - self._cache.get_seq_length())
+        return torch.stack(tokens), torch.stack(probs)
+
+
+def head_device(head: nn.Module) -> torch.device:
+    return next(head.parameters()).device

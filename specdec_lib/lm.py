@@ -1,0 +1,122 @@
+"""The few pieces of a transformers causal LM that decoding and drafting touch.
+
+One cached forward pass (:func:`model_forward`), the final norm (:func:`final_norm`), the hidden
+states of chosen decoder layers (:class:`capture_features`), and the facts the decoders check
+(device, vocabulary size, context length). Llama-like models (``model.model.layers``,
+``model.model.norm``) are what feature-level drafters need; everything else works with any
+transformers causal LM.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+__all__ = [
+    "capture_features",
+    "context_length",
+    "final_norm",
+    "model_device",
+    "model_forward",
+    "synchronize",
+    "vocab_size",
+]
+
+
+def model_device(model: Any) -> torch.device | None:
+    """The device of a module's first parameter (``None`` for a module without parameters)."""
+    if isinstance(model, torch.nn.Module):
+        try:
+            return next(model.parameters()).device
+        except StopIteration:
+            return None
+    return None
+
+
+def vocab_size(model: Any) -> int | None:
+    """``model.config.vocab_size``, or ``None``."""
+    cfg = getattr(model, "config", None)
+    size = getattr(cfg, "vocab_size", None)
+    return int(size) if size is not None else None
+
+
+def context_length(model: Any) -> int | None:
+    """The longest sequence the model's positions allow, from its config, or ``None``."""
+    cfg = getattr(model, "config", None)
+    for name in ("max_position_embeddings", "n_positions", "max_sequence_length"):
+        value = getattr(cfg, name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def model_forward(
+    model: Any, ids: torch.Tensor, cache: Any, n_logits: int
+) -> tuple[torch.Tensor, Any]:
+    """One forward pass of a transformers causal LM on ``ids`` ``[n]`` with KV ``cache``.
+
+    Returns the logits of the last ``n_logits`` positions, ``[n_logits, V]``, and the cache.
+    """
+    out = model(input_ids=ids.view(1, -1), cache=cache, use_cache=True, logits_to_keep=n_logits)
+    return out.logits[0, -n_logits:], out.cache
+
+
+def final_norm(model: Any) -> torch.nn.Module:
+    """The final norm of a transformers decoder-only LM (its input is the last hidden state)."""
+    norm = getattr(_decoder(model), "norm", None)
+    if not isinstance(norm, torch.nn.Module):
+        raise ValueError(
+            f"cannot find the final norm of {type(model).__name__} (expected model.model.norm): "
+            "feature-level drafters need a Llama-like target"
+        )
+    return norm
+
+
+def _decoder(model: Any) -> Any:
+    return model.get_decoder() if hasattr(model, "get_decoder") else getattr(model, "model", None)
+
+
+class capture_features:
+    """Context manager: the outputs of decoder ``layers`` (``-1``: the last, i.e. the input of the
+    final norm) of every forward pass inside it, concatenated on the last axis.
+
+    ``with capture_features(model, (2, 14, -1)) as got: model(...)`` leaves one ``[B, n, 3 H]``
+    tensor per pass in ``got``.
+    """
+
+    def __init__(self, model: Any, layers: Sequence[int] = (-1,)) -> None:
+        blocks = getattr(_decoder(model), "layers", None)
+        if blocks is None:
+            raise ValueError(f"{type(model).__name__} has no decoder layers to read features from")
+        n = len(blocks)
+        if not layers or any(not -n <= int(i) < n for i in layers):
+            raise ValueError(f"feature layers must be in [-{n}, {n}), got {tuple(layers)!r}")
+        self._modules = [blocks[int(i)] for i in layers]
+        self.captured: list[torch.Tensor] = []
+
+    def __enter__(self) -> list[torch.Tensor]:
+        parts: dict[int, torch.Tensor] = {}
+
+        def hook(i):
+            def fn(_m, _args, out):
+                parts[i] = out[0] if isinstance(out, tuple) else out
+                if len(parts) == len(self._modules):
+                    self.captured.append(torch.cat([parts[j] for j in sorted(parts)], dim=-1))
+                    parts.clear()
+
+            return fn
+
+        self._handles = [m.register_forward_hook(hook(i)) for i, m in enumerate(self._modules)]
+        return self.captured
+
+    def __exit__(self, *exc) -> None:
+        for h in self._handles:
+            h.remove()
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for the device's queued work (CUDA); a no-op on a CPU. Every timing goes through it."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)

@@ -1,0 +1,135 @@
+"""Model cards for trained drafts: recipe, data, compute, acceptance, cost, limitations and the
+commands that rebuild them, written from the training record and an ``eval-drafter`` evaluation
+(no hand-typed number)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..settings import command_line
+from .data import load_manifest, summary
+from .distill import TrainSettings
+
+__all__ = ["model_card"]
+
+
+def model_card(
+    weights: str | Path, train_record: dict[str, Any], evaluation: dict[str, Any]
+) -> str:
+    """A markdown model card for a trained draft, from its training record and an evaluation
+    (``eval-drafter`` output): recipe, data, compute, acceptance, cost, and the rebuild commands."""
+    s = train_record["settings"]
+    prov = train_record["provenance"]
+    data = summary(s["data"])
+    dm = load_manifest(s["data"])["settings"]
+    hist = train_record["history"]
+    last = hist[-1] if hist else {}
+    size_mb = Path(weights).stat().st_size / 1e6
+    lines = [
+        f"# Model card: `{Path(weights).name}`",
+        "",
+        "A draft for speculative decoding with the embedded default target, SmolLM2-135M-Instruct "
+        "(`load_pair('default', draft='trained')`). Exact like any draft: the output of speculative "
+        "decoding follows the target's distribution whatever the draft proposes (notebooks 01-02).",
+        "",
+        "## Recipe",
+        "",
+        f"- Architecture: `{s['arch']}`"
+        + (
+            f", {s['n_layers']} Llama layer(s) initialised from target layer {s['init_layer']}, "
+            f"reading target layers {list(s['feature_layers'])}"
+            if s["arch"] == "feature"
+            else f", layers copied from target layers {s['init_layers']}"
+        )
+        + f"; proposes only the {s['subset_size']:,} tokens with the most teacher mass "
+        f"({train_record['subset_mass']:.1%} of the held-out teacher mass within its top "
+        f"{s['top']}).",
+        f"- Loss: cross-entropy to the teacher's top {s['top']} tokens + {s['tv_weight']} x "
+        f"(1 - sum min(p, q))"
+        + (f" + {s['feature_weight']} x smooth-L1 on features" if s["arch"] == "feature" else "")
+        + f"; AdamW, lr {s['lr']}, cosine, {s['epochs']} epochs, {s['batch_sequences']} "
+        f"sequences per step, seed {s['seed']}.",
+        f"- Size: {size_mb:.1f} MB on disk (its own weights only; the embedding, final norm and "
+        "output rows are read from the target).",
+        "",
+        "## Data",
+        "",
+        f"- On-policy: {data['generated_tokens']:,} tokens in {data['sequences']:,} sequences "
+        f"sampled from the target ({dm['dtype']}, T = {dm['temperature']}, "
+        f"{dm['max_new_tokens']} new tokens per prompt) after the prompts of `{dm['prompts']}`; "
+        f"generation took {data['seconds'] / 3600:.2f} h ({data['tokens_per_s']:.0f} tokens/s).",
+        f"- Training positions: {train_record['train_tokens']:,}; held-out positions "
+        f"{train_record['eval_tokens']:,} (the last {s['eval_shards']} shards).",
+        "- Teacher distributions recomputed by teacher-forcing the target "
+        f"({s['teacher_dtype']}); only token ids are stored (`{s['data']}`).",
+        "",
+        "## Compute",
+        "",
+        f"- Distillation: {last.get('step', 0)} steps in {last.get('seconds', 0) / 60:.0f} min "
+        f"on {prov.get('device', 'cpu')}, torch {prov.get('torch')}, transformers "
+        f"{prov.get('transformers')}, commit {str(prov.get('git_commit'))[:10]}, "
+        f"{prov.get('date')}.",
+        "",
+        "## Measured (by decoding, K = 1, held-out prompts)",
+        "",
+        "| temperature | alpha | accepted / proposed |",
+        "|---|---|---|",
+    ]
+    for T, r in evaluation["by_temperature"].items():
+        label = "greedy" if float(T) == 0 else T
+        lines.append(f"| {label} | {r['alpha']:.3f} | {r['accepted']:,} / {r['proposed']:,} |")
+    c = evaluation["costs"]
+    ep = evaluation["provenance"]
+    lines += [
+        "",
+        f"Cost: c = t_draft / t_target(1) = {c['c']:.3f} ({c['t_draft_s'] * 1e3:.1f} ms / "
+        f"{c['t_target_s'][0] * 1e3:.1f} ms, {evaluation['pair']['dtype']}), measured "
+        f"{ep.get('date')} on {ep.get('device', 'cpu')}.",
+        f"Held-out prompts: `{ep['settings'].get('prompts')}`.",
+        "",
+        "## Limitations",
+        "",
+        *_limitations(s),
+        "",
+        "## Rebuild",
+        "",
+        "```",
+        "python -m specdec_lib gen-data --out {data} --tokens {tok} --batch-size {b} "
+        "--max-new-tokens {m} --seed {seed}".format(
+            data=s["data"],
+            tok=data["generated_tokens"],
+            b=dm["batch_size"],
+            m=dm["max_new_tokens"],
+            seed=dm["seed"],
+        ),
+        _train_command(s, weights),
+        f"python -m specdec_lib eval-drafter --draft {weights} --out <results.json>",
+        "```",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _limitations(s: dict[str, Any]) -> list[str]:
+    out = []
+    if s["arch"] == "feature":
+        fused = len(s["feature_layers"]) > 1
+        out += [
+            "- Trained for one draft step: beyond the first drafted token the head reads its own "
+            "output instead of the target's features"
+            + (" (one layer's worth, where it was trained on fused ones)" if fused else "")
+            + ", so acceptance falls along a longer draft.",
+            "- It needs the target's hidden states: the first step of a request drafts nothing, "
+            "and transformers' assisted generation cannot drive it (it drives causal-LM drafts).",
+        ]
+    out.append(
+        "- It can propose only its token subset (q = 0 elsewhere): still exact, but acceptance "
+        "is bounded by the target's mass on the subset."
+    )
+    return out
+
+
+def _train_command(s: dict[str, Any], weights: str | Path) -> str:
+    flags = command_line(TrainSettings, s, skip=("out", "cache", "threads"))
+    return " ".join(["python -m specdec_lib train-drafter", f"--out {weights}", *flags])

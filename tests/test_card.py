@@ -1,0 +1,36 @@
+"""Model cards (``specdec_lib.training.card``): the greedy row and a rebuild command that names the non-default settings."""
+
+from __future__ import annotations
+
+from conftest import train_settings
+
+from specdec_lib.bench import (
+    acceptance,
+    measure_pass_costs,
+)
+from specdec_lib.drafters.feature import FeatureDrafter
+from specdec_lib.drafters.heads import load_head
+from specdec_lib.results import provenance
+from specdec_lib.training.card import model_card
+from specdec_lib.training.distill import train_drafter
+
+
+def test_model_card_and_rebuild_command(tiny_data, tiny_pair):
+
+    s = train_settings(tiny_data, out=str(tiny_data / "card.safetensors"), epochs=1.0)
+    rec = train_drafter(s, progress=False, pair=tiny_pair, log=lambda *_: None)
+    draft = FeatureDrafter(load_head(s.out, tiny_pair.target))
+    prompts = [{"text": "abc"}]
+    ev = {
+        "pair": tiny_pair.describe(),
+        "by_temperature": {
+            "1": acceptance(tiny_pair, prompts, max_new_tokens=8, draft=draft),
+            "0": acceptance(tiny_pair, prompts, max_new_tokens=8, draft=draft, temperature=0),
+        },
+        "costs": measure_pass_costs(tiny_pair, 2, context=8, reps=2),
+        "provenance": provenance(settings={"prompts": "p.json"}),
+    }
+    card = model_card(s.out, rec, ev)
+    assert "| greedy |" in card and "python -m specdec_lib train-drafter" in card
+    cmd = next(line for line in card.splitlines() if "train-drafter" in line)
+    assert "--teacher-layers 0 -1" in cmd and "--epochs 1.0" in cmd and "--pair tiny-random" in cmd

@@ -1,0 +1,110 @@
+"""The feature head as a drafter (``specdec_lib.drafters.feature``): greedy equality, cache against no cache, alternatives, the law of trained draft kinds, and the subset warp equal to the full warp."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from specdec_lib.decoding import (
+    AutoregressiveDecoder,
+    SpeculativeDecoder,
+)
+from specdec_lib.drafters.feature import FeatureDrafter
+from specdec_lib.drafters.heads import LayerDraft
+from specdec_lib.sampling import Warp
+from specdec_lib.stats import chisquare_gof, exact_continuation_law
+
+PROMPT = torch.tensor([0, 5, 9, 3, 17, 4])
+
+
+@pytest.mark.parametrize("K", [1, 3])
+def test_feature_drafter_greedy_equals_autoregressive(tiny_pair, random_head, K):
+    ar = AutoregressiveDecoder(tiny_pair.target, temperature=0)
+    spec = SpeculativeDecoder(FeatureDrafter(random_head), tiny_pair.target, K=K, temperature=0)
+    for prompt in (PROMPT, torch.tensor([0, 2, 2, 2]), torch.tensor([0])):
+        ref = ar.generate_ids(prompt, 30).tokens
+        out = spec.generate_ids(prompt, 30)
+        assert out.tokens == ref
+        assert out.steps[0].draft_tokens == []  # no target features before the first pass
+        assert all(len(s.draft_tokens) >= 1 for s in out.steps[1:-1])
+
+
+def test_feature_drafter_cache_matches_no_cache(tiny_pair, random_head):
+    a = SpeculativeDecoder(FeatureDrafter(random_head), tiny_pair.target, K=3, seed=5)
+    b = SpeculativeDecoder(
+        FeatureDrafter(random_head), tiny_pair.target, K=3, seed=5, use_cache=False
+    )
+    ra, rb = a.generate_ids(PROMPT, 25), b.generate_ids(PROMPT, 25)
+    assert ra.tokens == rb.tokens
+    assert [s.draft_tokens for s in ra.steps] == [s.draft_tokens for s in rb.steps]
+
+
+@pytest.mark.parametrize("width", [2, 3])
+def test_feature_drafter_with_alternatives(tiny_pair, random_head, width):
+    """An accepted alternative hands its target features to the head (promote): the cached and
+    the re-encoding decoders agree step by step, and greedy output equals the target's."""
+    kw = dict(K=2, width=width, temperature=1.0)
+    a = SpeculativeDecoder(FeatureDrafter(random_head), tiny_pair.target, seed=6, **kw)
+    b = SpeculativeDecoder(
+        FeatureDrafter(random_head), tiny_pair.target, seed=6, use_cache=False, **kw
+    )
+    ra, rb = a.generate_ids(PROMPT, 40), b.generate_ids(PROMPT, 40)
+    assert ra.tokens == rb.tokens
+    assert [s.draft_tokens for s in ra.steps] == [s.draft_tokens for s in rb.steps]
+    assert any(s.branch >= 1 for s in ra.steps)
+    g = SpeculativeDecoder(
+        FeatureDrafter(random_head), tiny_pair.target, K=2, width=width, temperature=0
+    )
+    ar = AutoregressiveDecoder(tiny_pair.target, temperature=0)
+    assert g.generate_ids(PROMPT, 30).tokens == ar.generate_ids(PROMPT, 30).tokens
+
+
+@pytest.mark.parametrize("kind", ["feature", "layers"])
+def test_trained_draft_kinds_law_matches_target(tiny_pair, random_head, kind):
+    """The first 2 tokens of 4 follow the target's law (for the feature head, step 1 has no drafts
+    and step 2 drafts 2), with q = 0 outside the draft's token subset."""
+
+    torch.manual_seed(2)
+    draft = (
+        FeatureDrafter(random_head)
+        if kind == "feature"
+        else LayerDraft(tiny_pair.target, torch.arange(4, 30), init_layers=(0,))
+    )
+    dec = SpeculativeDecoder(draft, tiny_pair.target, K=2, seed=3, top_p=0.95)
+    law = exact_continuation_law(tiny_pair.target, PROMPT, dec.warp, 2)
+    keys = sorted(law)
+    index = {k: i for i, k in enumerate(keys)}
+    counts = np.zeros(len(keys))
+    for _ in range(1600):
+        r = dec.generate_ids(PROMPT, 4)
+        counts[index[tuple(r.tokens[:2])]] += 1
+    res = chisquare_gof(probs=np.array([law[k] for k in keys]), counts=counts, max_bins=60)
+    assert res.pvalue > 1e-3, res
+
+
+@pytest.mark.parametrize(
+    "warp_kw",
+    [
+        {"temperature": 1.0},
+        {"temperature": 0.7, "top_p": 0.8},
+        {"temperature": 1.3, "top_k": 5},
+        {"temperature": 0},
+    ],
+)
+def test_feature_drafter_subset_warp_equals_full_warp(random_head, warp_kw):
+    from specdec_lib.sampling import sample
+
+    warp = Warp(**warp_kw)
+    drafter = FeatureDrafter(random_head)
+    for i in range(3):
+        h = torch.randn(1, random_head.fc.out_features)
+        x, got = drafter._draw(h, warp, torch.Generator().manual_seed(i), first=True)
+        logits = random_head.logits(h)
+        full = logits.new_full((1, random_head.target.config.vocab_size), float("-inf"))
+        full[:, random_head.subset] = logits
+        want = warp.probs(full)[0]
+        torch.testing.assert_close(got, want, atol=1e-7, rtol=1e-6)
+        # Drawing within the subset is drawing from the full row: the same token, same stream.
+        assert int(x) == int(sample(want, torch.Generator().manual_seed(i)))
+        torch.testing.assert_close(drafter.first_scores, full[0])

@@ -1,0 +1,39 @@
+"""The pieces of a causal LM the decoders touch (``specdec_lib.lm``), on the tiny random pair."""
+
+import pytest
+import torch
+
+from specdec_lib.lm import (
+    capture_features,
+    context_length,
+    final_norm,
+    model_device,
+    model_forward,
+    synchronize,
+    vocab_size,
+)
+
+
+def test_model_forward_keeps_the_last_logits_and_extends_the_cache(tiny_pair):
+    ids = torch.tensor([0, 5, 9, 3])
+    logits, cache = model_forward(tiny_pair.target, ids[:3], None, 2)
+    assert logits.shape == (2, 32) and cache.get_seq_length() == 3
+    step, cache = model_forward(tiny_pair.target, ids[3:], cache, 1)
+    full, _ = model_forward(tiny_pair.target, ids, None, 1)
+    torch.testing.assert_close(step, full, atol=1e-5, rtol=1e-5)
+
+
+def test_capture_features_concatenates_the_layers(tiny_pair):
+    with capture_features(tiny_pair.target, (0, -1)) as got:
+        tiny_pair.target(input_ids=torch.tensor([[0, 5, 9]]))
+    assert len(got) == 1 and got[0].shape == (1, 3, 2 * 32)
+    with pytest.raises(ValueError, match="feature layers"):
+        capture_features(tiny_pair.target, (5,))
+
+
+def test_facts_the_decoders_check(tiny_pair):
+    t = tiny_pair.target
+    assert vocab_size(t) == 32 and context_length(t) == 512
+    assert model_device(t) == torch.device("cpu") and model_device(object()) is None
+    assert isinstance(final_norm(t), torch.nn.Module)
+    synchronize(torch.device("cpu"))  # a no-op on a CPU

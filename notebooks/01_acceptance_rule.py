@@ -53,18 +53,15 @@ from collections import defaultdict
 from fractions import Fraction
 from functools import cache
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import torch
-from matplotlib.lines import Line2D
-from matplotlib.patches import Patch
 
 # tqdm.auto (imported by the decoders) warns when ipywidgets is missing; no progress bars here.
 warnings.filterwarnings("ignore", message="IProgress not found")
 
-from specdec_lib import config, stats, theory
-from specdec_lib.plotting import COLORS, savefig
+from specdec_lib import config, plotting, stats, theory
+from specdec_lib.plotting import savefig
 from specdec_lib.sampling import (
     Warp,
     acceptance_rate,
@@ -136,44 +133,8 @@ print("r =", np.round(r.numpy(), 3))
 # residual puts mass only on the tokens the draft under-proposes.
 
 # %%
-x_idx = np.arange(len(p))
-fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 3.8), sharey=True)
-w = 0.4
-ax0.bar(x_idx - w / 2, p, w, color=COLORS["target"], label="target $p$")
-ax0.bar(x_idx + w / 2, q, w, color=COLORS["draft"], label="draft $q$")
-ax0.set(title="Target and draft distributions", xlabel="token $x$", ylabel="probability")
-ax0.legend()
-
-accepted = torch.minimum(p, q)
-ax1.bar(
-    x_idx,
-    accepted,
-    0.6,
-    color=COLORS["draft"],
-    alpha=0.8,
-    label=r"accepted drafts: $q(x)\min(1, p(x)/q(x))$",
-)
-ax1.bar(
-    x_idx,
-    (1 - alpha) * r,
-    0.6,
-    bottom=accepted,
-    color=COLORS["speculative"],
-    label=r"after a rejection: $(1-\alpha)\,r(x)$",
-)
-ax1.step(
-    np.r_[x_idx - 0.5, x_idx[-1] + 0.5],
-    np.r_[p, p[-1]],
-    where="post",
-    color=COLORS["target"],
-    lw=2,
-    label="target $p$",
-)
-ax1.set(title=rf"What the rule emits ($\alpha$ = {alpha:.2f})", xlabel="token $x$")
-ax1.legend(loc="upper right")
-ax1.set_xticks(x_idx)
-fig.tight_layout()
-savefig("01_residual");
+fig = plotting.acceptance_split(p, q, torch.minimum(p, q), (1 - alpha) * r, alpha=alpha)
+savefig("01_residual", fig);
 
 
 # %% [markdown]
@@ -617,68 +578,16 @@ p, q = (
 )
 accepted = torch.minimum(p, q)
 proto_law = stats.exact_output_law(p, q, prototype_correction)
-x_idx = np.arange(len(p))
-
-fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 3.8), gridspec_kw={"width_ratios": [1.1, 1]})
-ax0.bar(
-    x_idx, accepted, 0.6, color=COLORS["draft"], alpha=0.8, label=r"accepted drafts: $\min(p, q)$"
-)
-ax0.bar(
-    x_idx,
+fig = plotting.prototype_bias(
+    p,
+    accepted,
     proto_law - accepted,
-    0.6,
-    bottom=accepted,
-    color=COLORS["wrong"],
-    label="prototype's correction ($p$ without $x$)",
+    tv_example=stats.tv(proto_law, p),
+    bias=bias,
+    summary=summary,
+    tv_correct_max=bias.tv_correct.max(),
 )
-ax0.step(
-    np.r_[x_idx - 0.5, x_idx[-1] + 0.5],
-    np.r_[p, p[-1]],
-    where="post",
-    color=COLORS["target"],
-    lw=2,
-    label="target $p$",
-)
-tv_ex = stats.tv(proto_law, p)
-ax0.set(
-    title=f"Prototype's output law: TV from $p$ = {tv_ex:.3f}",
-    xlabel="token $x$",
-    ylabel="probability",
-)
-ax0.set_xticks(x_idx)
-ax0.legend(loc="upper right")
-
-bins = np.linspace(0, 0.3, 31)
-for V, color in zip(
-    (10, 100, 1000), (COLORS["draft"], COLORS["speculative"], COLORS["target"]), strict=True
-):
-    tvs = bias.loc[bias.V == V, "tv_prototype"]
-    ax1.hist(
-        tvs,
-        bins=bins,
-        density=True,
-        histtype="step",
-        lw=2,
-        color=color,
-        label=f"V = {V} (mean {tvs.mean():.3f}, {len(tvs)} pairs)",
-    )
-ax1.set(
-    title="Bias of the prototype on random pairs\n($p, q$ ~ Dirichlet(1), exact laws)",
-    xlabel="TV(prototype output law, $p$)",
-    ylabel="density",
-)
-ax1.text(
-    0.03,
-    0.97,
-    f"correct rule: max TV = {bias.tv_correct.max():.0e}",
-    transform=ax1.transAxes,
-    va="top",
-    fontsize=9,
-    color=COLORS["theory"],
-)
-ax1.legend(loc="upper left", bbox_to_anchor=(0, 0.9))
-fig.tight_layout()
-savefig("01_prototype_bias");
+savefig("01_prototype_bias", fig);
 
 
 # %% [markdown]
@@ -745,27 +654,8 @@ print(
 # the same draft yields exactly $p$.
 
 # %%
-x_idx = np.arange(V)
-fig, ax = plt.subplots(figsize=(7, 3.8))
-w = 0.27
-ax.bar(x_idx - w, p, w, color=COLORS["target"], label="target $p$ (T = 1)")
-ax.bar(x_idx, law_wrong, w, color=COLORS["wrong"], label="greedy draft scored with its softmax")
-ax.bar(x_idx + w, law_right, w, color=COLORS["speculative"], label="greedy draft scored as one-hot")
-ax.annotate(
-    "draft's argmax $x^*$: always accepted",
-    xy=(x_star - 0.1, float(law_wrong[x_star])),
-    xytext=(1.5, 0.93),
-    arrowprops={"arrowstyle": "->"},
-    va="center",
-)
-ax.set(
-    title="Output law when the ratio uses the wrong draft distribution",
-    xlabel="token $x$",
-    ylabel="probability",
-)
-ax.set_xticks(x_idx)
-ax.legend(loc="center left")
-savefig("01_mismatched_q");
+fig = plotting.mismatched_q(p, law_wrong, law_right, x_star)
+savefig("01_mismatched_q", fig);
 
 # %% [markdown]
 # **Example 2: warps.** Temperature, top-$k$ and top-$p$ change the distribution that is sampled. The
@@ -923,43 +813,10 @@ print(
 )
 
 # %%
-alpha_colors = dict(
-    zip(
-        (0.5, 0.6, 0.8, 0.9, 0.95),
-        ("#56B4E9", COLORS["draft"], COLORS["speculative"], COLORS["target"], COLORS["hf"]),
-        strict=True,
-    )
-)
 K_grid = np.arange(1, 11)
-fig, ax = plt.subplots(figsize=(7, 4.2))
-for alpha in ALPHAS_MC:
-    col = alpha_colors[alpha]
-    ax.plot(
-        K_grid,
-        theory.expected_tokens_per_step(alpha, K_grid),
-        color=col,
-        label=rf"$\alpha$ = {alpha}: $(1-\alpha^{{K+1}})/(1-\alpha)$",
-    )
-    ax.plot(K_grid, K_grid * alpha, ls=":", lw=1.4, color=col)
-    sub = mc[mc.alpha == alpha]
-    ax.errorbar(sub.K, sub["mean"], yerr=2 * sub.se, fmt="o", ms=5, color=col, capsize=3)
-handles, labels = ax.get_legend_handles_labels()
-handles += [
-    Line2D([], [], marker="o", ls="", color=COLORS["theory"]),
-    Line2D([], [], ls=":", color=COLORS["claimed"]),
-]
-labels += [
-    f"verify, Monte Carlo ({N_STEPS} steps, ±2 SE)",
-    r"$K \times \alpha$ (claimed by the prototype)",
-]
-ax.legend(handles, labels, loc="upper left", fontsize=9)
-ax.set(
-    title="Tokens emitted per speculative step (i.i.d. acceptance)",
-    xlabel="draft length $K$",
-    ylabel="E[tokens per step]",
-)
-ax.set_xticks(K_grid)
-savefig("01_tokens_per_step");
+expected = {alpha: theory.expected_tokens_per_step(alpha, K_grid) for alpha in ALPHAS_MC}
+fig = plotting.tokens_per_step(K_grid, expected, mc, n_steps=N_STEPS)
+savefig("01_tokens_per_step", fig);
 
 # %% [markdown]
 # **Speedup against $K$.** Theorem 3.8 for three acceptance rates and two draft costs; the star marks
@@ -972,77 +829,25 @@ savefig("01_tokens_per_step");
 
 # %%
 K_grid = np.arange(1, 17)
-fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 4.2))
-for alpha in (0.6, 0.8, 0.9):
-    for c, ls in ((0.05, "-"), (0.25, "--")):
-        s = theory.walltime_speedup(alpha, K_grid, c)
-        k_opt = theory.optimal_K(alpha, c, K_max=16)
-        ax0.plot(K_grid, s, ls=ls, color=alpha_colors[alpha])
-        ax0.plot(
-            k_opt,
-            theory.walltime_speedup(alpha, k_opt, c),
-            "*",
-            ms=13,
-            color=alpha_colors[alpha],
-            mec="black",
-            mew=0.6,
-        )
-ax0.axhline(1, color=COLORS["theory"], lw=1)
-ax0.legend(
-    [Patch(color=alpha_colors[a]) for a in (0.6, 0.8, 0.9)]
-    + [
-        Line2D([], [], color="black", ls="-"),
-        Line2D([], [], color="black", ls="--"),
-        Line2D([], [], marker="*", ls="", ms=12, color="white", mec="black"),
-    ],
-    [rf"$\alpha$ = {a}" for a in (0.6, 0.8, 0.9)] + ["$c$ = 0.05", "$c$ = 0.25", "optimal $K$"],
-    loc="upper left",
-    ncols=2,
-    fontsize=9,
+CLAIMED_ALPHA = 0.71
+settings = [(a, c) for a in (0.6, 0.8, 0.9) for c in (0.05, 0.25)]
+settings += [(CLAIMED_ALPHA, c) for c in (0.0, 0.1, 0.3)]
+curves = pd.DataFrame(
+    [
+        {"alpha": a, "c": c, "K": K, "speedup": theory.walltime_speedup(a, K, c)}
+        for a, c in settings
+        for K in K_grid
+    ]
 )
-ax0.set(
-    title=r"Expected walltime speedup $\frac{1-\alpha^{K+1}}{(1-\alpha)(cK+1)}$",
-    xlabel="draft length $K$",
-    ylabel="speedup over autoregressive",
+k_opt = {(a, c): theory.optimal_K(a, c, K_max=16) for a, c in settings if c > 0}
+optima = pd.DataFrame(
+    [
+        {"alpha": a, "c": c, "K": K, "speedup": theory.walltime_speedup(a, K, c)}
+        for (a, c), K in k_opt.items()
+    ]
 )
-
-alpha = 0.71
-for c, col in ((0.0, COLORS["target"]), (0.1, COLORS["speculative"]), (0.3, COLORS["draft"])):
-    ax1.plot(
-        K_grid,
-        theory.walltime_speedup(alpha, K_grid, c),
-        color=col,
-        label=f"Theorem 3.8, $c$ = {c}",
-    )
-    if c > 0:
-        k_opt = theory.optimal_K(alpha, c, K_max=16)
-        ax1.plot(
-            k_opt,
-            theory.walltime_speedup(alpha, k_opt, c),
-            "*",
-            ms=13,
-            color=col,
-            mec="black",
-            mew=0.6,
-        )
-ax1.plot(
-    K_grid,
-    K_grid * alpha,
-    ":",
-    color=COLORS["claimed"],
-    lw=2,
-    label=r"$K \times 0.71$ (claimed by the prototype)",
-)
-ax1.axhline(1, color=COLORS["theory"], lw=1)
-ax1.set(
-    title=r"At $\alpha$ = 0.71: theory vs the prototype's formula",
-    xlabel="draft length $K$",
-    ylabel="speedup over autoregressive",
-    ylim=(0, 6),
-)
-ax1.legend(loc="upper left", fontsize=9)
-fig.tight_layout()
-savefig("01_speedup_vs_K");
+fig = plotting.speedup_theory(curves, optima, claimed_alpha=CLAIMED_ALPHA)
+savefig("01_speedup_vs_K", fig);
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -1129,57 +934,16 @@ def alpha_T(T, ell_q):
     return float(acceptance_rate(Warp(float(T)).probs(ell), Warp(float(T)).probs(ell_q)))
 
 
-fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
 order = torch.argsort(ell, descending=True)
-for T, shade in zip((1.0, 0.3, 0.1, 0.03), (0.35, 0.55, 0.75, 1.0), strict=True):
-    axes[0].plot(
-        np.arange(V),
-        Warp(T).probs(ell)[order],
-        "o-",
-        ms=4,
-        color=COLORS["target"],
-        alpha=shade,
-        label=f"T = {T}",
-    )
-axes[0].set(
-    title=r"softmax($\ell / T$), tokens sorted by logit", xlabel="token rank", ylabel="probability"
-)
-axes[0].legend()
-
-axes[1].loglog(T_grid, np.maximum(tv_onehot, 1e-30), color=COLORS["target"], label="TV to one-hot")
-axes[1].loglog(
+fig = plotting.greedy_limit(
+    {T: Warp(T).probs(ell)[order] for T in (1.0, 0.3, 0.1, 0.03)},
     T_grid,
-    (V - 1) * np.exp(-gap / T_grid),
-    "--",
-    color=COLORS["theory"],
-    label=r"bound $(V-1)\,e^{-\Delta/T}$",
+    tv_onehot,
+    bound=(V - 1) * np.exp(-gap / T_grid),
+    alpha_agree=[alpha_T(T, ell_agree) for T in T_grid],
+    alpha_differ=[alpha_T(T, ell_differ) for T in T_grid],
 )
-axes[1].set(
-    title="Tempered softmax → one-hot (greedy)",
-    xlabel="temperature $T$",
-    ylabel="TV(softmax($\\ell/T$), one-hot)",
-    ylim=(1e-12, 3),
-)
-axes[1].legend(loc="lower right")
-
-axes[2].semilogx(
-    T_grid,
-    [alpha_T(T, ell_agree) for T in T_grid],
-    color=COLORS["speculative"],
-    label="draft and target argmax agree",
-)
-axes[2].semilogx(
-    T_grid, [alpha_T(T, ell_differ) for T in T_grid], color=COLORS["wrong"], label="argmaxes differ"
-)
-axes[2].set(
-    title=r"$\alpha(T) = \sum_x \min(p_T(x), q_T(x))$",
-    xlabel="temperature $T$",
-    ylabel=r"acceptance rate $\alpha$",
-    ylim=(-0.03, 1.03),
-)
-axes[2].legend(loc="center left")
-fig.tight_layout()
-savefig("01_greedy_limit");
+savefig("01_greedy_limit", fig);
 
 # %%
 # NBVAL_CHECK_OUTPUT

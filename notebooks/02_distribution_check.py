@@ -61,17 +61,15 @@ import time
 import warnings
 from collections import Counter
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import torch
-from matplotlib.lines import Line2D
 from scipy import stats as sps
 
 # tqdm.auto (imported by the decoders) warns when ipywidgets is missing; no progress bars here.
 warnings.filterwarnings("ignore", message="IProgress not found")
 
-from specdec_lib import config, stats
+from specdec_lib import config, plotting, stats
 from specdec_lib.decoding import (
     AutoregressiveDecoder,
     ModelDrafter,
@@ -79,7 +77,7 @@ from specdec_lib.decoding import (
     model_forward,
 )
 from specdec_lib.models import load_pair
-from specdec_lib.plotting import COLORS, savefig
+from specdec_lib.plotting import savefig
 from specdec_lib.sampling import Warp, acceptance_rate, prototype_correction, sample, verify
 
 QUICK = config.quick()
@@ -463,52 +461,34 @@ print(f"all pass, Holm at alpha = {ALPHA_FAMILY}:", bool((next_df["Holm p"] > AL
 # under $H_0$.
 
 # %%
-def fit_panel(ax, p, tokens, title, color, law=None, law_label=None, n_top=30):
+def fit_table(p, tokens, law=None, n_top=30):
+    # The n_top most probable tokens of p and the pooled rest: the law, the observed frequencies,
+    # and the standard error sqrt(p (1 - p) / N) of a frequency under H_0.
     p = p.double().numpy()
     top = np.argsort(-p)[:n_top]
     counts = np.bincount(tokens, minlength=len(p)) / len(tokens)
-    obs = np.r_[counts[top], 1 - counts[top].sum()]
-    exp = np.r_[p[top], 1 - p[top].sum()]
-    x = np.arange(len(obs))
-    se = np.sqrt(exp * (1 - exp) / len(tokens))
-    ax.bar(x, exp, 0.8, color=COLORS["target"], alpha=0.35, label="target $p_0$ (exact)")
-    ax.errorbar(
-        x,
-        obs,
-        yerr=2 * se,
-        fmt="o",
-        ms=4,
-        color=color,
-        capsize=2,
-        label=f"observed, N = {len(tokens):,} (±2 SE under $H_0$)",
+    table = pd.DataFrame(
+        {
+            "label": [repr(tok.decode([int(t)]))[1:-1] for t in top] + ["(rest)"],
+            "reference": np.r_[p[top], 1 - p[top].sum()],
+            "observed": np.r_[counts[top], 1 - counts[top].sum()],
+        }
     )
+    table["se"] = np.sqrt(table.reference * (1 - table.reference) / len(tokens))
     if law is not None:
-        ax.plot(
-            x,
-            np.r_[law[top], 1 - law[top].sum()],
-            "_",
-            ms=12,
-            mew=2,
-            color=COLORS["wrong"],
-            label=law_label,
-        )
-    labels = [repr(tok.decode([int(t)]))[1:-1] for t in top] + ["(rest)"]
-    ax.set_xticks(x, labels, rotation=90, fontsize=7)
-    ax.set(title=title, ylabel="frequency")
-    ax.legend(fontsize=8)
+        table["law"] = np.r_[law[top], 1 - law[top].sum()]
+    return table
 
 
 FIT_PROMPT = NEXT_PROMPTS[0]
 p0, _ = next_token_dists(PROMPTS[FIT_PROMPT], WARPS["T=1"])
-fig, ax = plt.subplots(figsize=(11, 4))
-fit_panel(
-    ax,
-    p0,
-    next_tokens[FIT_PROMPT],
-    f"Next token after {PROMPTS[FIT_PROMPT][:48]!r}…: speculative sampling (early-exit draft, T = 1)",
-    COLORS["speculative"],
+fig = plotting.frequency_fit(
+    fit_table(p0, next_tokens[FIT_PROMPT]),
+    title=f"Next token after {PROMPTS[FIT_PROMPT][:48]!r}…: speculative sampling (early-exit draft, T = 1)",
+    reference_label="target $p_0$ (exact)",
+    observed_label=f"observed, N = {len(next_tokens[FIT_PROMPT]):,} (±2 SE under $H_0$)",
 )
-savefig("02_next_token_fit");
+savefig("02_next_token_fit", fig);
 
 # %% [markdown]
 # ## 4. A grid over $K$, temperature, top-p and top-k
@@ -669,54 +649,8 @@ def qq_band(n, q=0.95):
     return sps.beta.ppf((1 - q) / 2, k, n + 1 - k), sps.beta.ppf((1 + q) / 2, k, n + 1 - k)
 
 
-def uniformity_figure(pvals):
-    n = len(pvals)
-    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 4))
-    ax0.hist(
-        pvals,
-        bins=10,
-        range=(0, 1),
-        density=True,
-        color=COLORS["speculative"],
-        alpha=0.8,
-        edgecolor="white",
-        label=f"speculative sampling ({n} tests)",
-    )
-    ax0.axhline(1, color=COLORS["theory"], lw=1.2, ls="--", label="uniform")
-    ax0.set(
-        title=f"p-values of next-token tests (N = {N_UNIF:,} each)",
-        xlabel="p-value",
-        ylabel="density",
-    )
-    ax0.legend(loc="upper right")
-    expected = np.arange(1, n + 1) / (n + 1)
-    lo, hi = qq_band(n)
-    ax1.fill_between(
-        expected, lo, hi, color=COLORS["theory"], alpha=0.2, label="95% band under $H_0$"
-    )
-    ax1.plot([0, 1], [0, 1], color=COLORS["theory"], lw=1)
-    ax1.plot(
-        expected,
-        np.sort(pvals),
-        "o",
-        ms=3.5,
-        color=COLORS["speculative"],
-        label="speculative sampling",
-    )
-    ax1.set(
-        title="QQ plot against U(0, 1)",
-        xlabel="uniform quantile",
-        ylabel="sorted p-values",
-        xlim=(0, 1),
-        ylim=(0, 1),
-    )
-    ax1.legend(loc="upper left")
-    fig.tight_layout()
-    return fig
-
-
-uniformity_figure(informative.p.to_numpy())
-savefig("02_pvalues");
+fig = plotting.pvalue_uniformity(informative.p, qq_band(len(informative)), n_samples=N_UNIF)
+savefig("02_pvalues", fig);
 
 # %% [markdown]
 # ## 6. Three-token sequences from the decoder against autoregressive sampling
@@ -876,42 +810,32 @@ print(
 # next-token tests, which can afford 100 times more samples. The bins of one configuration:
 
 # %%
-def seq_panel(ax, counts, ref, title, color, n_top=15):
-    top = [k for k, _ in ref.most_common(n_top)]
-    n, n_ref = sum(counts.values()), sum(ref.values())
-    f_ref = np.array([ref[k] / n_ref for k in top] + [1 - sum(ref[k] for k in top) / n_ref])
-    f = np.array([counts[k] / n for k in top] + [1 - sum(counts[k] for k in top) / n])
-    x = np.arange(len(f))
-    ax.bar(
-        x, f_ref, 0.8, color=COLORS["target"], alpha=0.35, label=f"autoregressive, N = {n_ref:,}"
+def seq_table(counts, reference, n_top=15):
+    # The n_top most frequent sequences of the reference and the pooled rest: their frequencies in
+    # the reference and in the decoder's sample, and the standard error of the latter under H_0.
+    top = [k for k, _ in reference.most_common(n_top)]
+    n, n_ref = sum(counts.values()), sum(reference.values())
+    table = pd.DataFrame(
+        {
+            "label": [repr(tok.decode(list(k)))[1:-1] for k in top] + ["(other)"],
+            "reference": [reference[k] / n_ref for k in top]
+            + [1 - sum(reference[k] for k in top) / n_ref],
+            "observed": [counts[k] / n for k in top] + [1 - sum(counts[k] for k in top) / n],
+        }
     )
-    ax.errorbar(
-        x,
-        f,
-        yerr=2 * np.sqrt(f_ref * (1 - f_ref) / n),
-        fmt="o",
-        ms=4,
-        color=color,
-        capsize=2,
-        label=f"speculative decoder, N = {n:,} (±2 SE)",
-    )
-    ax.set_xticks(
-        x, [repr(tok.decode(list(k)))[1:-1] for k in top] + ["(other)"], rotation=90, fontsize=7
-    )
-    ax.set(title=title, ylabel="frequency")
-    ax.legend(fontsize=8)
+    table["se"] = np.sqrt(table.reference * (1 - table.reference) / n)
+    return table
 
 
 name = "sharp self-draft, K=2"
-fig, ax = plt.subplots(figsize=(11, 4))
-seq_panel(
-    ax,
-    seq_counts[name],
-    references[SEQ_CONFIGS[name][2]],
-    f"First {M} tokens after {SEQ_PROMPT!r}: {name}, T = 1",
-    COLORS["speculative"],
+reference = references[SEQ_CONFIGS[name][2]]
+fig = plotting.frequency_fit(
+    seq_table(seq_counts[name], reference),
+    title=f"First {M} tokens after {SEQ_PROMPT!r}: {name}, T = 1",
+    reference_label=f"autoregressive, N = {sum(reference.values()):,}",
+    observed_label=f"speculative decoder, N = {sum(seq_counts[name].values()):,} (±2 SE)",
 )
-savefig("02_sequences");
+savefig("02_sequences", fig);
 
 # %% [markdown]
 # ## 7. Power, and a test that fails
@@ -1033,18 +957,16 @@ res, tokens, _ = next_token_test(
     PROMPTS[FIT_PROMPT], WARPS["T=1"], "sharp self-draft", N_NEXT, (7, 1), wrong_verify
 )
 law = stats.prototype_output_law(p, q).numpy()
-fig, ax = plt.subplots(figsize=(11, 4))
-fit_panel(
-    ax,
-    p,
-    tokens,
-    f"Next token, prototype's rule, sharp self-draft (TV to $p_0$ = {stats.tv(law, p):.3f}; "
+fig = plotting.frequency_fit(
+    fit_table(p, tokens, law=law),
+    title=f"Next token, prototype's rule, sharp self-draft (TV to $p_0$ = {stats.tv(law, p):.3f}; "
     f"chi-square p = {res.pvalue:.1g})",
-    COLORS["wrong"],
-    law=law,
+    reference_label="target $p_0$ (exact)",
+    observed_label=f"observed, N = {len(tokens):,} (±2 SE under $H_0$)",
+    color="wrong",
     law_label="prototype's exact law",
 )
-savefig("02_prototype_bias")
+savefig("02_prototype_bias", fig)
 print(
     "the prototype's samples fit its exact law: p =",
     round(stats.chisquare_gof(tokens, law, max_bins=MAX_BINS).pvalue, 3),
@@ -1077,20 +999,19 @@ _, q_sh = next_token_dists(PROMPTS[FIT_PROMPT], WARPS["T=1"], "sharp self-draft"
 p64 = p.double().numpy()
 proto_sh = stats.prototype_output_law(p, q_sh).numpy()
 BIASES = {
-    "prototype, early-exit draft": (stats.prototype_output_law(p, q_ee).numpy(), COLORS["draft"]),
-    "prototype, sharp self-draft": (proto_sh, COLORS["wrong"]),
-    "TV 0.02 toward the draft": (stats.toward(p64, q_ee.double().numpy(), 0.02), COLORS["hf"]),
-    "TV 0.02, prototype-shaped": (stats.toward(p64, proto_sh, 0.02), COLORS["target"]),
+    "prototype, early-exit draft": stats.prototype_output_law(p, q_ee).numpy(),
+    "prototype, sharp self-draft": proto_sh,
+    "TV 0.02 toward the draft": stats.toward(p64, q_ee.double().numpy(), 0.02),
+    "TV 0.02, prototype-shaped": stats.toward(p64, proto_sh, 0.02),
 }
 level = ALPHA_FAMILY / len(NEXT_PROMPTS)
 n_grid = np.unique(np.geomspace(300, 300_000, 40).astype(int))
 curves = {
     name: [stats.power_gof_ncx2(p64, law, n, level=level, max_bins=MAX_BINS) for n in n_grid]
-    for name, (law, _) in BIASES.items()
+    for name, law in BIASES.items()
 }
 fine = [
-    stats.power_gof_ncx2(p64, BIASES["TV 0.02, prototype-shaped"][0], n, level=level)
-    for n in n_grid
+    stats.power_gof_ncx2(p64, BIASES["TV 0.02, prototype-shaped"], n, level=level) for n in n_grid
 ]
 
 
@@ -1112,7 +1033,7 @@ sim_points = {}
 for name, ns in SIMULATED.items():
     sim_points[name] = []
     for n in ns:
-        law = least_favourable(n) if name == "TV 0.02, least favourable" else BIASES[name][0]
+        law = least_favourable(n) if name == "TV 0.02, least favourable" else BIASES[name]
         sim = stats.power_gof(
             p64, law, n, level=level, n_sim=N_SIM, seed=seed_of(7, 2, n), max_bins=MAX_BINS
         )
@@ -1128,46 +1049,19 @@ pd.DataFrame(
 ).round(3)
 
 # %%
-fig, ax = plt.subplots(figsize=(10, 4.6))
-for name, (law, color) in BIASES.items():
-    ax.semilogx(n_grid, curves[name], color=color, label=f"{name} (TV {stats.tv(law, p64):.3f})")
-ax.semilogx(
+fig = plotting.power_vs_n(
     n_grid,
-    fine,
-    color=BIASES["TV 0.02, prototype-shaped"][1],
-    ls="--",
-    lw=1.2,
-    label="TV 0.02, prototype-shaped, all bins with E ≥ 5",
-)
-ax.semilogx(n_grid, worst, color=COLORS["theory"], ls=":", label="TV 0.02, least favourable")
-for name, pts in sim_points.items():
-    color = COLORS["theory"] if name == "TV 0.02, least favourable" else BIASES[name][1]
-    ax.plot([n for n, _, _ in pts], [sim for _, sim, _ in pts], "o", ms=6, mfc="white", color=color)
-for mode, n in N_NEXT_MODES.items():
-    ax.axvline(n, color="black", lw=0.8, ls="-" if n == N_NEXT else ":")
-    ax.annotate(
-        f"N = {n:,}\n({mode} mode)",
-        (n, 0.03),
-        xytext=(4, 0),
-        textcoords="offset points",
-        fontsize=8,
-    )
-ax.axhline(0.9, color=COLORS["claimed"], lw=0.8)
-handles, labels = ax.get_legend_handles_labels()
-ax.legend(
-    handles + [Line2D([], [], marker="o", mfc="white", ls="", color="black")],
-    labels + [f"simulated (stats.power_gof, {N_SIM} runs)"],
-    fontsize=8,
-    loc="center left",
-    bbox_to_anchor=(1.01, 0.5),
-)
-ax.set(
+    curves,
+    tv={name: stats.tv(law, p64) for name, law in BIASES.items()},
+    dashed={"TV 0.02, prototype-shaped, all bins with E ≥ 5": ("TV 0.02, prototype-shaped", fine)},
+    dotted={"TV 0.02, least favourable": worst},
+    simulated=sim_points,
+    n_modes=N_NEXT_MODES,
+    n_used=N_NEXT,
+    n_sim=N_SIM,
     title=f"Power of the next-token test (≤ {MAX_BINS} bins, level {level:.1e}) against N",
-    xlabel="samples N",
-    ylabel="probability of rejecting",
-    ylim=(-0.02, 1.02),
 )
-savefig("02_power_vs_n");
+savefig("02_power_vs_n", fig);
 
 
 # %%

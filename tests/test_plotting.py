@@ -160,11 +160,184 @@ def _notebook_01():
     ]
 
 
-CASES = _notebook_01()
+def _notebook_02():
+    table = pd.DataFrame(
+        {
+            "label": ["a", "b", "(rest)"],
+            "reference": [0.5, 0.3, 0.2],
+            "observed": [0.48, 0.33, 0.19],
+            "se": [0.01, 0.01, 0.01],
+        }
+    )
+    pvals = np.linspace(0.05, 0.95, 10)
+    band = (np.clip(pvals - 0.1, 0, 1), np.clip(pvals + 0.1, 0, 1))
+    n_grid = np.array([100, 1000, 10_000])
+    power = {
+        "curves": {"bias a": [0.1, 0.5, 1.0], "bias b": [0.0, 0.2, 0.9]},
+        "tv": {"bias a": 0.1, "bias b": 0.02},
+        "dashed": {"bias b, fine bins": ("bias b", [0.0, 0.3, 0.95])},
+        "dotted": {"least favourable": [0.0, 0.1, 0.5]},
+        "simulated": {"bias a": [(1000, 0.52, 0.5)], "least favourable": [(1000, 0.1, 0.1)]},
+        "n_modes": {"quick": 100, "full": 10_000},
+        "n_used": 100,
+        "n_sim": 10,
+        "title": "power",
+    }
+    labels = {"title": "t", "reference_label": "p", "observed_label": "observed"}
+    return [
+        (plotting.frequency_fit, (table,), labels, 1),
+        (
+            plotting.frequency_fit,
+            (table.assign(law=[0.4, 0.4, 0.2]),),
+            {**labels, "color": "wrong", "law_label": "law"},
+            1,
+        ),
+        (plotting.pvalue_uniformity, (pvals, band), {"n_samples": 100}, 2),
+        (plotting.power_vs_n, (n_grid,), power, 1),
+    ]
+
+
+def _runs():
+    # A runs table of notebook 03's shape: one autoregressive row, speculative and HF rows per K.
+    rows = [{"method": "autoregressive", "K": 0, "speedup": 1.0}]
+    rows += [
+        {"method": m, "K": K, "speedup": s / K}
+        for m, s in (("speculative", 0.9), ("hf_assisted", 0.8))
+        for K in K_GRID
+    ]
+    runs = pd.DataFrame(rows)
+    return runs.assign(
+        tokens_per_s=10 * runs.speedup,
+        latency_p50_ms=5000 / runs.speedup,
+        latency_p95_ms=6000 / runs.speedup,
+        alpha_iid=0.1,
+        alpha=0.08,
+        tau=1.1,
+        tau_iid=1.11,
+    )
+
+
+def _notebook_03():
+    panel = pd.DataFrame(
+        {
+            "speedup": [0.6, 0.5, 0.4, 0.3],
+            "q25": [0.5, 0.4, 0.3, 0.2],
+            "q75": [0.7, 0.6, 0.5, 0.4],
+            "predicted_speedup": [0.62, 0.5, 0.41, 0.33],
+            "ideal": [1.05, 1.04, 1.03, 1.02],
+            "hf_speedup": [0.5, 0.4, np.nan, np.nan],
+        },
+        index=pd.Index(K_GRID, name="K"),
+    )
+    claim = {"K": [1, 2, 3], "speedup": [1.0, 1.28, 1.51]}
+    runs = _runs()
+    spec = runs[runs.method == "speculative"]
+    model = pd.DataFrame(
+        [
+            {"GPU": g, "alpha": a, "K": K, "modelled speedup": 1 + K / 10}
+            for g in ("Tesla T4", "H200")
+            for a in ("measured α", "α = 0.71")
+            for K in K_GRID
+        ]
+    )
+    return [
+        (plotting.pass_costs, ([1.0, 1.4, 1.9],), {"c": 0.3}, 1),
+        (plotting.speedup_vs_K, ({"T = 1": panel, "greedy": panel},), {"claim": claim}, 2),
+        (
+            plotting.speedup_vs_K,
+            ({"trained": panel.drop(columns=["ideal", "hf_speedup"])},),
+            {"target": 1.3, "ylim": (0, None), "suptitle": "bf16"},
+            1,
+        ),
+        (plotting.alpha_tau_vs_K, ({"T = 1": spec, "greedy": spec},), {}, 2),
+        (plotting.latency_throughput, (runs,), {"setting": "T = 1", "n_tokens": 50}, 2),
+        (plotting.gpu_model, (model, spec), {"short": {"Tesla T4": "T4", "H200": "H200"}}, 1),
+    ]
+
+
+def _notebook_04():
+    categories = ["code", "prose"]
+    table = pd.DataFrame(
+        {"alpha": [0.4, 0.3], "lo": [0.35, 0.2], "hi": [0.45, 0.38]}, index=categories
+    )
+    per_prompt = pd.DataFrame(
+        {
+            "run": ["a", "a", "b", "b"],
+            "category": ["code", "prose", "code", "prose"],
+            "alpha": [0.41, 0.29, 0.42, 0.31],
+        }
+    )
+    rates = pd.DataFrame(
+        {"run": ["a"] * 3 + ["b"] * 3, "K": [2, 2, 1] * 2, "position": [1, 2, 1] * 2, "rate": 0.5}
+    )
+    views = {
+        "early exit": [("code", ["accepted", "corrected", "no draft"]), ("prose", ["bonus"])],
+        "trained": [("code", ["corrected"]), ("prose", ["accepted", "bonus"])],
+    }
+    claim = {"code": 0.79, "prose": 0.68}
+    return [
+        (
+            plotting.alpha_by_category,
+            ({"a": table, "b": table},),
+            {"categories": categories, "claim": claim, "per_prompt": per_prompt},
+            1,
+        ),
+        (
+            plotting.alpha_by_category,
+            ({"a": table},),
+            {"categories": categories, "claim": claim},
+            1,
+        ),
+        (plotting.alpha_by_position, (rates,), {}, 2),
+        (plotting.token_view, (views,), {"n_tokens": 4}, 2),
+    ]
+
+
+def _notebook_05():
+    history = pd.DataFrame(
+        {
+            "step": [1, 2, 3],
+            "seconds": [60.0, 120.0, 180.0],
+            "eval_alpha": [0.2, 0.3, 0.35],
+            "train_alpha": [0.21, 0.31, 0.36],
+            "tokens seen": [1e5, 2e5, 3e5],
+        }
+    )
+    curve = pd.DataFrame({"train tokens": [1e5, 1e6], "alpha": [0.33, 0.49]}, index=["a", "b"])
+    predicted = pd.DataFrame(
+        {"drafter": ["x", "x", "y", "y"], "K": [1, 2, 1, 2], "speedup": [1.2, 1.3, 0.9, 0.8]}
+    )
+    costs = pd.DataFrame(
+        {"float32 / one token": [1.0, 1.6], "bfloat16 / one token": [1.0, 1.05]}, index=[1, 2]
+    )
+    widths = pd.DataFrame(
+        {"speedup": [1.25, 1.35, 1.3]},
+        index=pd.MultiIndex.from_tuples(
+            [
+                ("T = 1", "bf16", "fixed", 1, 2),
+                ("T = 1", "int8", "fixed", 2, 2),
+                ("greedy", "bf16", "heuristic", 3, 1),
+            ],
+            names=["decoding", "head", "schedule", "width", "K"],
+        ),
+    )
+    return [
+        (plotting.pilot_curves, ({"a": history, "b": history},), {"title": "pilot"}, 1),
+        (plotting.full_training, (history,), {"alpha_decoding": 0.34}, 1),
+        (plotting.learning_curves, (curve, {"a": history}), {}, 2),
+        (plotting.predicted_by_drafter, (predicted,), {}, 1),
+        (plotting.dtype_pass_costs, (costs,), {}, 1),
+        (plotting.width_speedups, (widths,), {"target": 1.3}, 1),
+    ]
+
+
+CASES = _notebook_01() + _notebook_02() + _notebook_03() + _notebook_04() + _notebook_05()
 
 
 @pytest.mark.parametrize(
-    ("function", "args", "kwargs", "n_axes"), CASES, ids=[c[0].__name__ for c in CASES]
+    ("function", "args", "kwargs", "n_axes"),
+    CASES,
+    ids=[f"{c[0].__name__}-{i}" for i, c in enumerate(CASES)],
 )
 def test_figure_function_draws(function, args, kwargs, n_axes):
     fig = function(*args, **kwargs)
@@ -174,8 +347,14 @@ def test_figure_function_draws(function, args, kwargs, n_axes):
 
 
 def test_every_figure_function_is_tested_and_documented():
-    public = {n for n in plotting.__all__ if n not in {"COLORS", "savefig", "set_style"}}
+    public = {
+        n for n in plotting.__all__ if n not in {"COLORS", "TOKEN_KINDS", "savefig", "set_style"}
+    }
     assert public == {c[0].__name__ for c in CASES}
     for name in public:
         doc = getattr(plotting, name).__doc__ or ""
-        assert "Notebook 0" in doc, f"{name}: the docstring names the notebook that uses it"
+        assert "Notebook" in doc, f"{name}: the docstring names the notebook that uses it"
+
+
+def test_token_kinds_have_colours():
+    assert all(kind in plotting.COLORS for kind in plotting.TOKEN_KINDS)

@@ -47,14 +47,14 @@
 # %%
 import os
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
+from specdec_lib import plotting
 from specdec_lib.bench import BenchSettings, per_prompt_frame, run_benchmark, runs_frame, summarize
 from specdec_lib.config import RESULTS_DIR, quick
-from specdec_lib.plotting import COLORS, savefig
+from specdec_lib.plotting import savefig
 from specdec_lib.results import read_json
 from specdec_lib.theory import (
     GPUS,
@@ -180,27 +180,8 @@ display(cost_table.set_index("n tokens in the pass").T)
 print(f"t_draft = {t_draft:.1f} ms, c = t_draft / t_target(1) = {costs['c']:.3f}")
 
 # %%
-fig, ax = plt.subplots(figsize=(6.4, 3.6))
-n = np.arange(1, len(t_target) + 1)
-ax.plot(
-    n,
-    t_target / t_target[0],
-    "o-",
-    color=COLORS["target"],
-    label="target, measured (this CPU, float32)",
-)
-ax.axhline(1.0, color=COLORS["theory"], ls="--", label="the theory's assumption: free verification")
-ax.axhline(
-    costs["c"], color=COLORS["draft"], ls=":", label=f"one draft pass (c = {costs['c']:.2f})"
-)
-ax.set(
-    xlabel="tokens in one target pass (K + 1)",
-    ylabel="cost relative to a 1-token pass",
-    title="Verification is not free on a CPU",
-    ylim=(0, None),
-)
-ax.legend(loc="lower right")
-savefig("03_pass_costs");
+fig = plotting.pass_costs(cost_table["relative to n = 1"], c=costs["c"])
+savefig("03_pass_costs", fig);
 
 # %% [markdown]
 # ## 2. Throughput, latency, acceptance: the table
@@ -234,69 +215,33 @@ PROTOTYPE_CLAIM = {
 }
 
 
-def speedup_panel(ax, res, title, hf_res=None):
-    df = runs_frame(res)
+def speedup_table(res, hf_res=None):
+    # Per K: the measured speedup with its interquartile range over prompts, the cost model's
+    # prediction, Leviathan et al.'s formula at the measured alpha and c, and HF assisted's speedup.
+    spec = runs_frame(res).query("method == 'speculative'").set_index("K")
     pp = per_prompt_frame(res)
-    spec = df[df.method == "speculative"].set_index("K")
-    hf = (
-        runs_frame(hf_res).query("method == 'hf_assisted'").set_index("K")
-        if hf_res
-        else spec.iloc[:0]
+    band = pp[pp.method == "speculative"].groupby("K")["speedup"].quantile([0.25, 0.75]).unstack()
+    table = spec[["speedup", "predicted_speedup"]].assign(
+        q25=band[0.25],
+        q75=band[0.75],
+        ideal=walltime_speedup(spec["alpha_iid"].values, spec.index.values, res["costs"]["c"]),
     )
-    band = (
-        pp[pp.method == "speculative"].groupby("K")["speedup"].quantile([0.25, 0.5, 0.75]).unstack()
-    )
-    Ks = spec.index.values
-    ax.fill_between(Ks, band[0.25], band[0.75], color=COLORS["speculative"], alpha=0.2, lw=0)
-    ax.plot(
-        Ks,
-        spec["speedup"],
-        "o-",
-        color=COLORS["speculative"],
-        label="specdec, measured (band: IQR over prompts)",
-    )
-    ax.plot(
-        Ks,
-        spec["predicted_speedup"],
-        "s--",
-        color=COLORS["target"],
-        ms=4,
-        label="predicted from measured costs and α",
-    )
-    ideal = walltime_speedup(spec["alpha_iid"].values, Ks, res["costs"]["c"])
-    ax.plot(Ks, ideal, ":", color=COLORS["theory"], label="Leviathan et al., verification free")
-    if len(hf):
-        ax.plot(
-            hf.index,
-            hf["speedup"],
-            "^-",
-            color=COLORS["hf"],
-            label="HF assisted, measured side by side (5 prompts)",
-        )
-    ax.plot(
-        PROTOTYPE_CLAIM["K"],
-        PROTOTYPE_CLAIM["speedup"],
-        "--",
-        color=COLORS["claimed"],
-        label="claimed by the prototype (T4; not measured)",
-    )
-    ax.axhline(1.0, color="black", lw=0.8)
-    ax.set(
-        xlabel="draft length K", ylabel="speedup over autoregressive", title=title, ylim=(0, 2.2)
-    )
+    if hf_res:
+        hf = runs_frame(hf_res).query("method == 'hf_assisted'").set_index("K")
+        table["hf_speedup"] = hf["speedup"]
+    return table
 
 
-fig, axes = plt.subplots(1, len(results), figsize=(6.0 * len(results), 4.2), sharey=True)
-axes = np.atleast_1d(axes)
-for ax, (name, res) in zip(axes, results.items(), strict=True):
-    speedup_panel(
-        ax,
-        res,
-        f"SmolLM2-135M, early-exit draft, {name} (this CPU)",
-        side_by_side if name == "T = 1.0" else None,
+panels = {
+    f"SmolLM2-135M, early-exit draft, {name} (this CPU)": speedup_table(
+        res, side_by_side if name == "T = 1.0" else None
     )
-axes[0].legend(loc="upper right", fontsize=8)
-savefig("03_speedup_vs_K");
+    for name, res in results.items()
+}
+fig = plotting.speedup_vs_K(
+    panels, claim=PROTOTYPE_CLAIM, hf_label="HF assisted, measured side by side (5 prompts)"
+)
+savefig("03_speedup_vs_K", fig);
 
 # %% [markdown]
 # ## 4. Acceptance and tokens per step
@@ -305,87 +250,21 @@ savefig("03_speedup_vs_K");
 # formula $E = (1-\alpha^{K+1})/(1-\alpha)$ evaluated at the measured per-position $\alpha$.
 
 # %%
-fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 3.8))
-markers = {"T = 1.0": "o", "greedy": "s"}
-for name, df in tables.items():
-    spec = df[df.method == "speculative"]
-    ax0.plot(
-        spec.K,
-        spec.alpha_iid,
-        marker=markers[name],
-        color=COLORS["speculative"],
-        ls="-" if name == "T = 1.0" else "--",
-        label=f"{name}: accepted / judged (α of the model)",
+spec_runs = {
+    name: df[df.method == "speculative"].assign(
+        tau_iid=lambda d: expected_tokens_per_step(d.alpha_iid.values, d.K.values)
     )
-    ax0.plot(
-        spec.K,
-        spec.alpha,
-        marker=markers[name],
-        color=COLORS["draft"],
-        ls="-" if name == "T = 1.0" else "--",
-        label=f"{name}: accepted / proposed",
-    )
-    ax1.plot(
-        spec.K,
-        spec.tau,
-        marker=markers[name],
-        color=COLORS["speculative"],
-        ls="-" if name == "T = 1.0" else "--",
-        label=f"{name}, measured τ",
-    )
-    ax1.plot(
-        spec.K,
-        expected_tokens_per_step(spec.alpha_iid.values, spec.K.values),
-        "x",
-        color=COLORS["theory"],
-        label=f"{name}, (1-α^(K+1))/(1-α)",
-    )
-ax0.set(
-    xlabel="draft length K",
-    ylabel="acceptance rate α",
-    title="Acceptance rate vs K",
-    ylim=(0, None),
-)
-ax1.set(
-    xlabel="draft length K",
-    ylabel="tokens per target pass",
-    title="Tokens per step vs K",
-    ylim=(0.9, None),
-)
-ax0.legend()
-ax1.legend(fontsize=8)
-savefig("03_alpha_tau_vs_K");
+    for name, df in tables.items()
+}
+fig = plotting.alpha_tau_vs_K(spec_runs)
+savefig("03_alpha_tau_vs_K", fig);
 
 # %% [markdown]
 # ## 5. Latency and throughput
 
 # %%
-fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 3.8))
-df = tables["T = 1.0"]
-for method, color in [("speculative", COLORS["speculative"]), ("hf_assisted", COLORS["hf"])]:
-    sub = df[df.method == method]
-    ax0.plot(sub.K, sub.tokens_per_s, "o-", color=color, label=method)
-    ax1.plot(sub.K, sub.latency_p50_ms / 1e3, "o-", color=color, label=f"{method} p50")
-    ax1.plot(sub.K, sub.latency_p95_ms / 1e3, "o:", color=color, label=f"{method} p95")
-base = df[df.method == "autoregressive"].iloc[0]
-ax0.axhline(base.tokens_per_s, color=COLORS["target"], ls="--", label="autoregressive")
-ax1.axhline(base.latency_p50_ms / 1e3, color=COLORS["target"], ls="--", label="autoregressive p50")
-ax1.axhline(base.latency_p95_ms / 1e3, color=COLORS["target"], ls=":", label="autoregressive p95")
-ax0.set(
-    xlabel="draft length K",
-    ylabel="tokens / s",
-    title="Throughput (T = 1.0, 50-token requests)",
-    ylim=(0, None),
-)
-ax1.set(
-    xlabel="draft length K",
-    ylabel="seconds per 50-token request",
-    title="Request latency (T = 1.0)",
-    ylim=(0, None),
-)
-ax0.legend()
-ax1.legend(fontsize=8, ncol=2)
-savefig("03_latency_throughput");
+fig = plotting.latency_throughput(tables["T = 1.0"], setting="T = 1.0", n_tokens=50)
+savefig("03_latency_throughput", fig);
 
 # %% [markdown]
 # ## 6. Where the time goes, and the best $K$
@@ -520,26 +399,9 @@ gpu_model = pd.DataFrame(rows)
 display(gpu_model[gpu_model.K.isin([1, 4, 8])].round(3).set_index(["GPU", "alpha", "K"]))
 
 # %%
-fig, ax = plt.subplots(figsize=(7.0, 4.0))
-styles = {"T4": ":", "A100": "--", "H200": "-"}
-for key, spec in GPUS.items():
-    for label, color in [
-        ("measured α", COLORS["speculative"]),
-        ("α = 0.71 (claimed by the prototype)", COLORS["claimed"]),
-    ]:
-        sub = gpu_model[(gpu_model.GPU == spec.name) & (gpu_model.alpha == label)]
-        ax.plot(sub.K, sub["modelled speedup"], styles[key], color=color, label=f"{key}, {label}")
 cpu = tables["T = 1.0"].query("method == 'speculative'")
-ax.plot(cpu.K, cpu.speedup, "o-", color=COLORS["target"], label="this CPU, measured")
-ax.axhline(1.0, color="black", lw=0.8)
-ax.set(
-    xlabel="draft length K",
-    ylabel="speedup over autoregressive",
-    title="Modelled GPU speedup (roofline + launch overhead; a model, not a measurement)",
-    ylim=(0, None),
-)
-ax.legend(fontsize=7.5, ncol=2, loc="upper left")
-savefig("03_gpu_model");
+fig = plotting.gpu_model(gpu_model, cpu, short={spec.name: key for key, spec in GPUS.items()})
+savefig("03_gpu_model", fig);
 
 # %% [markdown]
 # ### Measured GPU results
@@ -616,13 +478,12 @@ for name, res in new_results.items():
     display(runs_frame(res).drop(columns=["n_cells"]).round(3))
 
 # %%
-fig, axes = plt.subplots(
-    1, len(new_results), figsize=(6.0 * len(new_results), 4.2), sharey=True, squeeze=False
-)
-for ax, (name, res) in zip(axes[0], new_results.items(), strict=True):
-    speedup_panel(ax, res, f"SmolLM2-135M, trained draft, bf16, {name.split(', ')[1]} (this CPU)")
-axes[0][0].legend(loc="lower left", fontsize=8)
-savefig("03_speedup_vs_K_trained");
+panels = {
+    f"SmolLM2-135M, trained draft, bf16, {name.split(', ')[1]} (this CPU)": speedup_table(res)
+    for name, res in new_results.items()
+}
+fig = plotting.speedup_vs_K(panels, claim=PROTOTYPE_CLAIM, legend_loc="lower left")
+savefig("03_speedup_vs_K_trained", fig);
 
 # %% [markdown]
 # ## 9. Discussion

@@ -31,14 +31,14 @@
 # %%
 import html
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from IPython.display import HTML, Markdown, display
 from scipy import stats
 
+from specdec_lib import plotting
 from specdec_lib.config import RESULTS_DIR
-from specdec_lib.plotting import COLORS, savefig
+from specdec_lib.plotting import savefig
 from specdec_lib.results import read_json
 
 pd.set_option("display.precision", 3)
@@ -165,38 +165,18 @@ for name, t in cat_tables.items():
     display(t.drop(columns=["lo", "hi"]))
 
 # %%
-fig, ax = plt.subplots(figsize=(9.0, 4.2))
-x = np.arange(len(CATEGORIES))
-width = 0.8 / len(cat_tables)
-BAR_COLORS = ["#9ecae1", "#c6dbef", COLORS["speculative"], COLORS["target"]]
-for j, (name, t) in enumerate(cat_tables.items()):
-    err = np.vstack([t.alpha - t.lo, t.hi - t.alpha]).clip(min=0)
-    ax.bar(
-        x + (j - (len(cat_tables) - 1) / 2) * width,
-        t.alpha,
-        width,
-        yerr=err,
-        capsize=2,
-        color=BAR_COLORS[j % len(BAR_COLORS)],
-        label=f"measured, {name}",
-    )
-ax.plot(
-    x,
-    [PROTOTYPE_CLAIM[c] for c in CATEGORIES],
-    "D",
-    color=COLORS["claimed"],
-    ls="none",
-    label="claimed by the prototype (gpt2 → gpt2-medium; not measured)",
+per_prompt = pd.concat(
+    {
+        name: df.groupby(["category", "prompt"])[["accepted", "judged"]].sum()
+        for name, df in steps.items()
+    },
+    names=["run"],
+).reset_index()
+per_prompt["alpha"] = per_prompt.accepted / per_prompt.judged
+fig = plotting.alpha_by_category(
+    cat_tables, categories=CATEGORIES, claim=PROTOTYPE_CLAIM, per_prompt=per_prompt
 )
-ax.set_xticks(x, [c.replace(" ", "\n") for c in CATEGORIES])
-ax.set(
-    ylabel="acceptance rate α",
-    ylim=(0, 1.18),
-    yticks=np.linspace(0, 1, 6),
-    title="Acceptance by prompt category (SmolLM2-135M; bars: 95% prompt bootstrap)",
-)
-ax.legend(loc="upper center", ncol=3, fontsize=7)
-savefig("04_alpha_by_category");
+savefig("04_alpha_by_category", fig);
 
 
 # %% [markdown]
@@ -218,20 +198,18 @@ def by_position(df, K):
     return reached, accepted
 
 
-fig, axes = plt.subplots(1, len(steps), figsize=(4.2 * len(steps), 3.8), sharey=True)
-axes = np.atleast_1d(axes)
-for ax, (name, df) in zip(axes, steps.items(), strict=True):
+rows = []
+for name, df in steps.items():
     for K in sorted({2, 4, 8, int(df.K.max())} & set(df.K)):
         reached, accepted = by_position(df, K)
         with np.errstate(invalid="ignore"):
             rate = accepted / reached
-        ax.plot(np.arange(1, K + 1), rate, "o-", label=f"K = {K}")
+        rows += [{"run": name, "K": K, "position": i + 1, "rate": r} for i, r in enumerate(rate)]
         print(
             f"{name}, K = {K}: reached {reached.astype(int).tolist()}, accepted {accepted.astype(int).tolist()}"
         )
-    ax.set(xlabel="position in the draft", ylabel="P(accept | reached)", title=name, ylim=(0, None))
-    ax.legend()
-savefig("04_alpha_by_position");
+fig = plotting.alpha_by_position(pd.DataFrame(rows))
+savefig("04_alpha_by_position", fig);
 
 # %% [markdown]
 # ## 4. Token by token
@@ -246,12 +224,7 @@ savefig("04_alpha_by_position");
 from specdec_lib.models import load_pair
 
 tokenizer = load_pair("default").tokenizer
-KIND_COLORS = {
-    "accepted": "#b7e4c7",
-    "corrected": "#f4a261",
-    "bonus": "#8ecae6",
-    "no draft": "#d9d9d9",
-}
+KIND_COLORS = {kind: plotting.COLORS[kind] for kind in plotting.TOKEN_KINDS}
 
 
 def token_kinds(cell_steps):
@@ -315,29 +288,23 @@ display(top)
 # the path that produced it.
 
 # %%
-views = [n for n in ("early exit, T = 1.0", "trained, T = 1.0") if n in results]
-fig, axes = plt.subplots(
-    len(views), 1, figsize=(10, (0.55 * len(shown) + 0.9) * len(views)), squeeze=False
-)
-for ax, name in zip(axes[:, 0], views, strict=True):
-    r = results[name]
-    for row, p in enumerate(shown):
-        kinds = token_kinds(r["cells"][f"speculative|4|{p}|0"]["steps"])
-        for i, (_, kind) in enumerate(kinds):
-            ax.add_patch(plt.Rectangle((i, -row - 0.4), 0.9, 0.8, color=KIND_COLORS[kind]))
-    ax.set_yticks([-r_ for r_ in range(len(shown))], [r["prompts"][p]["category"] for p in shown])
-    ax.set(
-        xlim=(0, r["settings"]["max_new_tokens"]),
-        ylim=(-len(shown) + 0.4, 0.6),
-        title=f"Which path produced each token ({name.split(',')[0]} draft, K = 4, T = 1.0)",
-    )
-    ax.grid(False)
-axes[-1, 0].set_xlabel("generated token")
-handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in KIND_COLORS.values()]
-axes[-1, 0].legend(
-    handles, list(KIND_COLORS), ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.35)
-)
-savefig("04_token_view");
+views = {
+    f"Which path produced each token ({name.split(',')[0]} draft, K = 4, T = 1.0)": [
+        (
+            results[name]["prompts"][p]["category"],
+            [
+                kind
+                for _, kind in token_kinds(results[name]["cells"][f"speculative|4|{p}|0"]["steps"])
+            ],
+        )
+        for p in shown
+    ]
+    for name in ("early exit, T = 1.0", "trained, T = 1.0")
+    if name in results
+}
+n_tokens = max(res["settings"]["max_new_tokens"] for res in results.values())
+fig = plotting.token_view(views, n_tokens=n_tokens)
+savefig("04_token_view", fig);
 
 # %% [markdown]
 # ## 5. Discussion

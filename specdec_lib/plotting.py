@@ -22,6 +22,7 @@ import seaborn as sns
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
+from matplotlib.ticker import MaxNLocator
 
 from .config import FIGURES_DIR
 from .results import atomic_write
@@ -882,15 +883,16 @@ def alpha_by_category(
             hue="run",
             order=list(categories),
             hue_order=list(tables),
-            palette=dict.fromkeys(tables, "black"),
+            palette=dict.fromkeys(tables, "white"),
             dodge=True,
             jitter=0.05,
-            size=2.5,
-            alpha=0.6,
+            size=3,
+            linewidth=0.6,
+            edgecolor="black",
             legend=False,
             ax=ax,
         )
-        handles = [Line2D([], [], marker="o", ms=2.5, ls="", color="black", alpha=0.6)]
+        handles = [Line2D([], [], marker="o", ms=3, mew=0.6, ls="", mfc="white", mec="black")]
     ax.plot(
         x,
         [claim[c] for c in categories],
@@ -926,10 +928,11 @@ def alpha_by_position(rates: pd.DataFrame) -> Figure:
     for ax, run in zip(axes[0], runs, strict=True):
         for K, d in rates[rates.run == run].groupby("K"):
             ax.plot(d.position, d.rate, "o-", label=f"K = {K}")
-        ax.set(
-            xlabel="position in the draft", ylabel="P(accept | reached)", title=run, ylim=(0, None)
-        )
+        ax.set(xlabel="position in the draft", ylabel="P(accept | reached)", title=run)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.legend()
+    # Only once every panel is drawn: the shared axis must span every run's rates.
+    axes[0][0].set_ylim(bottom=0)
     return fig
 
 

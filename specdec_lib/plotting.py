@@ -1039,6 +1039,7 @@ def learning_curves(curve: pd.DataFrame, curves: Mapping[str, pd.DataFrame]) -> 
     ax0.minorticks_off()
     _training_curves(ax1, curves, "seconds", scale=60)
     ax1.set(xlabel="training time (minutes, this CPU)", title="Acceptance vs training compute")
+    fig.tight_layout()
     return fig
 
 

@@ -57,7 +57,8 @@ __all__ = [
     "width_speedups",
 ]
 
-# Colour-blind-safe (Okabe-Ito), one meaning per colour across the series.
+# One meaning per colour across the series: colour-blind-safe Okabe-Ito hues for the series' lines
+# and bars, pale tints for what sits behind them or carries text.
 COLORS = {
     "target": "#0072B2",  # p, autoregressive, measured
     "draft": "#E69F00",  # q

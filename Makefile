@@ -10,6 +10,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
+# Each notebook's jupytext twin (percent format; the pairing is declared in pyproject.toml).
+TWINS := $(sort $(wildcard notebooks/[0-9][0-9]_*.py))
 
 # No network at run time: every model is embedded or tiny; Hub pairs fail with a clear message.
 export HF_HUB_OFFLINE := 1
@@ -20,14 +22,15 @@ export MPLBACKEND := Agg
 export PYTHONHASHSEED := 0
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help install test test-lib test-notebooks reproduce lab lint format bench clean
+.PHONY: help install test test-lib test-notebooks reproduce lab lint format sync bench clean
 
 help:
 	@echo "make reproduce   execute all notebooks on the embedded models, export figures (full mode)"
 	@echo "make test        pytest + nbval (quick mode, SPECDEC_QUICK=1)"
 	@echo "make lab         open the series in JupyterLab"
 	@echo "make bench       the CPU benchmark of notebook 03 (writes data/results/)"
-	@echo "make lint        ruff check + format check"
+	@echo "make lint        ruff check + format check + notebooks in sync with their .py twins"
+	@echo "make sync        sync each notebook with its .py twin (after editing either)"
 
 $(VENV)/.installed: pyproject.toml
 	@test -n "$(PYTHON)" || { echo "python3.11 not found"; exit 1; }
@@ -97,10 +100,19 @@ bench: install
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(PY) -m pytest -q tests/test_notebooks.py
 
-format: install
+# jupytext takes the more recently modified file of each pair as the source and keeps the outputs
+# of the .ipynb. A new notebook can start as a twin alone: sync creates its .ipynb.
+sync: install
+	$(VENV)/bin/jupytext --sync $(TWINS)
+
+# The cells are formatted through the .ipynb (ruff keeps a plotting cell's `;` there), then the
+# twins follow.
+format: install sync
 	$(VENV)/bin/ruff format .
-	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff check --fix --extend-exclude 'notebooks/[0-9][0-9]_*.py' .
+	$(VENV)/bin/jupytext --sync $(NOTEBOOKS)
 
 clean:
 	rm -rf $(VENV) .test-figures .pytest_cache .ruff_cache

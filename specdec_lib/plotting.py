@@ -1,17 +1,64 @@
-"""One figure style for the series and one way out: :func:`savefig` into ``figures/``."""
+"""One figure style for the series, one way out (:func:`savefig` into ``figures/``), and the
+series' figure functions.
+
+A figure function takes data the notebook computed (arrays, DataFrames, dicts of results) and returns
+the :class:`~matplotlib.figure.Figure`; it computes no statistics and reads no files. Its docstring
+says what it draws and which notebook uses it. A notebook's figure cell is then a few lines::
+
+    fig = plotting.tokens_per_step(K_grid, expected, mc, n_steps=N_STEPS)
+    savefig("01_tokens_per_step", fig);
+"""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import matplotlib
 import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+from matplotlib.ticker import MaxNLocator
 
 from .config import FIGURES_DIR
+from .results import atomic_write
 
-__all__ = ["COLORS", "savefig", "set_style"]
+__all__ = [
+    "COLORS",
+    "TOKEN_KINDS",
+    "acceptance_split",
+    "alpha_by_category",
+    "alpha_by_position",
+    "alpha_tau_vs_K",
+    "dtype_pass_costs",
+    "frequency_fit",
+    "full_training",
+    "gpu_model",
+    "greedy_limit",
+    "latency_throughput",
+    "learning_curves",
+    "mismatched_q",
+    "pass_costs",
+    "pilot_curves",
+    "power_vs_n",
+    "predicted_by_drafter",
+    "prototype_bias",
+    "pvalue_uniformity",
+    "savefig",
+    "set_style",
+    "speedup_theory",
+    "speedup_vs_K",
+    "token_view",
+    "tokens_per_step",
+    "width_speedups",
+]
 
-# Colour-blind-safe (Okabe-Ito), one meaning per colour across the series.
+# One meaning per colour across the series: colour-blind-safe Okabe-Ito hues for the series' lines
+# and bars, pale tints for what sits behind them or carries text.
 COLORS = {
     "target": "#0072B2",  # p, autoregressive, measured
     "draft": "#E69F00",  # q
@@ -20,54 +67,1039 @@ COLORS = {
     "theory": "#555555",
     "wrong": "#D55E00",  # the prototype's rule, anything that should not be
     "claimed": "#999999",
+    "other": "#56B4E9",  # one more series where a figure needs it
+    # The untrained early-exit draft's runs, pale behind the trained draft's.
+    "early exit": "#9ecae1",
+    "early exit, greedy": "#c6dbef",
+    # Which path produced a token (pale: text is read on them).
+    "accepted": "#b7e4c7",
+    "corrected": "#f4a261",
+    "bonus": "#8ecae6",
+    "no draft": "#d9d9d9",
 }
+
+TOKEN_KINDS = ("accepted", "corrected", "bonus", "no draft")
+
+# The acceptance rates that notebook 01's figures share, one colour each.
+_ALPHA_COLORS = {
+    0.5: COLORS["other"],
+    0.6: COLORS["draft"],
+    0.8: COLORS["speculative"],
+    0.9: COLORS["target"],
+    0.95: COLORS["hf"],
+}
+
+# The series' rcParams: readable when a figure is pasted into a report without the notebook.
+_RC = {
+    "figure.figsize": (6.4, 4.0),
+    "figure.dpi": 110,
+    "savefig.dpi": 220,
+    "savefig.bbox": "tight",
+    "font.size": 10,
+    "axes.titlesize": 11,
+    "axes.labelsize": 10,
+    "xtick.labelsize": 10,
+    "ytick.labelsize": 10,
+    "legend.fontsize": 10,
+    "legend.title_fontsize": 10,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "legend.frameon": False,
+    "lines.linewidth": 1.8,
+    "patch.force_edgecolor": False,  # seaborn's white bar edges would split stacked bars
+    "svg.hashsalt": "specdec",
+    "pdf.fonttype": 42,
+}
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-]*")
 
 
 def set_style() -> None:
-    """The series' matplotlib style: readable when pasted into a report without the notebook."""
-    matplotlib.rcParams.update(
-        {
-            "figure.figsize": (6.4, 4.0),
-            "figure.dpi": 110,
-            "savefig.dpi": 220,
-            "savefig.bbox": "tight",
-            "font.size": 10,
-            "axes.titlesize": 11,
-            "axes.labelsize": 10,
-            "axes.spines.top": False,
-            "axes.spines.right": False,
-            "axes.grid": True,
-            "grid.alpha": 0.3,
-            "legend.frameon": False,
-            "lines.linewidth": 1.8,
-            "svg.hashsalt": "specdec",
-            "pdf.fonttype": 42,
-        }
+    """The series' style: seaborn's ``ticks`` theme with the series' palette and rcParams."""
+    palette = [COLORS[k] for k in ("target", "draft", "speculative", "hf", "other", "wrong")]
+    sns.set_theme(context="notebook", style="ticks", palette=palette, rc=_RC)
+
+
+def savefig(
+    name: str, fig: Figure | None = None, formats: tuple[str, ...] = ("png", "pdf")
+) -> list[Path]:
+    """Save ``fig`` (default: the current figure) as ``figures/<name>.<fmt>`` for each format.
+
+    PNG at the style's dpi for slides, PDF for papers; ``SPECDEC_FIGURES`` moves the folder. Each
+    file is written atomically (a unique temporary file in the same folder, then a rename), and
+    without a date or software version in its metadata, so that re-running a notebook rewrites
+    identical files. Returns the paths written.
+    """
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise ValueError(
+            f"name must be a plain file stem of letters, digits, '_' and '-' like '01_residual', "
+            f"got {name!r}"
+        )
+    fig = fig or plt.gcf()
+    paths = []
+    for fmt in formats:
+        metadata = {"pdf": {"CreationDate": None}, "png": {"Software": None}}.get(fmt)
+
+        def write(f, fmt=fmt, metadata=metadata) -> None:
+            fig.savefig(f, format=fmt, metadata=metadata)
+
+        paths.append(atomic_write(FIGURES_DIR / f"{name}.{fmt}", write, binary=True))
+    return paths
+
+
+def _as_array(x) -> np.ndarray:
+    return np.asarray(x.numpy() if hasattr(x, "numpy") else x, dtype=float)
+
+
+def _outline(ax, x, p, label: str = "target $p$") -> None:
+    # A distribution drawn as the outline of its bars: what the stacked bars below must fill.
+    p = _as_array(p)
+    ax.step(
+        np.r_[x - 0.5, x[-1] + 0.5],
+        np.r_[p, p[-1]],
+        where="post",
+        color=COLORS["target"],
+        lw=2,
+        label=label,
     )
 
 
-def savefig(name: str, fig=None, formats: tuple[str, ...] = ("png", "pdf")) -> list[Path]:
-    """Save ``fig`` (default: the current figure) as ``figures/<name>.<fmt>`` for each format.
+def _law_split(ax, p, accepted, corrected, *, accepted_label: str, color: str, label: str) -> None:
+    # Where the emitted token comes from: accepted drafts, then the correction, stacked, under p.
+    x = np.arange(len(p))
+    accepted = _as_array(accepted)
+    ax.bar(x, accepted, 0.6, color=COLORS["draft"], alpha=0.8, label=accepted_label)
+    ax.bar(x, _as_array(corrected), 0.6, bottom=accepted, color=color, label=label)
+    _outline(ax, x, p)
+    ax.set_xticks(x)
 
-    PNG at the style's dpi for slides, PDF for papers. Returns the paths written.
-    """
-    if not name or "/" in name or name.startswith("."):
-        raise ValueError(f"name must be a plain file stem like '01_residual', got {name!r}")
-    fig = fig or plt.gcf()
-    FIGURES_DIR.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for fmt in formats:
-        path = FIGURES_DIR / f"{name}.{fmt}"
-        tmp = path.with_suffix(f".tmp.{fmt}")
-        metadata = (
-            {"CreationDate": None}
-            if fmt == "pdf"
-            else ({"Software": None} if fmt == "png" else None)
+
+# ------------------------------------------------------------------------------------------------
+# Notebook 01: the acceptance rule
+
+
+def acceptance_split(p, q, accepted, corrected, *, alpha: float) -> Figure:
+    """Notebook 01, ``01_residual``: the target ``p`` and draft ``q`` side by side (left), and the
+    law the rule emits (right): the accepted drafts ``min(p, q)`` stacked under the residual's
+    share ``(1 - alpha) r``, filling ``p`` (its outline)."""
+    x = np.arange(len(p))
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 3.8), sharey=True)
+    w = 0.4
+    ax0.bar(x - w / 2, _as_array(p), w, color=COLORS["target"], label="target $p$")
+    ax0.bar(x + w / 2, _as_array(q), w, color=COLORS["draft"], label="draft $q$")
+    ax0.set(title="Target and draft distributions", xlabel="token $x$", ylabel="probability")
+    ax0.legend()
+    _law_split(
+        ax1,
+        p,
+        accepted,
+        corrected,
+        accepted_label=r"accepted drafts: $q(x)\min(1, p(x)/q(x))$",
+        color=COLORS["speculative"],
+        label=r"after a rejection: $(1-\alpha)\,r(x)$",
+    )
+    ax1.set(title=rf"What the rule emits ($\alpha$ = {alpha:.2f})", xlabel="token $x$")
+    ax1.legend(loc="upper right")
+    fig.tight_layout()
+    return fig
+
+
+def prototype_bias(
+    p,
+    accepted,
+    corrected,
+    *,
+    tv_example: float,
+    bias: pd.DataFrame,
+    summary: pd.DataFrame,
+    tv_correct_max: float,
+    Vs: Sequence[int] = (10, 100, 1000),
+) -> Figure:
+    """Notebook 01, ``01_prototype_bias``: the prototype's output law on one pair (left: accepted
+    drafts and its correction stacked under ``p``), and the distribution of its total-variation
+    bias over random pairs for each vocabulary size (right; ``bias`` has one row per pair with
+    columns ``V`` and ``tv_prototype``, ``summary`` is indexed by ``V`` with ``pairs`` and
+    ``proto_tv_mean``)."""
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 3.8), gridspec_kw={"width_ratios": [1.1, 1]})
+    _law_split(
+        ax0,
+        p,
+        accepted,
+        corrected,
+        accepted_label=r"accepted drafts: $\min(p, q)$",
+        color=COLORS["wrong"],
+        label="prototype's correction ($p$ without $x$)",
+    )
+    ax0.set(
+        title=f"Prototype's output law: TV from $p$ = {tv_example:.3f}",
+        xlabel="token $x$",
+        ylabel="probability",
+    )
+    ax0.legend(loc="upper right")
+
+    bins = np.linspace(0, 0.3, 31)
+    for V, color in zip(
+        Vs, (COLORS["draft"], COLORS["speculative"], COLORS["target"]), strict=False
+    ):
+        ax1.hist(
+            bias.loc[bias.V == V, "tv_prototype"],
+            bins=bins,
+            density=True,
+            histtype="step",
+            lw=2,
+            color=color,
+            label=f"V = {V} (mean {summary.loc[V, 'proto_tv_mean']:.3f}, "
+            f"{summary.loc[V, 'pairs']} pairs)",
         )
-        fig.savefig(tmp, format=fmt, metadata=metadata)
-        tmp.replace(path)
-        paths.append(path)
-    return paths
+    ax1.set(
+        title="Bias of the prototype on random pairs\n($p, q$ ~ Dirichlet(1), exact laws)",
+        xlabel="TV(prototype output law, $p$)",
+        ylabel="density",
+    )
+    ax1.text(
+        0.03,
+        0.97,
+        f"correct rule: max TV = {tv_correct_max:.0e}",
+        transform=ax1.transAxes,
+        va="top",
+        fontsize=9,
+        color=COLORS["theory"],
+    )
+    ax1.legend(loc="upper left", bbox_to_anchor=(0, 0.9))
+    fig.tight_layout()
+    return fig
+
+
+def mismatched_q(p, law_wrong, law_right, x_star: int) -> Figure:
+    """Notebook 01, ``01_mismatched_q``: the output law of a greedy draft scored with its softmax
+    (``law_wrong``) and scored as one-hot (``law_right``), against the target ``p``; an arrow marks
+    the draft's argmax ``x_star``, accepted every time under the wrong scoring."""
+    x = np.arange(len(p))
+    law_wrong = _as_array(law_wrong)
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    w = 0.27
+    ax.bar(x - w, _as_array(p), w, color=COLORS["target"], label="target $p$ (T = 1)")
+    ax.bar(x, law_wrong, w, color=COLORS["wrong"], label="greedy draft scored with its softmax")
+    ax.bar(
+        x + w,
+        _as_array(law_right),
+        w,
+        color=COLORS["speculative"],
+        label="greedy draft scored as one-hot",
+    )
+    ax.annotate(
+        "draft's argmax $x^*$: always accepted",
+        xy=(x_star - 0.1, law_wrong[x_star]),
+        xytext=(1.5, 0.93),
+        arrowprops={"arrowstyle": "->"},
+        va="center",
+    )
+    ax.set(
+        title="Output law when the ratio uses the wrong draft distribution",
+        xlabel="token $x$",
+        ylabel="probability",
+    )
+    ax.set_xticks(x)
+    ax.legend(loc="center left")
+    return fig
+
+
+def tokens_per_step(
+    K_grid, expected: Mapping[float, np.ndarray], mc: pd.DataFrame, *, n_steps: int
+) -> Figure:
+    """Notebook 01, ``01_tokens_per_step``: expected tokens per speculative step against ``K``, the
+    closed form ``expected[alpha]`` (lines) with the prototype's ``K alpha`` (dotted), and the Monte
+    Carlo means of ``verify`` (``mc``: columns ``alpha``, ``K``, ``mean``, ``se``; ±2 SE bars)."""
+    K_grid = np.asarray(K_grid)
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for alpha, curve in expected.items():
+        col = _ALPHA_COLORS[alpha]
+        ax.plot(
+            K_grid, curve, color=col, label=rf"$\alpha$ = {alpha}: $(1-\alpha^{{K+1}})/(1-\alpha)$"
+        )
+        ax.plot(K_grid, K_grid * alpha, ls=":", lw=1.4, color=col)
+        sub = mc[mc.alpha == alpha]
+        ax.errorbar(sub.K, sub["mean"], yerr=2 * sub.se, fmt="o", ms=5, color=col, capsize=3)
+    handles, labels = ax.get_legend_handles_labels()
+    handles += [
+        Line2D([], [], marker="o", ls="", color=COLORS["theory"]),
+        Line2D([], [], ls=":", color=COLORS["claimed"]),
+    ]
+    labels += [
+        f"verify, Monte Carlo ({n_steps} steps, ±2 SE)",
+        r"$K \times \alpha$ (claimed by the prototype)",
+    ]
+    ax.legend(handles, labels, loc="upper left", fontsize=9)
+    ax.set(
+        title="Tokens emitted per speculative step (i.i.d. acceptance)",
+        xlabel="draft length $K$",
+        ylabel="E[tokens per step]",
+    )
+    ax.set_xticks(K_grid)
+    return fig
+
+
+def _star(ax, K, speedup, color) -> None:
+    ax.plot(K, speedup, "*", ms=13, color=color, mec="black", mew=0.6)
+
+
+def speedup_theory(curves: pd.DataFrame, optima: pd.DataFrame, *, claimed_alpha: float) -> Figure:
+    """Notebook 01, ``01_speedup_vs_K``: Leviathan et al.'s expected walltime speedup against ``K``.
+
+    ``curves`` (columns ``alpha``, ``c``, ``K``, ``speedup``) and ``optima`` (the optimal ``K`` of
+    each ``(alpha, c)`` with ``c > 0``, same columns). Left: every ``alpha`` other than
+    ``claimed_alpha``, one colour each, one line style per draft cost ``c``, stars at the optima.
+    Right: ``claimed_alpha`` for each ``c``, against the prototype's ``K x alpha``.
+    """
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 4.2))
+    left = curves[curves.alpha != claimed_alpha]
+    alphas, costs = sorted(left.alpha.unique()), sorted(left.c.unique())
+    styles = dict(zip(costs, ("-", "--", ":"), strict=False))
+    for (alpha, c), sub in left.groupby(["alpha", "c"]):
+        ax0.plot(sub.K, sub.speedup, ls=styles[c], color=_ALPHA_COLORS[alpha])
+    for o in optima[optima.alpha != claimed_alpha].itertuples():
+        _star(ax0, o.K, o.speedup, _ALPHA_COLORS[o.alpha])
+    ax0.axhline(1, color=COLORS["theory"], lw=1)
+    ax0.legend(
+        [Patch(color=_ALPHA_COLORS[a]) for a in alphas]
+        + [Line2D([], [], color="black", ls=styles[c]) for c in costs]
+        + [Line2D([], [], marker="*", ls="", ms=12, color="white", mec="black")],
+        [rf"$\alpha$ = {a}" for a in alphas] + [f"$c$ = {c}" for c in costs] + ["optimal $K$"],
+        loc="upper left",
+        ncols=2,
+        fontsize=9,
+    )
+    ax0.set(
+        title=r"Expected walltime speedup $\frac{1-\alpha^{K+1}}{(1-\alpha)(cK+1)}$",
+        xlabel="draft length $K$",
+        ylabel="speedup over autoregressive",
+    )
+
+    right = curves[curves.alpha == claimed_alpha]
+    colors = (COLORS["target"], COLORS["speculative"], COLORS["draft"])
+    for (c, sub), col in zip(right.groupby("c"), colors, strict=False):
+        ax1.plot(sub.K, sub.speedup, color=col, label=f"Theorem 3.8, $c$ = {c}")
+        for o in optima[(optima.alpha == claimed_alpha) & (optima.c == c)].itertuples():
+            _star(ax1, o.K, o.speedup, col)
+    K_grid = np.sort(right.K.unique())
+    ax1.plot(
+        K_grid,
+        K_grid * claimed_alpha,
+        ":",
+        color=COLORS["claimed"],
+        lw=2,
+        label=rf"$K \times {claimed_alpha}$ (claimed by the prototype)",
+    )
+    ax1.axhline(1, color=COLORS["theory"], lw=1)
+    ax1.set(
+        title=rf"At $\alpha$ = {claimed_alpha}: theory vs the prototype's formula",
+        xlabel="draft length $K$",
+        ylabel="speedup over autoregressive",
+        ylim=(0, 6),
+    )
+    ax1.legend(loc="upper left", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def greedy_limit(
+    tempered: Mapping[float, np.ndarray],
+    T_grid,
+    tv_onehot,
+    *,
+    bound,
+    alpha_agree,
+    alpha_differ,
+) -> Figure:
+    """Notebook 01, ``01_greedy_limit``: greedy decoding as the limit ``T -> 0``, in three panels.
+
+    Left: the tempered softmax at a few temperatures (``tempered[T]``, tokens sorted by logit).
+    Middle: its total-variation distance to the one-hot argmax against ``T``, under ``bound``
+    (``(V - 1) exp(-gap / T)``). Right: the acceptance rate ``alpha(T)`` of a draft whose argmax
+    agrees with the target's, and of one whose argmax differs.
+    """
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    shades = np.linspace(0.35, 1.0, len(tempered))
+    for (T, probs), shade in zip(tempered.items(), shades, strict=True):
+        probs = _as_array(probs)
+        axes[0].plot(
+            np.arange(len(probs)),
+            probs,
+            "o-",
+            ms=4,
+            color=COLORS["target"],
+            alpha=shade,
+            label=f"T = {T}",
+        )
+    axes[0].set(
+        title=r"softmax($\ell / T$), tokens sorted by logit",
+        xlabel="token rank",
+        ylabel="probability",
+    )
+    axes[0].legend()
+
+    axes[1].loglog(
+        T_grid, np.maximum(tv_onehot, 1e-30), color=COLORS["target"], label="TV to one-hot"
+    )
+    axes[1].loglog(
+        T_grid, bound, "--", color=COLORS["theory"], label=r"bound $(V-1)\,e^{-\Delta/T}$"
+    )
+    axes[1].set(
+        title="Tempered softmax → one-hot (greedy)",
+        xlabel="temperature $T$",
+        ylabel="TV(softmax($\\ell/T$), one-hot)",
+        ylim=(1e-12, 3),
+    )
+    axes[1].legend(loc="lower right")
+
+    axes[2].semilogx(
+        T_grid, alpha_agree, color=COLORS["speculative"], label="draft and target argmax agree"
+    )
+    axes[2].semilogx(T_grid, alpha_differ, color=COLORS["wrong"], label="argmaxes differ")
+    axes[2].set(
+        title=r"$\alpha(T) = \sum_x \min(p_T(x), q_T(x))$",
+        xlabel="temperature $T$",
+        ylabel=r"acceptance rate $\alpha$",
+        ylim=(-0.03, 1.03),
+    )
+    axes[2].legend(loc="center left")
+    fig.tight_layout()
+    return fig
+
+
+# ------------------------------------------------------------------------------------------------
+# Notebook 02: the distribution check
+
+
+def frequency_fit(
+    table: pd.DataFrame,
+    *,
+    title: str,
+    reference_label: str,
+    observed_label: str,
+    color: str = "speculative",
+    law_label: str | None = None,
+) -> Figure:
+    """Notebook 02, ``02_next_token_fit``, ``02_sequences`` and ``02_prototype_bias``: observed
+    frequencies against a reference law, bin by bin.
+
+    ``table`` has one row per bin (the most probable tokens or sequences, then the pooled rest):
+    ``label``, ``reference`` (bars), ``observed`` (points, ±2 ``se`` bars, in ``COLORS[color]``) and
+    optionally ``law``, a second law drawn as horizontal ticks (labelled ``law_label``).
+    """
+    x = np.arange(len(table))
+    fig, ax = plt.subplots(figsize=(11, 4))
+    ax.bar(x, table.reference, 0.8, color=COLORS["target"], alpha=0.35, label=reference_label)
+    ax.errorbar(
+        x,
+        table.observed,
+        yerr=2 * table.se,
+        fmt="o",
+        ms=4,
+        color=COLORS[color],
+        capsize=2,
+        label=observed_label,
+    )
+    if "law" in table:
+        ax.plot(x, table.law, "_", ms=12, mew=2, color=COLORS["wrong"], label=law_label)
+    ax.set_xticks(x, table.label, rotation=90, fontsize=7)
+    ax.set(title=title, ylabel="frequency")
+    ax.legend(fontsize=8)
+    return fig
+
+
+def pvalue_uniformity(pvals, band: tuple[np.ndarray, np.ndarray], *, n_samples: int) -> Figure:
+    """Notebook 02, ``02_pvalues``: are the p-values of tests under ``H_0`` uniform? Their
+    histogram against the uniform density (left), and their QQ plot against ``U(0, 1)`` inside
+    ``band``, the pointwise 95 % band of the sorted values (right). ``n_samples``: the sample size
+    of each test, for the title."""
+    pvals = np.asarray(pvals)
+    n = len(pvals)
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 4))
+    ax0.hist(
+        pvals,
+        bins=10,
+        range=(0, 1),
+        density=True,
+        color=COLORS["speculative"],
+        alpha=0.8,
+        edgecolor="white",
+        label=f"speculative sampling ({n} tests)",
+    )
+    ax0.axhline(1, color=COLORS["theory"], lw=1.2, ls="--", label="uniform")
+    ax0.set(
+        title=f"p-values of next-token tests (N = {n_samples:,} each)",
+        xlabel="p-value",
+        ylabel="density",
+    )
+    ax0.legend(loc="upper right")
+    expected = np.arange(1, n + 1) / (n + 1)
+    ax1.fill_between(
+        expected, *band, color=COLORS["theory"], alpha=0.2, label="95% band under $H_0$"
+    )
+    ax1.plot([0, 1], [0, 1], color=COLORS["theory"], lw=1)
+    ax1.plot(
+        expected,
+        np.sort(pvals),
+        "o",
+        ms=3.5,
+        color=COLORS["speculative"],
+        label="speculative sampling",
+    )
+    ax1.set(
+        title="QQ plot against U(0, 1)",
+        xlabel="uniform quantile",
+        ylabel="sorted p-values",
+        xlim=(0, 1),
+        ylim=(0, 1),
+    )
+    ax1.legend(loc="upper left")
+    fig.tight_layout()
+    return fig
+
+
+def power_vs_n(
+    n_grid,
+    curves: Mapping[str, Sequence[float]],
+    *,
+    tv: Mapping[str, float],
+    dashed: Mapping[str, tuple[str, Sequence[float]]],
+    dotted: Mapping[str, Sequence[float]],
+    simulated: Mapping[str, Sequence[tuple[int, float, float]]],
+    n_modes: Mapping[str, int],
+    n_used: int,
+    n_sim: int,
+    title: str,
+) -> Figure:
+    """Notebook 02, ``02_power_vs_n``: the power of a test against the sample size ``N``.
+
+    ``curves[name]``: power against each bias (labelled with its total variation ``tv[name]``),
+    one colour each; ``dashed[label] = (name, values)``: a variant of curve ``name``, in its colour;
+    ``dotted[label]``: further curves, grey; ``simulated[name]``: ``(N, simulated power,
+    approximation)`` points, in the colour of the curve of that name (grey if none). Vertical lines
+    mark the ``N`` of each mode (``n_modes``), solid for ``n_used``; the horizontal line is power
+    0.9.
+    """
+    palette = [COLORS[k] for k in ("draft", "wrong", "hf", "target", "speculative", "other")]
+    color = dict(zip(curves, palette, strict=False))
+    fig, ax = plt.subplots(figsize=(10, 4.6))
+    for name, values in curves.items():
+        ax.semilogx(n_grid, values, color=color[name], label=f"{name} (TV {tv[name]:.3f})")
+    for label, (name, values) in dashed.items():
+        ax.semilogx(n_grid, values, color=color[name], ls="--", lw=1.2, label=label)
+    for label, values in dotted.items():
+        ax.semilogx(n_grid, values, color=COLORS["theory"], ls=":", label=label)
+    for name, pts in simulated.items():
+        ax.plot(
+            [n for n, _, _ in pts],
+            [sim for _, sim, _ in pts],
+            "o",
+            ms=6,
+            mfc="white",
+            color=color.get(name, COLORS["theory"]),
+        )
+    for mode, n in n_modes.items():
+        ax.axvline(n, color="black", lw=0.8, ls="-" if n == n_used else ":")
+        ax.annotate(
+            f"N = {n:,}\n({mode} mode)",
+            (n, 0.03),
+            xytext=(4, 0),
+            textcoords="offset points",
+            fontsize=8,
+        )
+    ax.axhline(0.9, color=COLORS["claimed"], lw=0.8)
+    handles, labels = ax.get_legend_handles_labels()
+    ax.legend(
+        handles + [Line2D([], [], marker="o", mfc="white", ls="", color="black")],
+        labels + [f"simulated (stats.power_gof, {n_sim} runs)"],
+        fontsize=8,
+        loc="center left",
+        bbox_to_anchor=(1.01, 0.5),
+    )
+    ax.set(
+        title=title,
+        xlabel="samples N",
+        ylabel="probability of rejecting",
+        ylim=(-0.02, 1.02),
+    )
+    return fig
+
+
+# ------------------------------------------------------------------------------------------------
+# Notebook 03: speedup against K
+
+
+def pass_costs(relative, *, c: float) -> Figure:
+    """Notebook 03, ``03_pass_costs``: the measured cost of one target pass over ``n`` tokens
+    relative to a 1-token pass (``relative[n - 1]``), against the theory's free verification (1)
+    and one draft pass (``c``)."""
+    relative = np.asarray(relative)
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    ax.plot(
+        np.arange(1, len(relative) + 1),
+        relative,
+        "o-",
+        color=COLORS["target"],
+        label="target, measured (this CPU, float32)",
+    )
+    ax.axhline(
+        1.0, color=COLORS["theory"], ls="--", label="the theory's assumption: free verification"
+    )
+    ax.axhline(c, color=COLORS["draft"], ls=":", label=f"one draft pass (c = {c:.2f})")
+    ax.set(
+        xlabel="tokens in one target pass (K + 1)",
+        ylabel="cost relative to a 1-token pass",
+        title="Verification is not free on a CPU",
+        ylim=(0, None),
+    )
+    ax.legend(loc="lower right")
+    return fig
+
+
+def speedup_vs_K(
+    panels: Mapping[str, pd.DataFrame],
+    *,
+    claim: Mapping[str, Sequence[float]] | None = None,
+    hf_label: str = "HF assisted, measured",
+    target: float | None = None,
+    ylabel: str = "speedup over autoregressive",
+    ylim: tuple[float, float | None] = (0, 2.2),
+    legend_loc: str = "upper right",
+    panel_size: tuple[float, float] = (6.0, 4.2),
+    suptitle: str | None = None,
+) -> Figure:
+    """Notebooks 03 and 05, ``03_speedup_vs_K``, ``03_speedup_vs_K_trained`` and
+    ``05_speedup_vs_K``: speedup over autoregressive decoding against ``K``, one panel per run (its
+    title the key of ``panels``).
+
+    Each panel's DataFrame is indexed by ``K``: ``speedup`` (measured, the median over prompts) with
+    its band ``q25``-``q75`` across prompts, ``predicted_speedup`` (the cost model), and optionally
+    ``ideal`` (Leviathan et al.'s formula, verification free) and ``hf_speedup`` (Hugging Face
+    assisted generation). ``claim``: the prototype's claimed curve (``K``, ``speedup``), dashed
+    grey; ``target``: a speed target, dotted.
+    """
+    width, height = panel_size
+    fig, axes = plt.subplots(
+        1, len(panels), figsize=(width * len(panels), height), sharey=True, squeeze=False
+    )
+    for ax, (title, d) in zip(axes[0], panels.items(), strict=True):
+        Ks = d.index.values
+        ax.fill_between(Ks, d.q25, d.q75, color=COLORS["speculative"], alpha=0.2, lw=0)
+        ax.plot(
+            Ks,
+            d.speedup,
+            "o-",
+            color=COLORS["speculative"],
+            label="specdec, measured (band: IQR over prompts)",
+        )
+        ax.plot(
+            Ks,
+            d.predicted_speedup,
+            "s--",
+            color=COLORS["target"],
+            ms=4,
+            label="predicted from measured costs and α",
+        )
+        if "ideal" in d:
+            ax.plot(
+                Ks,
+                d.ideal,
+                ":",
+                color=COLORS["theory"],
+                label="Leviathan et al., verification free",
+            )
+        if "hf_speedup" in d and d.hf_speedup.notna().any():
+            hf = d.hf_speedup.dropna()
+            ax.plot(hf.index, hf, "^-", color=COLORS["hf"], label=hf_label)
+        if claim is not None:
+            ax.plot(
+                claim["K"],
+                claim["speedup"],
+                "--",
+                color=COLORS["claimed"],
+                label="claimed by the prototype (T4; not measured)",
+            )
+        ax.axhline(1.0, color="black", lw=0.8)
+        if target is not None:
+            ax.axhline(target, color="grey", lw=0.8, ls=":")
+        ax.set(xlabel="draft length K", title=title, ylim=ylim)
+    axes[0][0].set_ylabel(ylabel)
+    axes[0][0].legend(loc=legend_loc, fontsize=8)
+    if suptitle:
+        fig.suptitle(suptitle)
+    return fig
+
+
+def alpha_tau_vs_K(runs: Mapping[str, pd.DataFrame]) -> Figure:
+    """Notebook 03, ``03_alpha_tau_vs_K``: acceptance and tokens per step against ``K``, one line
+    style per run (``runs[name]``, the speculative rows of a runs table: ``K``, ``alpha_iid`` =
+    accepted / judged, ``alpha`` = accepted / proposed, ``tau`` = tokens per target pass, and
+    ``tau_iid``, the i.i.d. formula at the measured ``alpha_iid``)."""
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 3.8))
+    for (name, d), marker, ls in zip(runs.items(), "osD^", ("-", "--", ":", "-."), strict=False):
+        ax0.plot(
+            d.K,
+            d.alpha_iid,
+            marker=marker,
+            color=COLORS["speculative"],
+            ls=ls,
+            label=f"{name}: accepted / judged (α of the model)",
+        )
+        ax0.plot(
+            d.K,
+            d.alpha,
+            marker=marker,
+            color=COLORS["draft"],
+            ls=ls,
+            label=f"{name}: accepted / proposed",
+        )
+        ax1.plot(
+            d.K,
+            d.tau,
+            marker=marker,
+            color=COLORS["speculative"],
+            ls=ls,
+            label=f"{name}, measured τ",
+        )
+        ax1.plot(d.K, d.tau_iid, "x", color=COLORS["theory"], label=f"{name}, (1-α^(K+1))/(1-α)")
+    ax0.set(
+        xlabel="draft length K",
+        ylabel="acceptance rate α",
+        title="Acceptance rate vs K",
+        ylim=(0, None),
+    )
+    ax1.set(
+        xlabel="draft length K",
+        ylabel="tokens per target pass",
+        title="Tokens per step vs K",
+        ylim=(0.9, None),
+    )
+    ax0.legend()
+    ax1.legend(fontsize=8)
+    return fig
+
+
+def latency_throughput(runs: pd.DataFrame, *, setting: str, n_tokens: int) -> Figure:
+    """Notebook 03, ``03_latency_throughput``: throughput (left) and request latency, p50 and p95
+    (right), against ``K`` for speculative decoding and HF assisted generation, against the
+    autoregressive baseline (``runs``: a runs table with ``method``, ``K``, ``tokens_per_s``,
+    ``latency_p50_ms``, ``latency_p95_ms``)."""
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 3.8))
+    for method, color in [("speculative", COLORS["speculative"]), ("hf_assisted", COLORS["hf"])]:
+        sub = runs[runs.method == method]
+        ax0.plot(sub.K, sub.tokens_per_s, "o-", color=color, label=method)
+        ax1.plot(sub.K, sub.latency_p50_ms / 1e3, "o-", color=color, label=f"{method} p50")
+        ax1.plot(sub.K, sub.latency_p95_ms / 1e3, "o:", color=color, label=f"{method} p95")
+    base = runs[runs.method == "autoregressive"].iloc[0]
+    ax0.axhline(base.tokens_per_s, color=COLORS["target"], ls="--", label="autoregressive")
+    for q, ls in (("p50", "--"), ("p95", ":")):
+        ax1.axhline(
+            base[f"latency_{q}_ms"] / 1e3,
+            color=COLORS["target"],
+            ls=ls,
+            label=f"autoregressive {q}",
+        )
+    ax0.set(
+        xlabel="draft length K",
+        ylabel="tokens / s",
+        title=f"Throughput ({setting}, {n_tokens}-token requests)",
+        ylim=(0, None),
+    )
+    ax1.set(
+        xlabel="draft length K",
+        ylabel=f"seconds per {n_tokens}-token request",
+        title=f"Request latency ({setting})",
+        ylim=(0, None),
+    )
+    ax0.legend()
+    ax1.legend(fontsize=8, ncol=2)
+    return fig
+
+
+def gpu_model(model: pd.DataFrame, measured: pd.DataFrame, *, short: Mapping[str, str]) -> Figure:
+    """Notebook 03, ``03_gpu_model``: the modelled speedup on GPUs against ``K`` (``model``:
+    ``GPU``, ``alpha`` (a label), ``K``, ``modelled speedup``; one line style per GPU, named by
+    ``short[GPU]``; green for the first ``alpha`` label, grey for the second) and the speedup
+    measured on this CPU (``measured``: ``K``, ``speedup``)."""
+    fig, ax = plt.subplots(figsize=(7.0, 4.0))
+    styles = dict(zip(model.GPU.unique(), (":", "--", "-", "-."), strict=False))
+    colors = dict(
+        zip(model.alpha.unique(), (COLORS["speculative"], COLORS["claimed"]), strict=False)
+    )
+    for gpu, ls in styles.items():
+        for label, color in colors.items():
+            sub = model[(model.GPU == gpu) & (model.alpha == label)]
+            ax.plot(sub.K, sub["modelled speedup"], ls, color=color, label=f"{short[gpu]}, {label}")
+    ax.plot(measured.K, measured.speedup, "o-", color=COLORS["target"], label="this CPU, measured")
+    ax.axhline(1.0, color="black", lw=0.8)
+    ax.set(
+        xlabel="draft length K",
+        ylabel="speedup over autoregressive",
+        title="Modelled GPU speedup (roofline + launch overhead; a model, not a measurement)",
+        ylim=(0, None),
+    )
+    ax.legend(fontsize=7.5, ncol=2, loc="upper left")
+    return fig
+
+
+# ------------------------------------------------------------------------------------------------
+# Notebook 04: acceptance by prompt type
+
+
+def alpha_by_category(
+    tables: Mapping[str, pd.DataFrame],
+    *,
+    categories: Sequence[str],
+    claim: Mapping[str, float],
+    per_prompt: pd.DataFrame | None = None,
+) -> Figure:
+    """Notebook 04, ``04_alpha_by_category``: the acceptance rate by prompt category, one bar per
+    run (``tables[run]``, indexed by category: ``alpha`` with its 95 % interval ``lo``-``hi``),
+    each prompt's own rate as a dot on its run's bar (``per_prompt``: ``run``, ``category``,
+    ``alpha``), and the prototype's claimed rates (``claim``, diamonds)."""
+    fig, ax = plt.subplots(figsize=(9.0, 4.2))
+    x = np.arange(len(categories))
+    width = 0.8 / len(tables)
+    colors = [COLORS[k] for k in ("early exit", "early exit, greedy", "speculative", "target")]
+    for j, (name, t) in enumerate(tables.items()):
+        t = t.loc[list(categories)]
+        err = np.vstack([t.alpha - t.lo, t.hi - t.alpha]).clip(min=0)
+        ax.bar(
+            x + (j - (len(tables) - 1) / 2) * width,
+            t.alpha,
+            width,
+            yerr=err,
+            capsize=2,
+            color=colors[j % len(colors)],
+            label=f"measured, {name}",
+        )
+    handles = []
+    if per_prompt is not None:
+        sns.stripplot(
+            data=per_prompt,
+            x="category",
+            y="alpha",
+            hue="run",
+            order=list(categories),
+            hue_order=list(tables),
+            palette=dict.fromkeys(tables, "white"),
+            dodge=True,
+            jitter=0.05,
+            size=3,
+            linewidth=0.6,
+            edgecolor="black",
+            legend=False,
+            ax=ax,
+        )
+        handles = [Line2D([], [], marker="o", ms=3, mew=0.6, ls="", mfc="white", mec="black")]
+    ax.plot(
+        x,
+        [claim[c] for c in categories],
+        "D",
+        color=COLORS["claimed"],
+        ls="none",
+        label="claimed by the prototype (gpt2 → gpt2-medium; not measured)",
+    )
+    ax.set_xticks(x, [c.replace(" ", "\n") for c in categories])
+    ax.set(
+        xlabel=None,
+        ylabel="acceptance rate α",
+        ylim=(0, 1.18),
+        yticks=np.linspace(0, 1, 6),
+        title="Acceptance by prompt category (SmolLM2-135M; bars: 95% prompt bootstrap"
+        + ("; dots: prompts)" if handles else ")"),
+    )
+    h, labels = ax.get_legend_handles_labels()
+    ax.legend(
+        h + handles, labels + ["one prompt"] * len(handles), loc="upper center", ncol=3, fontsize=7
+    )
+    return fig
+
+
+def alpha_by_position(rates: pd.DataFrame) -> Figure:
+    """Notebook 04, ``04_alpha_by_position``: the acceptance probability of each draft position
+    given that it was reached, one panel per run and one line per ``K`` (``rates``: ``run``, ``K``,
+    ``position``, ``rate``)."""
+    runs = list(dict.fromkeys(rates.run))
+    fig, axes = plt.subplots(
+        1, len(runs), figsize=(4.2 * len(runs), 3.8), sharey=True, squeeze=False
+    )
+    for ax, run in zip(axes[0], runs, strict=True):
+        for K, d in rates[rates.run == run].groupby("K"):
+            ax.plot(d.position, d.rate, "o-", label=f"K = {K}")
+        ax.set(xlabel="position in the draft", ylabel="P(accept | reached)", title=run)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.legend()
+    # Only once every panel is drawn: the shared axis must span every run's rates.
+    axes[0][0].set_ylim(bottom=0)
+    return fig
+
+
+def token_view(
+    views: Mapping[str, Sequence[tuple[str, Sequence[str]]]], *, n_tokens: int
+) -> Figure:
+    """Notebook 04, ``04_token_view``: which path produced each generated token, one panel per
+    run (titled by the key of ``views``), one row per prompt (``(label, kinds)``: a kind from
+    :data:`TOKEN_KINDS` per token), one box per token."""
+    n_rows = max(len(rows) for rows in views.values())
+    fig, axes = plt.subplots(
+        len(views), 1, figsize=(10, (0.55 * n_rows + 0.9) * len(views)), squeeze=False
+    )
+    for ax, (title, rows) in zip(axes[:, 0], views.items(), strict=True):
+        for row, (_, kinds) in enumerate(rows):
+            for i, kind in enumerate(kinds):
+                ax.add_patch(plt.Rectangle((i, -row - 0.4), 0.9, 0.8, color=COLORS[kind]))
+        ax.set_yticks([-r for r in range(len(rows))], [label for label, _ in rows])
+        ax.set(xlim=(0, n_tokens), ylim=(-len(rows) + 0.4, 0.6), title=title)
+        ax.grid(False)
+    axes[-1, 0].set_xlabel("generated token")
+    axes[-1, 0].legend(
+        [plt.Rectangle((0, 0), 1, 1, color=COLORS[k]) for k in TOKEN_KINDS],
+        list(TOKEN_KINDS),
+        ncol=4,
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.35),
+    )
+    return fig
+
+
+# ------------------------------------------------------------------------------------------------
+# Notebook 05: drafting strategies
+
+
+def _training_curves(ax, curves: Mapping[str, pd.DataFrame], x: str, scale: float = 1.0) -> None:
+    for name, h in curves.items():
+        ax.plot(h[x] / scale, h.eval_alpha, marker="o", ms=3, label=name)
+    ax.set(ylabel=r"held-out $\sum_x \min(p, q)$ (top-64 bound)")
+    ax.legend(fontsize=8)
+
+
+def pilot_curves(curves: Mapping[str, pd.DataFrame], *, title: str) -> Figure:
+    """Notebook 05, ``05_pilot_curves``: the held-out acceptance bound of each pilot draft during
+    training (``curves[name]``: a training history with ``step`` and ``eval_alpha``)."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    _training_curves(ax, curves, "step")
+    ax.set(xlabel="training step (8 sequences each)", title=title)
+    return fig
+
+
+def full_training(history: pd.DataFrame, *, alpha_decoding: float) -> Figure:
+    """Notebook 05, ``05_full_training``: the acceptance bound of the full-data head during
+    training, on the held-out shards and on the training batches (``history``: ``tokens seen``,
+    ``eval_alpha``, ``train_alpha``), against the rate measured by decoding (``alpha_decoding``)."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    seen = history["tokens seen"] / 1e6
+    ax.plot(seen, history.eval_alpha, "o-", ms=3, color=COLORS["draft"], label="held-out shards")
+    ax.plot(
+        seen,
+        history.train_alpha,
+        ".",
+        ms=3,
+        color=COLORS["target"],
+        alpha=0.5,
+        label="training batches",
+    )
+    ax.axhline(
+        alpha_decoding,
+        color=COLORS["speculative"],
+        ls="--",
+        label=f"measured by decoding, held-out prompts ({alpha_decoding:.3f})",
+    )
+    ax.set(
+        xlabel="training positions seen (millions)",
+        ylabel=r"$\sum_x \min(p, q)$ (top-64 bound)",
+        title="The full-data head during training (T = 1)",
+    )
+    ax.legend(fontsize=8)
+    return fig
+
+
+def learning_curves(curve: pd.DataFrame, curves: Mapping[str, pd.DataFrame]) -> Figure:
+    """Notebook 05, ``05_learning_curves``: acceptance against training data (left; ``curve``: one
+    row per run, ``train tokens`` and ``alpha`` measured by decoding) and the held-out bound against
+    training time (right; ``curves[run]``: a training history with ``seconds``, ``eval_alpha``)."""
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 4))
+    ax0.plot(curve["train tokens"], curve.alpha, "o-", color=COLORS["draft"])
+    for _, r in curve.iterrows():
+        ax0.annotate(
+            f"{r.alpha:.3f}",
+            (r["train tokens"], r.alpha),
+            textcoords="offset points",
+            xytext=(4, -12),
+            fontsize=8,
+        )
+    ax0.set(
+        xscale="log",
+        xlabel="training positions (on-policy, generated by the target; log scale)",
+        ylabel="α at K = 1, T = 1 (decoding, held-out prompts)",
+        title="Acceptance vs data (fused feature head)",
+    )
+    ax0.set_xticks([1e5, 2e5, 5e5, 1e6, 2e6], ["100k", "200k", "500k", "1M", "2M"])
+    ax0.minorticks_off()
+    _training_curves(ax1, curves, "seconds", scale=60)
+    ax1.set(xlabel="training time (minutes, this CPU)", title="Acceptance vs training compute")
+    fig.tight_layout()
+    return fig
+
+
+def predicted_by_drafter(predicted: pd.DataFrame) -> Figure:
+    """Notebook 05, ``05_predicted_by_drafter``: the speedup that each drafter's ``alpha`` and
+    ``c`` predict against ``K`` (``predicted``: ``drafter`` (the legend label), ``K``,
+    ``speedup``)."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for name, d in predicted.groupby("drafter", sort=False):
+        ax.plot(d.K, d.speedup, "o-", ms=4, label=name)
+    ax.axhline(1.0, color="black", lw=0.8)
+    ax.set_xticks(sorted(predicted.K.unique()))
+    ax.set(
+        xlabel="draft length K",
+        ylabel="predicted speedup (bf16)",
+        title="What α and c predict (i.i.d. model), T = 1, this CPU",
+    )
+    ax.legend(fontsize=7)
+    return fig
+
+
+def dtype_pass_costs(costs: pd.DataFrame) -> Figure:
+    """Notebook 05, ``05_dtype_pass_costs``: the cost of a cached target pass over ``n`` tokens
+    relative to one token, in float32 and in bfloat16 (``costs``, indexed by ``n``:
+    ``float32 / one token``, ``bfloat16 / one token``)."""
+    fig, ax = plt.subplots(figsize=(6, 3.8))
+    ax.plot(costs.index, costs["float32 / one token"], "o-", label="float32")
+    ax.plot(costs.index, costs["bfloat16 / one token"], "s-", label="bfloat16")
+    ax.axhline(1, color="black", lw=0.8)
+    ax.set(
+        xlabel="tokens in one cached target pass (K + 1)",
+        ylabel="cost / cost of one token",
+        title="Verification cost, SmolLM2-135M on this CPU (one thread)",
+    )
+    ax.legend()
+    return fig
+
+
+def width_speedups(widths: pd.DataFrame, *, target: float) -> Figure:
+    """Notebook 05, ``05_width``: the measured speedup of every configuration with one, two or
+    three candidates for the first draft position (``widths``: indexed by ``decoding``, ``head``,
+    ``schedule``, ``width``, ``K``, with ``speedup``), one bar each, coloured by width; ``target``:
+    the speed target (dotted)."""
+    fig, ax = plt.subplots(figsize=(9, 4))
+    labels, cols = [], []
+    for dec, weights, sched, w, K in widths.index:
+        labels.append(f"{dec}, {weights}\n{'' if sched == 'fixed' else 'heur. '}K={K} w={w}")
+        cols.append({1: COLORS["draft"], 2: COLORS["speculative"], 3: COLORS["target"]}[w])
+    ax.bar(range(len(widths)), widths.speedup, color=cols)
+    ax.set_xticks(range(len(widths)), labels, fontsize=6, rotation=90)
+    ax.axhline(1.0, color="black", lw=0.8)
+    ax.axhline(target, color="grey", lw=0.8, ls=":")
+    ax.set(
+        ylabel="speedup over autoregressive (bf16)",
+        ylim=(0.9, None),
+        title="Width (candidates for the first position: orange 1, green 2, blue 3) "
+        "and int8 head weights",
+    )
+    return fig
 
 
 set_style()

@@ -113,21 +113,3 @@ def test_offline_and_two_commands():
     assert "make test" in (ROOT / ".ci/run").read_text()
     readme = (ROOT / "README.md").read_text()
     assert "make reproduce" in readme and "make test" in readme and "make lab" in readme
-
-
-def test_notebooks_committed_with_outputs():
-    import nbformat
-
-    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
-        nb = nbformat.read(path, as_version=4)
-        code = [c for c in nb.cells if c.cell_type == "code"]
-        assert code, path.name
-        assert all(c.get("execution_count") for c in code), f"{path.name} is not fully executed"
-        errors = [o for c in code for o in c.get("outputs", []) if o.get("output_type") == "error"]
-        assert not errors, f"{path.name} has error outputs"
-        # Readers see the figures in the committed notebook (executed with the inline backend,
-        # not Agg): every cell that saves a figure also shows it.
-        for c in code:
-            if "savefig(" in c.source and "def savefig" not in c.source:
-                shown = any("image/png" in o.get("data", {}) for o in c.get("outputs", []))
-                assert shown, f"{path.name}: a figure cell has no image output:\n{c.source[:200]}"

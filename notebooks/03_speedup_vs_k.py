@@ -1,0 +1,530 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.17.3
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 03 · Speedup vs K: measured, predicted, and what a GPU would show
+#
+# **Aim.** Notebooks 01 and 02 showed that speculative sampling is *exact*. Here we ask whether it is
+# *fast*. We reproduce the original prototype's experiment — 20 prompts in five categories, 50 new
+# tokens each, draft lengths $K = 1..8$, temperature 1.0, plus greedy decoding — with real
+# measurements on this machine, side by side in one process:
+#
+# * **autoregressive**: the target alone, one pass per token, with the same warps, sampler and KV
+#   cache as the speculative decoder (the fair baseline; the prototype's baseline used `generate`'s
+#   default `top_k=50` while its speculative path sampled the full softmax, and had no KV cache);
+# * **speculative**: `specdec_lib.SpeculativeDecoder` at each $K$;
+# * **hf_assisted**: Hugging Face transformers' assisted generation on the same pair
+#   (`assistant_model=`, `num_assistant_tokens=K`, constant schedule, confidence threshold off);
+# * **hf_autoregressive**: plain `generate` (with `top_k=0`), to check that our baseline is not slow.
+#
+# Then we compare with the theory through a **cost model** measured on the same run, and explain the
+# gap. Finally, *what a GPU would show*: the same acceptance rates run through a roofline-plus-launch
+# model of a T4, an A100 and an H200 — a model, labelled as such.
+#
+# The prototype printed hard-coded numbers (a T4 GPU, 1.87× at $K=5$, acceptance 0.71, a
+# speedup-vs-$K$ list). We quote them only as **claimed by the prototype**; nothing in them was
+# measured by its code.
+#
+# **How the numbers are made.** `python -m specdec_lib bench` (`specdec_lib.bench`) measures every
+# (method, $K$, prompt) *cell* in an order rotated from prompt to prompt, so that slow drift of the
+# machine spreads over all methods; warm-up runs are excluded; each cell is written atomically to a
+# JSON file with its provenance (device, versions, git commit, date, seed, settings). This notebook
+# plots the committed results in `data/results/`; `make bench` re-measures them (about an hour per
+# temperature on one core), and with `SPECDEC_REMEASURE=1` the notebook re-measures them itself.
+
+# %%
+import numpy as np
+import pandas as pd
+from IPython.display import Markdown, display
+
+from specdec_lib import plotting
+from specdec_lib.bench import BenchSettings, per_prompt_frame, run_benchmark, runs_frame, summarize
+from specdec_lib.config import REMEASURE, RESULTS_DIR, quick
+from specdec_lib.plotting import savefig
+from specdec_lib.results import read_json
+from specdec_lib.theory import (
+    GPUS,
+    expected_tokens_per_step,
+    gpu_pass_time,
+    optimal_K,
+    walltime_speedup,
+)
+
+pd.set_option("display.precision", 3)
+QUICK = quick()
+FILES = {
+    "T = 1.0": RESULTS_DIR / "bench_default_float32_T1.json",
+    "greedy": RESULTS_DIR / "bench_default_float32_greedy.json",
+    "side by side": RESULTS_DIR / "bench_default_float32_T1_side_by_side.json",
+}
+SETTINGS = {  # sections 1-6: the untrained early-exit draft, float32
+    "T = 1.0": BenchSettings(
+        pair="default", draft="early-exit", dtype="float32", temperature=1.0, threads=1
+    ),
+    "greedy": BenchSettings(
+        pair="default", draft="early-exit", dtype="float32", temperature=0.0, threads=1
+    ),
+    "side by side": BenchSettings(
+        pair="default",
+        draft="early-exit",
+        dtype="float32",
+        temperature=1.0,
+        threads=1,
+        prompts="data/prompts_side_by_side.json",
+    ),
+}
+print(f"quick mode: {QUICK}, re-measure: {REMEASURE}")
+
+# %%
+if REMEASURE:
+    for name, settings in SETTINGS.items():
+        run_benchmark(settings, FILES[name], resume=False)
+results = {name: read_json(path) for name, path in FILES.items() if path.exists()}
+for res in results.values():
+    res["runs"] = summarize(res)  # always the current analysis of the stored cells
+side_by_side = results.pop("side by side", None)
+for name, res in results.items():
+    prov = res["provenance"]
+    print(
+        f"{name}: {res['status']}, {len(res['cells'])} cells in {len(res['sessions'])} session(s), first {prov['date']}, on "
+        f"{prov['cpu']} ({prov['torch_threads']} threads, {prov['device']}), torch {prov['torch']}, "
+        f"transformers {prov['transformers']}, commit {prov['git_commit'][:12]}"
+    )
+print(results["T = 1.0"]["pair"])
+for name, res in results.items():
+    for note in res.get("notes", []):
+        print(f"note ({name}): {note}")
+
+# %% [markdown]
+# **Read this before the HF numbers.** The two main runs were made in two sessions: the first
+# measured every cell, but its Hugging Face assisted cells were wrong — the harness passed $K$ to
+# `generate()`, and transformers reads the draft length from the *assistant's* `generation_config`,
+# so every "K" ran with HF's own default (a bug in our harness, found by the flat HF curve and fixed;
+# a test now counts the draft passes). Those cells were discarded and re-measured in a second
+# session, while the machine carried a different load. Speedups of our decoder are measured against
+# the baseline of the same window and are unaffected; a ratio between our decoder and HF taken from
+# these files is not side by side. For that comparison we made a third, smaller run
+# (`bench_default_float32_T1_side_by_side.json`: the first prompt of each category, every method and
+# $K$ interleaved in one window), and the HF curves and ratios below come from it.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+# What was measured (the same in quick and full mode).
+for name, res in results.items():
+    s = res["settings"]
+    methods = sorted({r["method"] for r in res["runs"]})
+    print(
+        name,
+        "| complete:",
+        res["status"] == "complete",
+        "| prompts:",
+        len(res["prompts"]),
+        "| K:",
+        s["K"],
+        "| tokens per prompt:",
+        s["max_new_tokens"],
+        "| methods:",
+        methods,
+    )
+
+# %% [markdown]
+# ## 1. The cost model
+#
+# Leviathan et al.'s walltime formula (notebook 01, §6) assumes that a target pass over $K+1$ tokens
+# costs the same as over one token — true on a GPU that is bound by reading the weights, not on a
+# CPU. So we measure, in the same process as the benchmark, the time of one cached target pass over
+# $n$ new tokens, $t_\text{target}(n)$ for $n = 1..9$, and of one draft pass over one token,
+# $t_\text{draft}$ (medians of 15 passes at a 64-token context). Then
+#
+# $$
+# \text{predicted speedup}(K) \;=\; \frac{E[\text{tokens per step}]}{\bigl(K\,t_\text{draft} + t_\text{target}(K+1)\bigr)/t_\text{target}(1)},
+# \qquad E[\text{tokens per step}] = \frac{1-\alpha^{K+1}}{1-\alpha},
+# $$
+#
+# with $\alpha$ measured in the same run at that $K$. Which $\alpha$? The formula's $\alpha$ is the
+# probability that a draft token is accepted *given that it is judged*, the same at every position.
+# A step stops at its first rejection, so the drafts after it are proposed but never judged; hence
+# the plain ratio accepted / proposed (column `alpha`) equals $(\alpha - \alpha^{K+1})/((1-\alpha)K)$
+# under the model and falls with $K$ even when $\alpha$ does not. We therefore predict with
+# `alpha_iid` = accepted / judged, the maximum-likelihood estimate of the per-position $\alpha$, and
+# report both. (A second prediction, `predicted_speedup_from_tau`, uses the measured tokens per step
+# directly and so isolates the implementation's overhead from the i.i.d. assumption.)
+
+# %%
+costs = results["T = 1.0"]["costs"]
+t_target = np.array(costs["t_target_s"]) * 1e3
+t_draft = costs["t_draft_s"] * 1e3
+cost_table = pd.DataFrame(
+    {
+        "n tokens in the pass": np.arange(1, len(t_target) + 1),
+        "t_target(n) ms": t_target,
+        "relative to n = 1": t_target / t_target[0],
+    }
+)
+display(cost_table.set_index("n tokens in the pass").T)
+print(f"t_draft = {t_draft:.1f} ms, c = t_draft / t_target(1) = {costs['c']:.3f}")
+
+# %%
+fig = plotting.pass_costs(cost_table["relative to n = 1"], c=costs["c"])
+savefig("03_pass_costs", fig);
+
+# %% [markdown]
+# ## 2. Throughput, latency, acceptance: the table
+#
+# One row per method and $K$. `speedup` is tokens/s over the autoregressive baseline's in the *same*
+# run; `alpha` = accepted / proposed draft tokens (corrected and bonus tokens never count, unlike the
+# prototype's "acceptance rate", which could exceed 1); `alpha_iid` = accepted / judged draft tokens,
+# the per-position acceptance of the theory (§1); `tau` = tokens per target pass;
+# `latency_p50/p95_ms` are per-request (50 tokens) percentiles over the 20 prompts;
+# `efficiency` = measured / predicted speedup. Hugging Face's assisted generation does not report its
+# acceptance, so its `alpha` is empty.
+
+# %%
+tables = {name: runs_frame(res) for name, res in results.items()}
+for name, df in tables.items():
+    display(Markdown(f"**{name}**"))
+    display(df.drop(columns=["n_cells"]).round(3))
+
+# %% [markdown]
+# ## 3. Speedup vs $K$
+#
+# Measured speedup of our decoder (median over prompts, band = interquartile range across the 20
+# prompts), the prediction from the cost model, Leviathan et al.'s idealised formula with the measured
+# $c$ (free verification), Hugging Face assisted generation on the same pair, and — in grey, dashed —
+# the curve **claimed by the prototype** (T4 GPU, gpt2 → gpt2-medium, never measured by its code).
+
+# %%
+PROTOTYPE_CLAIM = {
+    "K": list(range(1, 9)),
+    "speedup": [1.0, 1.28, 1.51, 1.67, 1.87, 1.91, 1.94, 1.89],
+}
+
+
+def speedup_table(res, hf_res=None):
+    # Per K: the measured speedup with its interquartile range over prompts, the cost model's
+    # prediction, Leviathan et al.'s formula at the measured alpha and c, and HF assisted's speedup.
+    spec = runs_frame(res).query("method == 'speculative'").set_index("K")
+    pp = per_prompt_frame(res)
+    band = pp[pp.method == "speculative"].groupby("K")["speedup"].quantile([0.25, 0.75]).unstack()
+    table = spec[["speedup", "predicted_speedup"]].assign(
+        q25=band[0.25],
+        q75=band[0.75],
+        ideal=walltime_speedup(spec["alpha_iid"].values, spec.index.values, res["costs"]["c"]),
+    )
+    if hf_res:
+        hf = runs_frame(hf_res).query("method == 'hf_assisted'").set_index("K")
+        table["hf_speedup"] = hf["speedup"]
+    return table
+
+
+panels = {
+    f"SmolLM2-135M, early-exit draft, {name} (this CPU)": speedup_table(
+        res, side_by_side if name == "T = 1.0" else None
+    )
+    for name, res in results.items()
+}
+fig = plotting.speedup_vs_K(
+    panels, claim=PROTOTYPE_CLAIM, hf_label="HF assisted, measured side by side (5 prompts)"
+)
+savefig("03_speedup_vs_K", fig);
+
+# %% [markdown]
+# ## 4. Acceptance and tokens per step
+#
+# Both acceptance ratios at each $K$ (see §1), and the mean tokens per step $\tau$ against the i.i.d.
+# formula $E = (1-\alpha^{K+1})/(1-\alpha)$ evaluated at the measured per-position $\alpha$.
+
+# %%
+spec_runs = {
+    name: df[df.method == "speculative"].assign(
+        tau_iid=lambda d: expected_tokens_per_step(d.alpha_iid.values, d.K.values)
+    )
+    for name, df in tables.items()
+}
+fig = plotting.alpha_tau_vs_K(spec_runs)
+savefig("03_alpha_tau_vs_K", fig);
+
+# %% [markdown]
+# ## 5. Latency and throughput
+
+# %%
+fig = plotting.latency_throughput(tables["T = 1.0"], setting="T = 1.0", n_tokens=50)
+savefig("03_latency_throughput", fig);
+
+# %% [markdown]
+# ## 6. Where the time goes, and the best $K$
+#
+# *Implementation efficiency* = measured / predicted speedup. Above 0.95 means the decoder adds
+# nothing the cost model does not count (sampling, warps, the acceptance test and cache rollback are
+# cheap next to a forward pass). The best $K$ is read from the measurement and from the model.
+
+# %%
+rows = []
+for name, df in tables.items():
+    spec = df[df.method == "speculative"].set_index("K")
+    hf = df[df.method == "hf_assisted"].set_index("K")
+    best = spec["speedup"].idxmax()
+    rows.append(
+        {
+            "setting": name,
+            "best K (measured)": best,
+            "speedup at best K": spec.loc[best, "speedup"],
+            "best K (cost model)": spec["predicted_speedup"].idxmax(),
+            "min efficiency": spec["efficiency"].min(),
+            "median efficiency": spec["efficiency"].median(),
+            "our AR / HF AR tokens/s": df[df.method == "autoregressive"].tokens_per_s.iloc[0]
+            / df[df.method == "hf_autoregressive"].tokens_per_s.iloc[0],
+        }
+    )
+summary = pd.DataFrame(rows).set_index("setting")
+display(summary.T.round(3))
+
+# %% [markdown]
+# **Our decoder vs Hugging Face assisted generation, side by side** (the 5-prompt run, every method
+# and $K$ interleaved in one window, T = 1.0): tokens/s of each, and their ratio.
+
+# %%
+if side_by_side is None:
+    print("no side-by-side run in data/results/")
+else:
+    sbs = runs_frame(side_by_side)
+    ours = sbs[sbs.method == "speculative"].set_index("K")
+    hf = sbs[sbs.method == "hf_assisted"].set_index("K")
+    ratio = pd.DataFrame(
+        {
+            "specdec tokens/s": ours.tokens_per_s,
+            "HF assisted tokens/s": hf.tokens_per_s,
+            "specdec / HF": ours.tokens_per_s / hf.tokens_per_s,
+            "specdec speedup": ours.speedup,
+            "HF speedup": hf.speedup,
+        }
+    )
+    display(ratio.T.round(3))
+    base = sbs.set_index("method").tokens_per_s
+    print(
+        f"baselines in this window: ours {base['autoregressive']:.2f} tok/s, HF generate {base['hf_autoregressive']:.2f} tok/s"
+    )
+
+# %% [markdown]
+# ## 7. What a GPU would show (a model, not a measurement)
+#
+# Why does the same algorithm give the prototype's claimed ~1.9× on a GPU and less than 1× here?
+# Two factors, each visible in the cost model:
+#
+# 1. **Verification is nearly free on a GPU** at batch size 1: a pass reads every weight once
+#    whatever the number of tokens, and at this size the time is set by memory bandwidth and,
+#    for a 135M model in eager PyTorch, by the fixed host cost of launching each op.
+# 2. **The acceptance rate**: with this untrained early-exit draft it is tiny, and no hardware can
+#    fix that — it only changes $c$ and the cost of verification.
+#
+# The model below: a pass over $n$ tokens costs
+# $\max(\text{weight bytes}/\text{bandwidth},\; n \cdot \text{FLOPs}/\text{peak}) + \text{ops} \times \text{launch overhead}$,
+# with the bandwidth and peak from each vendor's datasheet, 70 % of peak bandwidth and 50 % of peak
+# FLOP/s reached, bf16 weights, 15 ops per decoder layer in eager Hugging Face Llama code, and
+# 10 µs of host time per launched op ("usually between 5–20 microseconds", HolisticTraceAnalysis
+# documentation). Every constant lives in `specdec_lib.theory` with its source. The $\alpha$ values
+# are the ones measured above at $T = 1$; a second column uses $\alpha = 0.71$, the acceptance
+# **claimed by the prototype**, to show what a good draft would buy.
+
+# %%
+import torch  # noqa: E402  (only to count parameters of the pair)
+
+from specdec_lib.models import load_pair
+
+pair = load_pair("default", draft="early-exit")
+target_params = sum(p.numel() for p in pair.target.parameters())
+n_layers = pair.target.config.num_hidden_layers
+per_layer = sum(p.numel() for p in pair.target.model.layers[0].parameters())
+exit_layers = pair.draft.config.num_hidden_layers
+embed = pair.target.model.embed_tokens.weight.numel()  # tied: also the output head
+draft_params = exit_layers * per_layer + embed
+BYTES = 2  # bf16
+print(
+    f"target {target_params / 1e6:.1f}M params ({n_layers} layers), draft {draft_params / 1e6:.1f}M read per pass ({exit_layers} layers + head)"
+)
+
+alpha_measured = tables["T = 1.0"].query("method == 'speculative'").set_index("K")["alpha_iid"]
+rows = []
+for spec in GPUS.values():
+    tt = {
+        n: gpu_pass_time(
+            spec,
+            weight_bytes=BYTES * target_params,
+            n_tokens=n,
+            flops_per_token=2 * target_params,
+            n_layers=n_layers,
+        )
+        for n in range(1, 10)
+    }
+    td = gpu_pass_time(
+        spec,
+        weight_bytes=BYTES * draft_params,
+        n_tokens=1,
+        flops_per_token=2 * draft_params,
+        n_layers=exit_layers,
+    )
+    for K in alpha_measured.index:
+        for label, a in [
+            ("measured α", alpha_measured[K]),
+            ("α = 0.71 (claimed by the prototype)", 0.71),
+        ]:
+            e = expected_tokens_per_step(a, K)
+            rows.append(
+                {
+                    "GPU": spec.name,
+                    "K": K,
+                    "alpha": label,
+                    "t_target(1) ms": tt[1] * 1e3,
+                    "t_target(K+1)/t_target(1)": tt[K + 1] / tt[1],
+                    "c": td / tt[1],
+                    "modelled speedup": e / ((K * td + tt[K + 1]) / tt[1]),
+                }
+            )
+gpu_model = pd.DataFrame(rows)
+display(gpu_model[gpu_model.K.isin([1, 4, 8])].round(3).set_index(["GPU", "alpha", "K"]))
+
+# %%
+cpu = tables["T = 1.0"].query("method == 'speculative'")
+fig = plotting.gpu_model(gpu_model, cpu, short={spec.name: key for key, spec in GPUS.items()})
+savefig("03_gpu_model", fig);
+
+# %% [markdown]
+# ### Measured GPU results
+#
+# When a session of this project has a GPU, the same benchmark (`python -m specdec_lib bench`, which
+# synchronises CUDA around every timing) writes `data/results/bench_*.json` with the GPU's name in its
+# provenance; they are listed here.
+
+# %%
+gpu_files = []
+for path in sorted(RESULTS_DIR.glob("bench_*.json")):
+    res = read_json(path)
+    if (
+        res.get("provenance", {}).get("device", "cpu").startswith("cuda")
+        and res.get("status") == "complete"
+    ):
+        gpu_files.append((path.name, res))
+if not gpu_files:
+    print(
+        "No measured GPU results yet in data/results/ (no GPU was lent to the sessions that ran this)."
+    )
+for name, res in gpu_files:
+    print(name, res["provenance"].get("gpu"))
+    display(runs_frame(res).round(3))
+
+# %% [markdown]
+# ## 8. The new default: the trained draft, in bfloat16
+#
+# Notebook 05 trains a drafter for this pair (a feature-level head trained on 2M tokens generated
+# by the target) and `load_pair("default")` now uses it. The same benchmark, re-run with the new default in
+# bfloat16 (baseline and speculative alike; $K = 1..5$; Hugging Face's assisted generation cannot
+# drive a feature-level head, so `generate()` without an assistant is the second baseline):
+#
+# ```bash
+# python -m specdec_lib bench --draft trained --dtype bfloat16 --K 1 2 3 4 5 --temperature 1 \
+#     --methods autoregressive speculative hf_autoregressive
+# ```
+# (and `--temperature 0` for greedy). Torch's default threads (2 on this machine).
+
+# %%
+NEW_FILES = {
+    "trained, T = 1.0": RESULTS_DIR / "bench_default_trained_bfloat16_T1.json",
+    "trained, greedy": RESULTS_DIR / "bench_default_trained_bfloat16_greedy.json",
+}
+NEW_METHODS = ["autoregressive", "speculative", "hf_autoregressive"]
+NEW_SETTINGS = {
+    "trained, T = 1.0": BenchSettings(
+        pair="default",
+        draft="trained",
+        dtype="bfloat16",
+        K=[1, 2, 3, 4, 5],
+        temperature=1.0,
+        methods=NEW_METHODS,
+    ),
+    "trained, greedy": BenchSettings(
+        pair="default",
+        draft="trained",
+        dtype="bfloat16",
+        K=[1, 2, 3, 4, 5],
+        temperature=0.0,
+        methods=NEW_METHODS,
+    ),
+}
+if REMEASURE:
+    for name, settings in NEW_SETTINGS.items():
+        run_benchmark(settings, NEW_FILES[name], resume=False)
+new_results = {name: read_json(path) for name, path in NEW_FILES.items() if path.exists()}
+for name, res in new_results.items():
+    prov = res["provenance"]
+    print(
+        f"{name}: {res['status']}, {prov['date'][:16]} on {prov['cpu']} ({prov['torch_threads']} threads), "
+        f"torch {prov['torch']}, commit {prov['git_commit'][:12]}; draft: {res['pair']['draft']}"
+    )
+    display(runs_frame(res).drop(columns=["n_cells"]).round(3))
+
+# %%
+panels = {
+    f"SmolLM2-135M, trained draft, bf16, {name.split(', ')[1]} (this CPU)": speedup_table(res)
+    for name, res in new_results.items()
+}
+fig = plotting.speedup_vs_K(panels, claim=PROTOTYPE_CLAIM, legend_loc="lower left")
+savefig("03_speedup_vs_K_trained", fig);
+
+# %% [markdown]
+# ## 9. Discussion
+#
+# **What we measured** (the committed runs of 2026-11-29; the tables above are the source).
+# On this 2-core CPU, one thread, float32, with the embedded SmolLM2-135M target and its untrained
+# early-exit draft (first 4 of 30 layers plus the output head, $c \approx 0.31$), speculative
+# decoding is **slower** than autoregressive decoding at every $K$: about 0.6× at $K = 1$ falling to
+# 0.25× at $K = 8$, at $T = 1$ and greedy alike. Both causes are measured: the draft is cheap but
+# almost always wrong (per-position acceptance $\alpha \approx 0.07$–$0.09$ at $T = 1$ and
+# $\approx 0.04$ greedy, so a step yields about 1.05 tokens), and a target pass over $K + 1$ tokens
+# costs 1.4–2.1× a one-token pass on this CPU, so verification is far from free.
+#
+# **Theory vs measurement.** With both effects in the cost model, measured / predicted speedup is
+# 0.99–1.11 at $T = 1$ and 1.01–1.13 greedy, at every $K$: the decoder adds nothing the model does
+# not count (sampling, warps, the acceptance test and cache rollback are small next to a forward
+# pass). It is slightly above 1 because the model is an approximation (pass costs measured at one
+# 64-token context). The short side-by-side run is not used for this: its cost model was sampled
+# while another job loaded the machine ($t_\text{target}(1)$ = 83 ms against 55–59 ms in every other
+# measurement); the harness now measures pass sizes in interleaved rounds so that a transient load
+# hits every size alike. Leviathan et al.'s formula with free verification is optimistic on a CPU
+# for the reason in §1.
+#
+# **Hugging Face assisted generation**, side by side on the same pair and settings (5 prompts, every
+# $K$ interleaved in one window): our decoder produces 1.07–1.12× its tokens/s — more at every $K$,
+# but the 1.1× this project aims for only at the largest $K$. Our plain autoregressive baseline runs
+# at 0.99–1.04× the speed of `generate` without an assistant, so the baseline is not slow.
+#
+# **The prototype's claims** (1.87× at $K = 5$ with acceptance 0.71 on a T4) are not contradicted by
+# the GPU *model* when $\alpha = 0.71$ — but they were never measured, and with an acceptance rate
+# like ours no GPU would help. The lever is the draft: a drafter trained to agree with the target
+# (notebook 05) and bfloat16, where this CPU's verification cost drops to 1.1–1.2× a one-token
+# pass (§8).
+#
+# **The new default (§8, measured 2026-12-01, the head trained on 2M tokens).** With the trained
+# draft of notebook 05, in bfloat16 with two threads, speculative decoding is **faster** than
+# autoregressive decoding in the same dtype: 1.19× at $K = 1$ and 1.24× at $K = 2$ at $T = 1$
+# (acceptance 0.43 at $K = 1$ on these prompts, 1.41 tokens per target pass), 1.26× at $K = 1$
+# greedy, falling towards 1.06× at $K = 5$. Two measured reasons it falls with $K$: the head was
+# trained for one draft step, so acceptance at later positions drops to about 0.2–0.35, and each
+# extra draft costs $c \approx 0.09$ of a target pass while a pass over $K + 1$ tokens costs
+# 1.03–1.13× a one-token pass. Measured / predicted speedup is 0.94–1.02. With one candidate per
+# position the issue's aim of 1.3× is not reached; notebook 05 (§9) reaches it with two candidates
+# for the first position and int8 weights for the head: 1.35× at $K = 2$, $T = 1$ (1.31× or more at
+# each $K = 1..3$), 1.39× greedy.
+#
+# **What's next.** Notebook 04 breaks the acceptance rate down by prompt category and by position
+# within the draft, token by token.

@@ -1,0 +1,360 @@
+"""specdec_lib.plotting: savefig writes atomically where it is told; every figure function draws."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.figure import Figure
+
+from specdec_lib import plotting
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def figures(tmp_path, monkeypatch):
+    # FIGURES_DIR is read from SPECDEC_FIGURES when the module is imported: point it here.
+    monkeypatch.setattr(plotting, "FIGURES_DIR", tmp_path)
+    return tmp_path
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+def _small_figure():
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1])
+    return fig
+
+
+def test_savefig_writes_png_and_pdf(figures):
+    paths = plotting.savefig("00_line", _small_figure())
+    assert paths == [figures / "00_line.png", figures / "00_line.pdf"]
+    png, pdf = (p.read_bytes() for p in paths)
+    assert png.startswith(b"\x89PNG") and pdf.startswith(b"%PDF")
+    # Deterministic metadata: no software version in the PNG, no date in the PDF.
+    assert b"Software" not in png and b"CreationDate" not in pdf
+    assert sorted(p.name for p in figures.iterdir()) == ["00_line.pdf", "00_line.png"]
+    assert all(oct(p.stat().st_mode)[-3:] == "644" for p in paths)
+
+
+def test_savefig_defaults_to_the_current_figure(figures):
+    _small_figure()
+    assert [p.name for p in plotting.savefig("00_current", formats=("png",))] == ["00_current.png"]
+
+
+def test_savefig_is_atomic(figures):
+    """A write that fails half-way leaves the previous file whole and no temporary file behind."""
+    fig = _small_figure()
+    (path,) = plotting.savefig("00_atomic", fig, formats=("png",))
+    before = path.read_bytes()
+
+    def broken(f, **kwargs):
+        f.write(b"half a PNG")
+        raise RuntimeError("killed mid-write")
+
+    fig.savefig = broken
+    with pytest.raises(RuntimeError, match="killed mid-write"):
+        plotting.savefig("00_atomic", fig, formats=("png",))
+    assert path.read_bytes() == before
+    assert [p.name for p in figures.iterdir()] == ["00_atomic.png"]
+
+
+def test_savefig_goes_through_atomic_write(figures, monkeypatch):
+    calls = []
+    real = plotting.atomic_write
+
+    def spy(path, write, **kwargs):
+        calls.append((Path(path).name, kwargs))
+        return real(path, write, **kwargs)
+
+    monkeypatch.setattr(plotting, "atomic_write", spy)
+    plotting.savefig("00_spy", _small_figure())
+    assert calls == [("00_spy.png", {"binary": True}), ("00_spy.pdf", {"binary": True})]
+
+
+@pytest.mark.parametrize("name", ["", "a/b", "../up", ".hidden", "x.png", "with space", None])
+def test_savefig_rejects_bad_names(figures, name):
+    with pytest.raises(ValueError, match="name"):
+        plotting.savefig(name, _small_figure())
+    assert not list(figures.iterdir())
+
+
+def test_savefig_follows_specdec_figures(tmp_path):
+    """End to end: SPECDEC_FIGURES, read at import, decides the folder."""
+    code = (
+        "import matplotlib; matplotlib.use('Agg'); import matplotlib.pyplot as plt\n"
+        "from specdec_lib.plotting import savefig\n"
+        "plt.plot([0, 1]); savefig('00_env')\n"
+    )
+    env = {**os.environ, "SPECDEC_FIGURES": str(tmp_path / "out"), "PYTHONPATH": str(ROOT)}
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, cwd=tmp_path)
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["00_env.pdf", "00_env.png"]
+
+
+def test_style_keeps_the_series_rc():
+    plotting.set_style()
+    rc = matplotlib.rcParams
+    assert rc["savefig.dpi"] == 220 and rc["pdf.fonttype"] == 42 and not rc["axes.spines.top"]
+    cycle = [matplotlib.colors.to_hex(c["color"]) for c in rc["axes.prop_cycle"]]
+    assert cycle[:3] == [plotting.COLORS[k].lower() for k in ("target", "draft", "speculative")]
+
+
+# ------------------------------------------------------------------------------------------------
+# Every figure function, on small synthetic inputs: (function, arguments, number of axes).
+
+P = np.array([0.4, 0.3, 0.2, 0.1])
+Q = np.array([0.1, 0.2, 0.3, 0.4])
+MIN_PQ = np.minimum(P, Q)
+K_GRID = np.arange(1, 5)
+
+
+def _notebook_01():
+    bias = pd.DataFrame({"V": [10, 10, 100, 100], "tv_prototype": [0.1, 0.15, 0.16, 0.17]})
+    summary = pd.DataFrame({"pairs": [2, 2], "proto_tv_mean": [0.125, 0.165]}, index=[10, 100])
+    mc = pd.DataFrame({"alpha": [0.5, 0.5], "K": [1, 2], "mean": [1.5, 1.7], "se": [0.02, 0.03]})
+    curves = pd.DataFrame(
+        [
+            {"alpha": a, "c": c, "K": K, "speedup": (1 - a ** (K + 1)) / ((1 - a) * (c * K + 1))}
+            for a, c in [(0.6, 0.05), (0.6, 0.25), (0.71, 0.0), (0.71, 0.1)]
+            for K in K_GRID
+        ]
+    )
+    optima = curves[curves.c > 0].loc[lambda d: d.groupby(["alpha", "c"]).speedup.idxmax()]
+    T = np.logspace(-2, 0, 5)
+    return [
+        (plotting.acceptance_split, (P, Q, MIN_PQ, P - MIN_PQ), {"alpha": 0.6}, 2),
+        (
+            plotting.prototype_bias,
+            (P, MIN_PQ, P - MIN_PQ),
+            {
+                "tv_example": 0.1,
+                "bias": bias,
+                "summary": summary,
+                "tv_correct_max": 1e-16,
+                "Vs": (10, 100),
+            },
+            2,
+        ),
+        (plotting.mismatched_q, (P, Q, P, 0), {}, 1),
+        (plotting.tokens_per_step, (K_GRID, {0.5: 2 - 0.5**K_GRID}, mc), {"n_steps": 10}, 1),
+        (plotting.speedup_theory, (curves, optima), {"claimed_alpha": 0.71}, 2),
+        (
+            plotting.greedy_limit,
+            ({1.0: P, 0.1: np.eye(4)[0]}, T, T**2),
+            {"bound": 3 * T, "alpha_agree": 1 - T / 2, "alpha_differ": T / 2},
+            3,
+        ),
+    ]
+
+
+def _notebook_02():
+    table = pd.DataFrame(
+        {
+            "label": ["a", "b", "(rest)"],
+            "reference": [0.5, 0.3, 0.2],
+            "observed": [0.48, 0.33, 0.19],
+            "se": [0.01, 0.01, 0.01],
+        }
+    )
+    pvals = np.linspace(0.05, 0.95, 10)
+    band = (np.clip(pvals - 0.1, 0, 1), np.clip(pvals + 0.1, 0, 1))
+    n_grid = np.array([100, 1000, 10_000])
+    power = {
+        "curves": {"bias a": [0.1, 0.5, 1.0], "bias b": [0.0, 0.2, 0.9]},
+        "tv": {"bias a": 0.1, "bias b": 0.02},
+        "dashed": {"bias b, fine bins": ("bias b", [0.0, 0.3, 0.95])},
+        "dotted": {"least favourable": [0.0, 0.1, 0.5]},
+        "simulated": {"bias a": [(1000, 0.52, 0.5)], "least favourable": [(1000, 0.1, 0.1)]},
+        "n_modes": {"quick": 100, "full": 10_000},
+        "n_used": 100,
+        "n_sim": 10,
+        "title": "power",
+    }
+    labels = {"title": "t", "reference_label": "p", "observed_label": "observed"}
+    return [
+        (plotting.frequency_fit, (table,), labels, 1),
+        (
+            plotting.frequency_fit,
+            (table.assign(law=[0.4, 0.4, 0.2]),),
+            {**labels, "color": "wrong", "law_label": "law"},
+            1,
+        ),
+        (plotting.pvalue_uniformity, (pvals, band), {"n_samples": 100}, 2),
+        (plotting.power_vs_n, (n_grid,), power, 1),
+    ]
+
+
+def _runs():
+    # A runs table of notebook 03's shape: one autoregressive row, speculative and HF rows per K.
+    rows = [{"method": "autoregressive", "K": 0, "speedup": 1.0}]
+    rows += [
+        {"method": m, "K": K, "speedup": s / K}
+        for m, s in (("speculative", 0.9), ("hf_assisted", 0.8))
+        for K in K_GRID
+    ]
+    runs = pd.DataFrame(rows)
+    return runs.assign(
+        tokens_per_s=10 * runs.speedup,
+        latency_p50_ms=5000 / runs.speedup,
+        latency_p95_ms=6000 / runs.speedup,
+        alpha_iid=0.1,
+        alpha=0.08,
+        tau=1.1,
+        tau_iid=1.11,
+    )
+
+
+def _notebook_03():
+    panel = pd.DataFrame(
+        {
+            "speedup": [0.6, 0.5, 0.4, 0.3],
+            "q25": [0.5, 0.4, 0.3, 0.2],
+            "q75": [0.7, 0.6, 0.5, 0.4],
+            "predicted_speedup": [0.62, 0.5, 0.41, 0.33],
+            "ideal": [1.05, 1.04, 1.03, 1.02],
+            "hf_speedup": [0.5, 0.4, np.nan, np.nan],
+        },
+        index=pd.Index(K_GRID, name="K"),
+    )
+    claim = {"K": [1, 2, 3], "speedup": [1.0, 1.28, 1.51]}
+    runs = _runs()
+    spec = runs[runs.method == "speculative"]
+    model = pd.DataFrame(
+        [
+            {"GPU": g, "alpha": a, "K": K, "modelled speedup": 1 + K / 10}
+            for g in ("Tesla T4", "H200")
+            for a in ("measured α", "α = 0.71")
+            for K in K_GRID
+        ]
+    )
+    return [
+        (plotting.pass_costs, ([1.0, 1.4, 1.9],), {"c": 0.3}, 1),
+        (plotting.speedup_vs_K, ({"T = 1": panel, "greedy": panel},), {"claim": claim}, 2),
+        (
+            plotting.speedup_vs_K,
+            ({"trained": panel.drop(columns=["ideal", "hf_speedup"])},),
+            {"target": 1.3, "ylim": (0, None), "suptitle": "bf16"},
+            1,
+        ),
+        (plotting.alpha_tau_vs_K, ({"T = 1": spec, "greedy": spec},), {}, 2),
+        (plotting.latency_throughput, (runs,), {"setting": "T = 1", "n_tokens": 50}, 2),
+        (plotting.gpu_model, (model, spec), {"short": {"Tesla T4": "T4", "H200": "H200"}}, 1),
+    ]
+
+
+def _notebook_04():
+    categories = ["code", "prose"]
+    table = pd.DataFrame(
+        {"alpha": [0.4, 0.3], "lo": [0.35, 0.2], "hi": [0.45, 0.38]}, index=categories
+    )
+    per_prompt = pd.DataFrame(
+        {
+            "run": ["a", "a", "b", "b"],
+            "category": ["code", "prose", "code", "prose"],
+            "alpha": [0.41, 0.29, 0.42, 0.31],
+        }
+    )
+    rates = pd.DataFrame(
+        {"run": ["a"] * 3 + ["b"] * 3, "K": [2, 2, 1] * 2, "position": [1, 2, 1] * 2, "rate": 0.5}
+    )
+    views = {
+        "early exit": [("code", ["accepted", "corrected", "no draft"]), ("prose", ["bonus"])],
+        "trained": [("code", ["corrected"]), ("prose", ["accepted", "bonus"])],
+    }
+    claim = {"code": 0.79, "prose": 0.68}
+    return [
+        (
+            plotting.alpha_by_category,
+            ({"a": table, "b": table},),
+            {"categories": categories, "claim": claim, "per_prompt": per_prompt},
+            1,
+        ),
+        (
+            plotting.alpha_by_category,
+            ({"a": table},),
+            {"categories": categories, "claim": claim},
+            1,
+        ),
+        (plotting.alpha_by_position, (rates,), {}, 2),
+        (plotting.token_view, (views,), {"n_tokens": 4}, 2),
+    ]
+
+
+def _notebook_05():
+    history = pd.DataFrame(
+        {
+            "step": [1, 2, 3],
+            "seconds": [60.0, 120.0, 180.0],
+            "eval_alpha": [0.2, 0.3, 0.35],
+            "train_alpha": [0.21, 0.31, 0.36],
+            "tokens seen": [1e5, 2e5, 3e5],
+        }
+    )
+    curve = pd.DataFrame({"train tokens": [1e5, 1e6], "alpha": [0.33, 0.49]}, index=["a", "b"])
+    predicted = pd.DataFrame(
+        {"drafter": ["x", "x", "y", "y"], "K": [1, 2, 1, 2], "speedup": [1.2, 1.3, 0.9, 0.8]}
+    )
+    costs = pd.DataFrame(
+        {"float32 / one token": [1.0, 1.6], "bfloat16 / one token": [1.0, 1.05]}, index=[1, 2]
+    )
+    widths = pd.DataFrame(
+        {"speedup": [1.25, 1.35, 1.3]},
+        index=pd.MultiIndex.from_tuples(
+            [
+                ("T = 1", "bf16", "fixed", 1, 2),
+                ("T = 1", "int8", "fixed", 2, 2),
+                ("greedy", "bf16", "heuristic", 3, 1),
+            ],
+            names=["decoding", "head", "schedule", "width", "K"],
+        ),
+    )
+    return [
+        (plotting.pilot_curves, ({"a": history, "b": history},), {"title": "pilot"}, 1),
+        (plotting.full_training, (history,), {"alpha_decoding": 0.34}, 1),
+        (plotting.learning_curves, (curve, {"a": history}), {}, 2),
+        (plotting.predicted_by_drafter, (predicted,), {}, 1),
+        (plotting.dtype_pass_costs, (costs,), {}, 1),
+        (plotting.width_speedups, (widths,), {"target": 1.3}, 1),
+    ]
+
+
+CASES = _notebook_01() + _notebook_02() + _notebook_03() + _notebook_04() + _notebook_05()
+
+
+@pytest.mark.parametrize(
+    ("function", "args", "kwargs", "n_axes"),
+    CASES,
+    ids=[f"{c[0].__name__}-{i}" for i, c in enumerate(CASES)],
+)
+def test_figure_function_draws(function, args, kwargs, n_axes):
+    fig = function(*args, **kwargs)
+    assert isinstance(fig, Figure)
+    assert len(fig.axes) == n_axes
+    fig.canvas.draw()  # lay out every text, legend and tick for real
+
+
+def test_every_figure_function_is_tested_and_documented():
+    public = {
+        n for n in plotting.__all__ if n not in {"COLORS", "TOKEN_KINDS", "savefig", "set_style"}
+    }
+    assert public == {c[0].__name__ for c in CASES}
+    for name in public:
+        doc = getattr(plotting, name).__doc__ or ""
+        assert "Notebook" in doc, f"{name}: the docstring names the notebook that uses it"
+
+
+def test_token_kinds_have_colours():
+    assert all(kind in plotting.COLORS for kind in plotting.TOKEN_KINDS)

@@ -37,6 +37,7 @@ __all__ = [
     "dtype_pass_costs",
     "frequency_fit",
     "full_training",
+    "exactness_grid",
     "gpu_costs",
     "greedy_limit",
     "latency_throughput",
@@ -624,6 +625,33 @@ def power_vs_n(
         ylabel="probability of rejecting",
         ylim=(-0.02, 1.02),
     )
+    return fig
+
+
+def exactness_grid(grid: pd.DataFrame, *, level: float) -> Figure:
+    """Notebook 02, ``02_shipped``: one row per configuration (``grid``: ``name``, ``p``,
+    ``p_holm`` (None for the arms that must fail), ``must_fail``, ``alpha``, ``bonus_steps``,
+    ``steps``): the homogeneity test's p-value on a log scale, the family-wise ``level`` the
+    correct configurations must stay above (after Holm) and the failing arms must fall below."""
+    fig, ax = plt.subplots(figsize=(9.0, 0.42 * len(grid) + 1.4))
+    y = np.arange(len(grid))[::-1]
+    p = grid.p.clip(lower=1e-300).to_numpy(dtype=float)
+    colors = [COLORS["wrong"] if f else COLORS["speculative"] for f in grid.must_fail]
+    ax.barh(y, -np.log10(p), color=colors, height=0.6)
+    ax.axvline(-np.log10(level), color="black", ls="--", lw=1)
+    ax.text(-np.log10(level), y.max() + 0.6, f" level {level:g}", fontsize=8, va="bottom")
+    labels = [
+        f"{n}  (α {a:.2f}, bonus {b}/{s} steps)" if not f else f"{n}  (must fail)"
+        for n, a, b, s, f in zip(
+            grid.name, grid.alpha, grid.bonus_steps, grid.steps, grid.must_fail, strict=True
+        )
+    ]
+    ax.set_yticks(y, labels, fontsize=8.5)
+    ax.set(
+        xlabel="−log10 p (homogeneity with autoregressive samples of the same target)",
+        title="Every shipped configuration against the target's own law",
+    )
+    ax.grid(axis="y", visible=False)
     return fig
 
 

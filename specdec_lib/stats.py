@@ -40,6 +40,7 @@ __all__ = [
     "HomogeneityResult",
     "accepted_count_law",
     "bin_labels",
+    "decoder_continuations",
     "chisquare_gof",
     "detectable_tv",
     "exact_candidates_law",
@@ -356,6 +357,44 @@ def sample_continuations(
     return Counter(groups)
 
 
+def decoder_continuations(
+    decoder: Any, prompt_ids: Any, length: int, n: int, *, first: int | None = None, seed: int = 0
+) -> dict[str, Any]:
+    """``n`` outputs of ``length`` tokens from ``decoder`` (anything with ``generate_ids``, seeded
+    ``seed, seed + 1, ...``), as a ``Counter`` of tuples, with what the draft did.
+
+    With ``first``, only the outputs whose first token is ``first`` are kept, and counted without
+    it: the law of tokens ``2..length`` given the first. A drafter that reads the target's hidden
+    states drafts nothing before the target's first pass, so the first token is always the
+    target's own sample: conditioning on a near-certain first token puts the test on the tokens
+    the draft actually proposes. Returns ``counts``, ``kept``, ``proposed`` and ``accepted`` draft
+    tokens, ``steps`` and ``bonus_steps`` (steps whose every draft was accepted, so that a bonus
+    token followed)."""
+    positive_int(length, "length", "tokens per output")
+    positive_int(n, "n", "outputs drawn")
+    counts: Counter = Counter()
+    proposed = accepted = steps = bonus = 0
+    for i in range(n):
+        r = decoder.generate_ids(prompt_ids, length, seed=seed + i)
+        proposed += r.n_proposed
+        accepted += r.n_accepted
+        steps += r.n_steps
+        bonus += sum(1 for st in r.steps if st.draft_tokens and st.bonus)
+        toks = tuple(r.tokens)
+        if first is None:
+            counts[toks] += 1
+        elif toks[0] == first:
+            counts[toks[1:]] += 1
+    return {
+        "counts": counts,
+        "kept": sum(counts.values()),
+        "proposed": proposed,
+        "accepted": accepted,
+        "steps": steps,
+        "bonus_steps": bonus,
+    }
+
+
 # --------------------------------------------------------------------------------------------
 # Chi-square tests
 # --------------------------------------------------------------------------------------------
@@ -418,6 +457,13 @@ def merge_bins(
     )
 
 
+_NOTHING_TO_TEST = (
+    "nothing to test: with N = {n} the expected counts fill {bins} bin(s) of at least "
+    "min_expected, and a chi-square test needs two; draw more samples (or test a law that is not "
+    "a point mass)"
+)
+
+
 @dataclass(frozen=True)
 class GofResult:
     """A chi-square goodness-of-fit test of samples against an exact law."""
@@ -475,7 +521,7 @@ def chisquare_gof(
     support = probs > 0
     o, e = merge_bins(obs[support], n * probs[support], min_expected, max_bins)
     if len(o) < 2:
-        return GofResult(0.0, 1.0, 0, n, len(o))
+        raise ValueError(_NOTHING_TO_TEST.format(n=n, bins=len(o)))
     res = sps.chisquare(o, e)
     return GofResult(float(res.statistic), float(res.pvalue), len(o) - 1, n, len(o))
 
@@ -531,7 +577,7 @@ def homogeneity_counts(
         row_b.append(n_b - sum(row_b))
     t = np.array([row_a, row_b], dtype=float)
     if t.shape[1] < 2:
-        return HomogeneityResult(0.0, 1.0, 0, n_a, n_b, t.shape[1], t, tuple(bins))
+        raise ValueError(_NOTHING_TO_TEST.format(n=min(n_a, n_b), bins=t.shape[1]))
     res = sps.chi2_contingency(t, correction=False)
     return HomogeneityResult(
         float(res.statistic), float(res.pvalue), int(res.dof), n_a, n_b, t.shape[1], t, tuple(bins)

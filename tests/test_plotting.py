@@ -194,6 +194,23 @@ def _notebook_02():
         ),
         (plotting.pvalue_uniformity, (pvals, band), {"n_samples": 100}, 2),
         (plotting.power_vs_n, (n_grid,), power, 1),
+        (
+            plotting.exactness_grid,
+            (
+                pd.DataFrame(
+                    {
+                        "name": ["a", "b", "wrong"],
+                        "p": [0.5, 0.03, 1e-12],
+                        "must_fail": [False, False, True],
+                        "alpha": [0.4, 0.5, 0.4],
+                        "bonus_steps": [10, 20, 10],
+                        "steps": [100, 100, 100],
+                    }
+                ),
+            ),
+            {"level": 0.002},
+            1,
+        ),
     ]
 
 

@@ -1,0 +1,197 @@
+"""Every shipped configuration against the target's own law, on the real model (notebook 02, §9).
+
+The configurations the README recommends differ from the early exit of notebook 02's first
+sections in every way that could hide a bug: a feature-level head whose ``q`` is zero outside its
+token subset, int8 weights, two candidates for the first position (recursive rejection), prompt
+lookup, bfloat16. Each is run as a :class:`~specdec_lib.decoding.SpeculativeDecoder` and its
+outputs are compared with autoregressive samples of the same target in the same dtype by a
+chi-square homogeneity test.
+
+A feature-level head drafts only after the target's first pass, so the first generated token is
+the target's own sample. The test therefore conditions on a near-certain first token ("To be or
+not to" is followed by " be" with probability about 0.9) and compares the *next* ``length - 1``
+tokens, which the draft proposes: with ``K = 2`` and four tokens, the step after the first drafts
+two tokens, and when both are accepted the bonus token follows, so chain positions, the residual
+and the bonus are all exercised. Two arms must fail: the prototype's wrong correction
+(:func:`~specdec_lib.sampling.prototype_correction`) and a target cache left uncropped after a
+rejection (:class:`~specdec_lib.faults.StaleCacheDecoder`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from .checks import positive_int
+from .decoding import SpeculativeDecoder
+from .faults import StaleCacheDecoder
+from .models import load_pair
+from .results import provenance
+from .sampling import Warp, prototype_correction, verify
+from .stats import decoder_continuations, holm, homogeneity_counts, sample_continuations
+
+__all__ = ["CONFIGS", "FAULTS", "Config", "as_frame", "shipped_grid"]
+
+
+@dataclass(frozen=True)
+class Config:
+    """One shipped configuration: the default pair's draft by name, dtype, width and warp."""
+
+    draft: str
+    dtype: str
+    width: int = 1
+    temperature: float = 1.0
+    top_k: int | None = None
+    top_p: float | None = None
+
+    @property
+    def warp(self) -> Warp:
+        return Warp(self.temperature, self.top_k, self.top_p)
+
+
+CONFIGS: dict[str, Config] = {
+    "early exit, float32": Config("early-exit", "float32"),
+    "trained, float32": Config("trained", "float32"),
+    "trained, bfloat16": Config("trained", "bfloat16"),
+    "trained, bfloat16, top-k 20": Config("trained", "bfloat16", top_k=20),
+    "trained, bfloat16, width 2": Config("trained", "bfloat16", width=2),
+    "trained-int8, bfloat16": Config("trained-int8", "bfloat16"),
+    "trained-int8, bfloat16, width 2": Config("trained-int8", "bfloat16", width=2),
+    "trained-int8, bfloat16, width 2, top-p 0.9": Config(
+        "trained-int8", "bfloat16", width=2, top_p=0.9
+    ),
+    "prompt lookup, bfloat16": Config("ngram", "bfloat16"),
+}
+# The arms that must fail, on the headline draft at width 1 (the prototype's rule plugs into
+# verify, which width 1 uses).
+FAULTS = {
+    "prototype's correction": "trained-int8, bfloat16",
+    "uncropped target cache": "trained-int8, bfloat16",
+}
+
+
+def _prototype_verify(*args: Any, **kwargs: Any) -> Any:
+    return verify(*args, correction=prototype_correction)
+
+
+def shipped_grid(
+    configs: dict[str, Config] | None = None,
+    *,
+    n: int = 1000,
+    n_ref: int = 10_000,
+    faults: dict[str, str] | None = None,
+    n_fault: int | None = None,
+    prompt: str = "To be or not to",
+    first: str = " be",
+    K: int = 2,
+    length: int = 4,
+    seed: int = 0,
+    max_bins: int = 50,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Run every configuration (and the arms that must fail) and test each against the target.
+
+    ``n`` decoder outputs per configuration (``n_fault`` for the failing arms, default ``n``),
+    ``n_ref`` autoregressive references per dtype and warp. Returns, per configuration, the test
+    (statistic, p, bins), the p-value after Holm's correction within the configurations, the
+    outputs kept (first token = ``first``), the acceptance rate and the steps that ended with a
+    bonus token; with provenance and every setting."""
+    from tqdm.auto import tqdm
+
+    configs = dict(CONFIGS if configs is None else configs)
+    faults = dict(FAULTS if faults is None else faults)
+    positive_int(n, "n", "decoder outputs per configuration")
+    positive_int(n_ref, "n_ref", "autoregressive references per dtype and warp")
+    n_fault = positive_int(n if n_fault is None else n_fault, "n_fault")
+    pairs: dict[tuple[str, str], Any] = {}
+
+    def pair_of(c: Config) -> Any:
+        if (c.draft, c.dtype) not in pairs:
+            pairs[c.draft, c.dtype] = load_pair("default", draft=c.draft, dtype=c.dtype)
+        return pairs[c.draft, c.dtype]
+
+    any_pair = pair_of(next(iter(configs.values())))
+    tok = any_pair.tokenizer
+    prompt_ids = tok(prompt, return_tensors="pt").input_ids[0]
+    first_id = tok(prompt + first, return_tensors="pt").input_ids[0][len(prompt_ids)].item()
+    refs: dict[tuple[str, Config], Any] = {}
+    arms = [(name, c, None) for name, c in configs.items()]
+    arms += [(name, configs[base], name) for name, base in faults.items()]
+    rows = []
+    for i, (name, c, fault) in enumerate(tqdm(arms, desc="exactness grid", disable=not progress)):
+        pair = pair_of(c)
+        key = (c.dtype, Warp(c.temperature, c.top_k, c.top_p))
+        if key not in refs:
+            g = torch.Generator().manual_seed(seed + 7919 * len(refs))
+            ids = torch.cat([prompt_ids, torch.tensor([first_id])])
+            refs[key] = sample_continuations(pair.target, ids, c.warp, length - 1, n_ref, g)
+        kw = dict(K=K, width=c.width, temperature=c.temperature, top_k=c.top_k, top_p=c.top_p)
+        if fault == "prototype's correction":
+            dec: Any = SpeculativeDecoder(pair.draft, pair.target, verifier=_prototype_verify, **kw)
+        elif fault == "uncropped target cache":
+            dec = StaleCacheDecoder(pair.draft, pair.target, **kw)
+        else:
+            dec = SpeculativeDecoder(pair.draft, pair.target, **kw)
+        t0 = time.perf_counter()
+        out = decoder_continuations(
+            dec, prompt_ids, length, n_fault if fault else n, first=first_id, seed=seed + 10**6 * i
+        )
+        seconds = time.perf_counter() - t0
+        test = homogeneity_counts(out["counts"], refs[key], max_bins=max_bins)
+        rows.append(
+            {
+                "name": name,
+                "must_fail": fault is not None,
+                **dataclasses.asdict(c),
+                "n": n_fault if fault else n,
+                "kept": out["kept"],
+                "alpha": out["accepted"] / out["proposed"] if out["proposed"] else float("nan"),
+                "proposed": out["proposed"],
+                "bonus_steps": out["bonus_steps"],
+                "steps": out["steps"],
+                "statistic": test.statistic,
+                "dof": test.dof,
+                "bins": test.n_bins,
+                "p": test.pvalue,
+                "seconds": seconds,
+            }
+        )
+    family = [r for r in rows if not r["must_fail"]]
+    for r, p in zip(family, holm([r["p"] for r in family]), strict=True):
+        r["p_holm"] = float(p)
+    return {
+        "rows": rows,
+        "settings": {
+            "prompt": prompt,
+            "first": first,
+            "first_id": int(first_id),
+            "K": K,
+            "length": length,
+            "n": n,
+            "n_ref": n_ref,
+            "n_fault": n_fault,
+            "seed": seed,
+            "max_bins": max_bins,
+        },
+        "provenance": provenance(seed=seed, settings={"configs": list(configs), "faults": faults}),
+        "reference_first_token_probability": _first_probability(any_pair, prompt_ids, first_id),
+    }
+
+
+@torch.inference_mode()
+def _first_probability(pair: Any, prompt_ids: torch.Tensor, first_id: int) -> float:
+    logits = pair.target(input_ids=prompt_ids.view(1, -1)).logits[0, -1].float()
+    return float(torch.softmax(logits, -1)[first_id])
+
+
+def as_frame(result: dict[str, Any]):
+    """The grid as a pandas DataFrame, one row per configuration or failing arm."""
+    import pandas as pd
+
+    df = pd.DataFrame(result["rows"])
+    df["kept_fraction"] = df["kept"] / df["n"]
+    return df

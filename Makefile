@@ -22,13 +22,14 @@ export MPLBACKEND := Agg
 export PYTHONHASHSEED := 0
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help install test test-lib test-notebooks reproduce lab lint format sync bench clean
+.PHONY: help install test test-lib test-notebooks reproduce lab lint format sync bench gpu-bench clean
 
 help:
 	@echo "make reproduce   execute all notebooks on the embedded models, export figures (full mode)"
 	@echo "make test        pytest + nbval (quick mode, SPECDEC_QUICK=1)"
 	@echo "make lab         open the series in JupyterLab"
 	@echo "make bench       the CPU benchmark of notebook 03 (writes data/results/)"
+	@echo "make gpu-bench   pass costs and predicted curves on a GPU (GPU_PYTHON=python3 on a GPU machine)"
 	@echo "make lint        ruff check + format check + notebooks in sync with their .py twins"
 	@echo "make sync        sync each notebook with its .py twin (after editing either)"
 
@@ -96,6 +97,13 @@ bench: install
 	$(BENCH_FAST) --temperature 0 --out data/results/bench_default_trained-int8_w2_bfloat16_greedy.json
 	$(BENCH_FAST) --temperature 1.0 --seed 1 \
 	  --out data/results/bench_default_trained-int8_w2_bfloat16_T1_seed1.json
+
+# The GPU run (notebook 03, section 8): pass costs with the default target's architecture and random
+# weights, the committed head, and the predicted speedup-vs-K curves, in a few minutes on one GPU.
+# GPU_PYTHON: a Python whose torch sees the GPU (a GPU machine often brings its own; no venv).
+GPU_PYTHON ?= $(PY)
+gpu-bench:
+	PYTHONPATH=$(CURDIR) $(GPU_PYTHON) -m specdec_lib device-costs --device cuda --out data/results
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -42,6 +42,7 @@ __all__ = [
     "EvalSettings",
     "acceptance",
     "evaluate_drafter",
+    "identical_outputs",
     "measure_pass_costs",
     "per_prompt_frame",
     "run_benchmark",
@@ -52,6 +53,7 @@ __all__ = [
 METHODS = ("autoregressive", "speculative", "hf_assisted", "hf_autoregressive")
 SCHEDULES = ("fixed", "heuristic", "threshold")
 DTYPES = ("float32", "bfloat16", "float16")
+DEVICES = ("auto", "cpu", "cuda")
 FORMAT_VERSION = 1
 
 
@@ -64,7 +66,14 @@ class BenchSettings:
     draft: str | None = setting(
         None, "the pair's draft (default: the pair's first: the trained draft)", choices=DRAFTS
     )
-    dtype: str = setting("float32", "dtype of both models", choices=DTYPES)
+    device: str = setting(
+        "auto", "where both models run (auto: cuda when present)", choices=DEVICES
+    )
+    dtype: str = setting(
+        "auto",
+        "dtype of both models (auto: bfloat16 on cuda, float32 on a CPU)",
+        choices=DTYPES + ("auto",),
+    )
     K: list[int] = setting(list(range(1, 9)), "draft lengths (tokens drafted per step)")
     max_new_tokens: int = setting(50, "tokens generated per prompt")
     temperature: float = setting(1.0, "sampling temperature (0 = greedy)")
@@ -106,7 +115,11 @@ class BenchSettings:
                 "methods must include 'autoregressive' (the baseline every speedup is relative to)"
             )
         Warp(self.temperature, self.top_k, self.top_p)  # validates the warps
-        one_of(self.dtype, "dtype", DTYPES)
+        # Stored resolved, so that a run records where and in what it ran.
+        self.device = resolve_device(self.device)
+        self.dtype = one_of(self.dtype, "dtype", DTYPES + ("auto",))
+        if self.dtype == "auto":
+            self.dtype = "bfloat16" if self.device == "cuda" else "float32"
         one_of(self.schedule, "schedule", SCHEDULES)
         probability(self.threshold, "threshold", one=False)
         positive_int(self.width, "width", "candidates for the first draft position")
@@ -121,6 +134,17 @@ class BenchSettings:
     @property
     def warp(self) -> Warp:
         return Warp(self.temperature, self.top_k, self.top_p)
+
+
+def resolve_device(device: str) -> str:
+    """``"auto"`` -> ``"cuda"`` when a CUDA device is present, else ``"cpu"``; ``"cuda"`` without
+    one is a ``ValueError``."""
+    one_of(device, "device", DEVICES)
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device='cuda' but torch sees no CUDA device (use 'cpu' or 'auto')")
+    return device
 
 
 # --------------------------------------------------------------------------------------------
@@ -350,12 +374,45 @@ def _accept_by_position(cells: Iterable[dict[str, Any]], K: int) -> list[float]:
         return (accepted / reached).tolist()
 
 
+def identical_outputs(result: dict[str, Any]) -> dict[tuple[str, int], dict[str, Any]]:
+    """For a greedy run (``temperature == 0``): per (method, K) other than the baseline, how many
+    of its cells emitted exactly the autoregressive cell's tokens (same prompt and repeat), and
+    where the others first differ (token positions). In float32 speculative decoding is token for
+    token the autoregressive output; in bfloat16 a pass over ``K + 1`` tokens rounds differently
+    from a pass over one, so a near-tie between the top two tokens can go the other way.
+    ``{}`` for a sampled run, whose outputs differ by design."""
+    if result["settings"]["temperature"] != 0:
+        return {}
+    cells = {tuple(key.split("|")): cell for key, cell in result["cells"].items()}
+    base = {(p, rep): c["tokens"] for (m, _k, p, rep), c in cells.items() if m == "autoregressive"}
+    out: dict[tuple[str, int], dict[str, Any]] = {}
+    for (method, K, p, rep), cell in cells.items():
+        if method == "autoregressive" or (p, rep) not in base:
+            continue
+        rec = out.setdefault((method, int(K)), {"cells": 0, "identical": 0, "first_divergence": []})
+        ref, got = base[p, rep], cell["tokens"]
+        rec["cells"] += 1
+        if got == ref:
+            rec["identical"] += 1
+        else:
+            rec["first_divergence"].append(
+                next(
+                    (i for i, (a, b) in enumerate(zip(got, ref, strict=False)) if a != b),
+                    min(len(got), len(ref)),
+                )
+            )
+    for rec in out.values():
+        rec["fraction"] = rec["identical"] / rec["cells"]
+    return out
+
+
 def summarize(result: dict[str, Any]) -> list[dict[str, Any]]:
     """One record per (method, K): throughput, speedup vs the baseline of the same run, alpha,
     tau, per-request latency percentiles, predicted speedup and per-prompt records."""
     prompts = result["prompts"]
     costs = result.get("costs")
     width = int(result["settings"]["width"])
+    identical = identical_outputs(result)
     groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for key, cell in result["cells"].items():
         method, K, p, rep = key.split("|")
@@ -425,6 +482,8 @@ def summarize(result: dict[str, Any]) -> list[dict[str, Any]]:
                 pp["n_accepted"] = sum(c["n_accepted"] for c in cs)
                 pp["tau"] = pp["tokens"] / sum(c["n_steps"] for c in cs)
             per_prompt.append(pp)
+        if (method, K) in identical:
+            rec["identical_to_autoregressive"] = identical[method, K]["fraction"]
         rec["per_prompt"] = per_prompt
         runs.append(rec)
     return runs
@@ -590,7 +649,9 @@ def run_benchmark(
             if prev.get("status") == "complete":
                 return prev
     if pair is None:
-        pair = load_pair(settings.pair, draft=settings.draft, dtype=settings.dtype)
+        pair = load_pair(
+            settings.pair, draft=settings.draft, dtype=settings.dtype, device=settings.device
+        )
     if pair.tokenizer is None:
         raise ValueError(f"pair {settings.pair!r} has no tokenizer; the benchmark needs one")
 
@@ -600,6 +661,9 @@ def run_benchmark(
             "status": "partial",
             "settings": _settings_dict(settings),
             "pair": pair.describe(),
+            # Both sides of every comparison run the same way: eager PyTorch, no CUDA graphs,
+            # no torch.compile.
+            "execution": "eager",
             "prompts": prompts,
             "sessions": [],
             "costs": None,
@@ -727,3 +791,52 @@ def evaluate_drafter(
         "costs": measure_pass_costs(pair, 6),  # t_target(1..6): the cost model up to K = 5
         "provenance": provenance(device=pair.device, seed=0, settings=dc.asdict(settings)),
     }
+
+
+@torch.inference_mode()
+def near_tie_evidence(pair: ModelPair, result: dict[str, Any], K: int) -> list[dict[str, Any]]:
+    """Why greedy bfloat16 speculative output can differ from autoregressive output.
+
+    For each speculative cell of a greedy ``result`` (run at ``K``) whose tokens differ from the
+    autoregressive cell's, take the prefix up to the first differing position ``j`` (prompt plus
+    the shared tokens) and compute the target's logits for position ``j`` twice, as the two
+    decoders do: from a pass over the last token alone (autoregressive) and as the last row of a
+    pass over the last ``K + 1`` tokens (a verification pass). Returns, per divergence, the gap
+    between the top two logits of the one-token pass and the largest difference between the two
+    passes' logits: a divergence is a near-tie when the gap is within that difference."""
+    prompts = [
+        pair.tokenizer(p["text"], return_tensors="pt").input_ids[0] for p in result["prompts"]
+    ]
+    cells = {tuple(key.split("|")): c for key, c in result["cells"].items()}
+    base = {(p, rep): c["tokens"] for (m, _k, p, rep), c in cells.items() if m == "autoregressive"}
+    rows = []
+    for (method, k, p, rep), cell in sorted(cells.items()):
+        if method != "speculative" or int(k) != K or cell["tokens"] == base[p, rep]:
+            continue
+        ref, got = base[p, rep], cell["tokens"]
+        j = next(i for i, (a, b) in enumerate(zip(got, ref, strict=False)) if a != b)
+        prefix = torch.cat([prompts[int(p)], torch.tensor(ref[:j], dtype=torch.long)])
+        prefix = prefix.to(pair.device)
+        one, _ = model_forward(pair.target, prefix[-1:], _cache_over(pair.target, prefix[:-1]), 1)
+        many, _ = model_forward(
+            pair.target, prefix[-(K + 1) :], _cache_over(pair.target, prefix[: -(K + 1)]), 1
+        )
+        top2 = one[-1].float().topk(2).values
+        rows.append(
+            {
+                "prompt": int(p),
+                "position": j,
+                "top2_gap": float(top2[0] - top2[1]),
+                "max_logit_difference": float((one[-1].float() - many[-1].float()).abs().max()),
+                "argmax_differs": bool(one[-1].argmax() != many[-1].argmax()),
+            }
+        )
+    return rows
+
+
+def _cache_over(model: Any, ids: torch.Tensor) -> Any:
+    """A KV cache over ``ids`` (``None`` for an empty prefix)."""
+    if ids.numel() == 0:
+        return None
+    _, cache = model_forward(model, ids, None, 1)
+    return cache

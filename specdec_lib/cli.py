@@ -1,4 +1,5 @@
-"""Command line: ``python -m specdec_lib bench | gen-data | train-drafter | eval-drafter``.
+"""Command line: ``python -m specdec_lib bench | gen-data | train-drafter | eval-drafter |
+device-costs``.
 
 Each subcommand's flags are generated from its settings dataclass (:mod:`specdec_lib.settings`):
 :class:`~specdec_lib.bench.BenchSettings`, :class:`~specdec_lib.training.DataSettings`,
@@ -16,6 +17,7 @@ from pathlib import Path
 
 from .bench import BenchSettings, EvalSettings, evaluate_drafter, run_benchmark
 from .config import REPO_ROOT, RESULTS_DIR
+from .device_costs import CostSettings, measure_device_costs, write_device_costs
 from .models import ModelUnavailableError
 from .results import atomic_write, atomic_write_json, read_json
 from .settings import add_arguments, from_arguments
@@ -58,6 +60,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     e.add_argument("--out", required=True, help="results JSON")
     e.add_argument("--card", default=None, help="also write a model card (markdown)")
+    d = command(
+        "device-costs",
+        "pass costs on this device (the default target's architecture, random weights) and the "
+        "speedup-vs-K curves they predict",
+        CostSettings,
+    )
+    d.add_argument("--out", default=str(RESULTS_DIR), help="folder for device_costs_<device>.json")
     return parser
 
 
@@ -107,6 +116,17 @@ def _eval_drafter(args: argparse.Namespace) -> None:
         print(f"wrote {args.card}")
 
 
+def _device_costs(args: argparse.Namespace) -> None:
+    result = measure_device_costs(from_arguments(CostSettings, args))
+    t = result["costs"]["t_target_s"]
+    print(f"{result['label']} ({result['provenance'].get('gpu') or result['provenance']['cpu']})")
+    print("t_target(n) ms: " + " ".join(f"{x * 1e3:.2f}" for x in t))
+    print(f"t_draft {result['costs']['t_draft_s'] * 1e3:.2f} ms, c = {result['costs']['c']:.3f}")
+    for row in result["predicted"]:
+        print(f"width {row['width']} K {row['K']}: predicted {row['predicted_speedup']:.2f}x")
+    print(f"wrote {write_device_costs(result, args.out)}")
+
+
 def default_out(settings: BenchSettings) -> Path:
     """``data/results/bench_<pair>[_<draft>][_<schedule>][_w<width>]_<dtype>_<T>[...].json``
     (the early exit, the first draft measured, has no draft part)."""
@@ -144,6 +164,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], None]] = {
     "gen-data": _gen_data,
     "train-drafter": _train_drafter,
     "eval-drafter": _eval_drafter,
+    "device-costs": _device_costs,
 }
 
 

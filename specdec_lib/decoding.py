@@ -129,7 +129,7 @@ def _make_generator(device: torch.device, seed: int | None) -> tuple[torch.Gener
 
 
 def _prepare_prompt(
-    input_ids: Any, max_new_tokens: Any, vocab_size: int | None, context: int | None, device
+    input_ids: Any, max_new_tokens: Any, vocab: int | None, context: int | None, device
 ) -> torch.Tensor:
     non_negative_int(max_new_tokens, "max_new_tokens")
     ids = torch.as_tensor(input_ids)
@@ -146,9 +146,9 @@ def _prepare_prompt(
         raise ValueError("input_ids is empty: the prompt needs at least one token")
     if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
         raise ValueError(f"input_ids must hold integer token ids, got dtype {ids.dtype}")
-    if vocab_size is not None and (int(ids.min()) < 0 or int(ids.max()) >= vocab_size):
+    if vocab is not None and (int(ids.min()) < 0 or int(ids.max()) >= vocab):
         raise ValueError(
-            f"input_ids must be token ids in [0, {vocab_size}), got min {int(ids.min())} max {int(ids.max())}"
+            f"input_ids must be token ids in [0, {vocab}), got min {int(ids.min())} max {int(ids.max())}"
         )
     if context is not None and ids.numel() + max_new_tokens > context:
         raise ValueError(
@@ -556,7 +556,12 @@ class SpeculativeDecoder(_DecoderBase):
             tries them in turn (:func:`specdec_lib.sampling.verify_candidates`). Still exact.
         use_cache: keep KV caches (default). ``False`` re-encodes the sequence at every pass: the
             same tokens for the same seed, much slower; a reference for tests.
+
+    ``target_state`` (a class attribute) is the target's cache bookkeeping; a subclass may swap it
+    (:mod:`specdec_lib.faults` does, to show that the tests catch a bookkeeping bug).
     """
+
+    target_state: type[TargetState] = TargetState
 
     def __init__(
         self,
@@ -606,7 +611,7 @@ class SpeculativeDecoder(_DecoderBase):
         ids = self._start(input_ids, max_new_tokens, seed)
         eos = _eos_set(eos_token_id)
         prompt_len = ids.numel()
-        target = TargetState.for_drafter(self.target, self.drafter, self.use_cache)
+        target = self.target_state.for_drafter(self.target, self.drafter, self.use_cache)
         self.drafter.reset()
         out: list[int] = []
         steps: list[StepRecord] = []

@@ -44,6 +44,7 @@ __all__ = [
     "default_draft",
     "early_exit_draft",
     "find_smollm2_gguf",
+    "load_hub_pair",
     "load_pair",
     "tiny_random_llama",
 ]
@@ -286,12 +287,12 @@ def _shown(path: Path) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def _load_hub(name: str, dtype: torch.dtype) -> tuple[Any, Any]:
+def _load_hub(name: str, dtype: torch.dtype, device_map: Any = None) -> tuple[Any, Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     try:
         tokenizer = AutoTokenizer.from_pretrained(name)
-        model = AutoModelForCausalLM.from_pretrained(name, dtype=dtype)
+        model = AutoModelForCausalLM.from_pretrained(name, dtype=dtype, device_map=device_map)
     except (OSError, ValueError) as err:
         offline = os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False")
         hint = (
@@ -308,11 +309,43 @@ def _load_hub(name: str, dtype: torch.dtype) -> tuple[Any, Any]:
     return model, tokenizer
 
 
-def _load_gpt2(dtype: torch.dtype) -> ModelPair:
-    draft, d_tok = _load_hub("gpt2", dtype)
-    target, t_tok = _load_hub("gpt2-medium", dtype)
+def load_hub_pair(
+    draft: str,
+    target: str,
+    *,
+    dtype: Any = torch.float32,
+    device_map: Any = None,
+    name: str | None = None,
+) -> ModelPair:
+    """A (draft, target) pair from the Hugging Face Hub (or local folders) by name.
+
+    ``device_map`` (``"auto"``, or a transformers/accelerate device map) spreads a target larger
+    than one device over the devices accelerate finds; the draft, small by design, goes whole on
+    the device that holds the target's input embedding, where the decoders feed it tokens. The two
+    tokenizers must agree. Offline, a name that is not cached is a :class:`ModelUnavailableError`.
+    """
+    dtype = _resolve_dtype(dtype)
+    target_model, t_tok = _load_hub(target, dtype, device_map)
+    draft_model, d_tok = _load_hub(draft, dtype)
     check_same_tokenizer(d_tok, t_tok)
-    return ModelPair(draft, target, t_tok, "gpt2", "gpt2 (124M)", "gpt2-medium (355M)", dtype)
+    draft_model.to(target_model.get_input_embeddings().weight.device)
+    notes: dict[str, Any] = {}
+    if device_map is not None:
+        notes = {"device_map": str(device_map), "devices": _devices(target_model)}
+    return ModelPair(
+        draft_model, target_model, t_tok, name or "hub", draft, target, dtype, notes=notes
+    )
+
+
+def _devices(model: Any) -> list[str]:
+    """The devices a (possibly dispatched) model's parameters sit on."""
+    return sorted({str(p.device) for p in model.parameters()})
+
+
+def _load_gpt2(dtype: torch.dtype, device_map: Any = None) -> ModelPair:
+    pair = load_hub_pair("gpt2", "gpt2-medium", dtype=dtype, device_map=device_map, name="gpt2")
+    pair.draft_name, pair.target_name = "gpt2 (124M)", "gpt2-medium (355M)"
+    return pair
 
 
 # --------------------------------------------------------------------------------------------
@@ -418,6 +451,7 @@ def load_pair(
     exit_layers: int = DEFAULT_EXIT_LAYERS,
     device: str | torch.device | None = None,
     head: str | Path | None = None,
+    device_map: Any = None,
 ) -> ModelPair:
     """Load a named pair: ``"default"`` (offline, embedded), ``"gpt2"`` (Hub), ``"tiny-random"``.
 
@@ -427,14 +461,19 @@ def load_pair(
     naming the command that makes it), ``"trained-int8"`` (the same with int8 weights: bfloat16
     on a CPU only), ``"early-exit"`` or ``"ngram"``. ``dtype`` applies to both models (float32 by
     default, the safest for exact greedy checks; bfloat16 is much faster on CPUs with
-    avx512_bf16). ``device`` moves both models there.
+    avx512_bf16). ``device`` moves both models there. ``device_map`` (Hub pairs only, e.g.
+    ``"auto"``) spreads the target over several devices (see :func:`load_hub_pair`).
     """
     draft = default_draft(name) if draft is None else one_of(draft, "draft", PAIRS[name])
     dtype = _resolve_dtype(dtype)
+    if device_map is not None and name != "gpt2":
+        raise ValueError(f"device_map is for Hub pairs ('gpt2'), not {name!r}: use device=")
+    if device is not None and device_map is not None:
+        raise ValueError("give device (one device) or device_map (several), not both")
     if name == "default":
         pair = _load_default(dtype, exit_layers, draft, head)
     elif name == "gpt2":
-        pair = _load_gpt2(dtype)
+        pair = _load_gpt2(dtype, device_map)
     else:
         pair = _load_tiny(dtype)
     if draft == "ngram" and name != "default":

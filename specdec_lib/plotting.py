@@ -37,7 +37,7 @@ __all__ = [
     "dtype_pass_costs",
     "frequency_fit",
     "full_training",
-    "gpu_model",
+    "gpu_costs",
     "greedy_limit",
     "latency_throughput",
     "learning_curves",
@@ -818,29 +818,73 @@ def latency_throughput(runs: pd.DataFrame, *, setting: str, n_tokens: int) -> Fi
     return fig
 
 
-def gpu_model(model: pd.DataFrame, measured: pd.DataFrame, *, short: Mapping[str, str]) -> Figure:
-    """Notebook 03, ``03_gpu_model``: the modelled speedup on GPUs against ``K`` (``model``:
-    ``GPU``, ``alpha`` (a label), ``K``, ``modelled speedup``; one line style per GPU, named by
-    ``short[GPU]``; green for the first ``alpha`` label, grey for the second) and the speedup
-    measured on this CPU (``measured``: ``K``, ``speedup``)."""
-    fig, ax = plt.subplots(figsize=(7.0, 4.0))
-    styles = dict(zip(model.GPU.unique(), (":", "--", "-", "-."), strict=False))
-    colors = dict(
-        zip(model.alpha.unique(), (COLORS["speculative"], COLORS["claimed"]), strict=False)
-    )
-    for gpu, ls in styles.items():
-        for label, color in colors.items():
-            sub = model[(model.GPU == gpu) & (model.alpha == label)]
-            ax.plot(sub.K, sub["modelled speedup"], ls, color=color, label=f"{short[gpu]}, {label}")
-    ax.plot(measured.K, measured.speedup, "o-", color=COLORS["target"], label="this CPU, measured")
-    ax.axhline(1.0, color="black", lw=0.8)
-    ax.set(
-        xlabel="draft length K",
-        ylabel="speedup over autoregressive",
-        title="Modelled GPU speedup (roofline + launch overhead; a model, not a measurement)",
+def gpu_costs(
+    passes: Mapping[str, Sequence[float]],
+    predicted: pd.DataFrame,
+    measured_cpu: pd.DataFrame,
+    *,
+    title: str,
+) -> Figure:
+    """Notebook 03, ``03_gpu``: what a GPU changes. Left, the cost of one target pass over ``n``
+    tokens relative to a 1-token pass (``passes[device]``, ``n = 1..``); right, the speedup
+    predicted from those costs against ``K`` (``predicted``: ``device``, ``width``, ``K``,
+    ``predicted_speedup``; one colour per device, solid width 1, dashed width 2), with the
+    speedups measured on this CPU (``measured_cpu``: ``width``, ``K``, ``speedup``; open markers).
+    ``title`` says whether the GPU costs are measured or modelled."""
+    from matplotlib.lines import Line2D
+
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11.0, 4.4))
+    palette = [COLORS["target"], COLORS["speculative"], COLORS["hf"], COLORS["draft"]]
+    colors = dict(zip(passes, palette, strict=False))
+    for device, t in passes.items():
+        t = np.asarray(t, dtype=float)
+        ax0.plot(np.arange(1, len(t) + 1), t / t[0], "o-", ms=3, color=colors[device])
+    ax0.axhline(1.0, color=COLORS["theory"], ls=":", lw=1)
+    ax0.set(
+        xlabel="tokens in one target pass (K + width)",
+        ylabel="time relative to a 1-token pass",
+        title="The cost of verification",
         ylim=(0, None),
     )
-    ax.legend(fontsize=7.5, ncol=2, loc="upper left")
+    ax0.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
+    for (device, width), sub in predicted.groupby(["device", "width"], sort=False):
+        ls = "-" if width == 1 else "--"
+        ax1.plot(sub.K, sub.predicted_speedup, ls, color=colors.get(device, COLORS["theory"]))
+    for width, sub in measured_cpu.groupby("width"):
+        marker = "o" if width == 1 else "s"
+        ax1.plot(sub.K, sub.speedup, marker, mfc="white", color=COLORS["target"], ls="none")
+    ax1.axhline(1.0, color="black", lw=0.8)
+    ax1.set(
+        xlabel="draft length K", ylabel="speedup over autoregressive", title="Predicted speedup"
+    )
+    ax1.set_ylim(0, None)
+    ax1.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
+    handles = [Line2D([], [], color=c, lw=2, label=d) for d, c in colors.items()]
+    handles += [
+        Line2D([], [], color="black", ls="-", label="width 1 (predicted)"),
+        Line2D([], [], color="black", ls="--", label="width 2 (predicted)"),
+        Line2D(
+            [],
+            [],
+            color=COLORS["target"],
+            marker="o",
+            mfc="white",
+            ls="none",
+            label="this CPU, measured, width 1",
+        ),
+        Line2D(
+            [],
+            [],
+            color=COLORS["target"],
+            marker="s",
+            mfc="white",
+            ls="none",
+            label="this CPU, measured, width 2",
+        ),
+    ]
+    fig.legend(handles=handles, loc="lower center", ncol=4, fontsize=8, frameon=False)
+    fig.suptitle(title, fontsize=10.5)
+    fig.tight_layout(rect=(0, 0.13, 1, 1))
     return fig
 
 

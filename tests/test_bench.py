@@ -200,3 +200,33 @@ def test_bench_dynamic_schedules(tmp_path, tiny_pair, schedule):
     assert max(drafted) <= (16 if schedule == "heuristic" else 2)
     hf = res["cells"]["hf_assisted|2|0|0"]
     assert len(hf["tokens"]) == 10
+
+
+def test_device_and_dtype_resolved_and_recorded(monkeypatch):
+    import torch
+
+    s = BenchSettings(pair="tiny-random").validate()
+    assert (s.device, s.dtype) == ("cpu", "float32")  # auto on a machine without CUDA
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    s = BenchSettings(pair="tiny-random").validate()
+    assert (s.device, s.dtype) == ("cuda", "bfloat16")  # auto: bf16 on a GPU
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ValueError, match="device='cuda' but torch sees no CUDA device"):
+        BenchSettings(pair="tiny-random", device="cuda").validate()
+
+
+def test_identical_outputs_counts_cells_equal_to_the_baseline():
+    from specdec_lib.bench import identical_outputs
+
+    result = {
+        "settings": {"temperature": 0},
+        "cells": {
+            "autoregressive|0|0|0": {"tokens": [1, 2, 3]},
+            "autoregressive|0|1|0": {"tokens": [4, 5, 6]},
+            "speculative|2|0|0": {"tokens": [1, 2, 3]},
+            "speculative|2|1|0": {"tokens": [4, 7, 6]},
+        },
+    }
+    got = identical_outputs(result)[("speculative", 2)]
+    assert got == {"cells": 2, "identical": 1, "first_divergence": [1], "fraction": 0.5}
+    assert identical_outputs({**result, "settings": {"temperature": 1.0}}) == {}

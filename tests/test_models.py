@@ -172,3 +172,34 @@ def test_draft_is_named_and_a_missing_head_names_its_command(tmp_path):
     assert BenchSettings(pair="tiny-random").validate().draft == "model"
     with pytest.raises(ValueError, match="draft"):
         BenchSettings(pair="tiny-random", draft="trained").validate()
+
+
+def test_hub_pair_with_a_device_map(tmp_path, tiny_pair, monkeypatch):
+    """A Hub pair by name (here local folders) with device_map="auto" through accelerate: the
+    target is dispatched, the draft sits where the target's embedding is, and decoding is exact."""
+    from specdec_lib.models import CharTokenizer, load_hub_pair
+
+    for name, model in (("draft", tiny_pair.draft), ("target", tiny_pair.target)):
+        model.save_pretrained(tmp_path / name)
+    import specdec_lib.models as models
+
+    tok = CharTokenizer(32)  # the tiny models' tokenizer is not a saved transformers tokenizer
+
+    def local(name, dtype, device_map=None):
+        from transformers import AutoModelForCausalLM
+
+        model = AutoModelForCausalLM.from_pretrained(name, dtype=dtype, device_map=device_map)
+        return model.eval(), tok
+
+    monkeypatch.setattr(models, "_load_hub", local)
+    pair = load_hub_pair(str(tmp_path / "draft"), str(tmp_path / "target"), device_map="auto")
+    assert pair.notes["device_map"] == "auto" and pair.notes["devices"] == ["cpu"]
+    ids = torch.tensor([0, 5, 9, 3])
+    ar = AutoregressiveDecoder(pair.target, temperature=0).generate_ids(ids, 12).tokens
+    sd = SpeculativeDecoder(pair.draft, pair.target, K=3, temperature=0).generate_ids(ids, 12)
+    assert sd.tokens == ar
+
+
+def test_device_map_only_for_hub_pairs():
+    with pytest.raises(ValueError, match="device_map is for Hub pairs"):
+        load_pair("tiny-random", device_map="auto")

@@ -232,14 +232,6 @@ def _notebook_03():
     claim = {"K": [1, 2, 3], "speedup": [1.0, 1.28, 1.51]}
     runs = _runs()
     spec = runs[runs.method == "speculative"]
-    model = pd.DataFrame(
-        [
-            {"GPU": g, "alpha": a, "K": K, "modelled speedup": 1 + K / 10}
-            for g in ("Tesla T4", "H200")
-            for a in ("measured α", "α = 0.71")
-            for K in K_GRID
-        ]
-    )
     return [
         (plotting.pass_costs, ([1.0, 1.4, 1.9],), {"c": 0.3}, 1),
         (plotting.speedup_vs_K, ({"T = 1": panel, "greedy": panel},), {"claim": claim}, 2),
@@ -251,7 +243,23 @@ def _notebook_03():
         ),
         (plotting.alpha_tau_vs_K, ({"T = 1": spec, "greedy": spec},), {}, 2),
         (plotting.latency_throughput, (runs,), {"setting": "T = 1", "n_tokens": 50}, 2),
-        (plotting.gpu_model, (model, spec), {"short": {"Tesla T4": "T4", "H200": "H200"}}, 1),
+        (
+            plotting.gpu_costs,
+            (
+                {"this CPU": [1.0, 1.2, 1.5], "H200": [1.0, 1.0, 1.01]},
+                pd.DataFrame(
+                    [
+                        {"device": d, "width": w, "K": K, "predicted_speedup": 1 + 0.1 * K}
+                        for d in ("this CPU", "H200")
+                        for w in (1, 2)
+                        for K in (1, 2)
+                    ]
+                ),
+                pd.DataFrame({"width": [1, 1, 2], "K": [1, 2, 1], "speedup": [1.1, 1.2, 1.3]}),
+            ),
+            {"title": "modelled"},
+            2,
+        ),
     ]
 
 

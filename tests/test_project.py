@@ -39,8 +39,8 @@ LAYERS = {
     1: ["checks", "config", "settings", "lm", "results", "plotting", "theory"],
     2: ["sampling", "candidates", "stats"],
     3: ["decoding"],
-    4: ["drafters", "models"],
-    5: ["bench", "training", "cli", "__main__", "__init__"],
+    4: ["drafters", "models", "faults"],
+    5: ["bench", "device_costs", "training", "cli", "__main__", "__init__"],
 }
 LAYER_OF = {name: layer for layer, names in LAYERS.items() for name in names}
 

@@ -1,0 +1,23 @@
+"""The deliberately wrong decoder (``specdec_lib.faults``) fails the tests the right one passes:
+the chi-square test of two-token continuations, and greedy equality with autoregressive decoding."""
+
+from test_decoding import PROMPT, _continuation_test
+
+from specdec_lib.decoding import AutoregressiveDecoder, SpeculativeDecoder
+from specdec_lib.faults import StaleCacheDecoder
+
+
+def test_stale_cache_rejected_by_the_law_test(tiny_pair):
+    # K = 1 and independent random models: the first step is often rejected, and the second
+    # token is then drawn after the rejected draft's stale cache entry.
+    bad = StaleCacheDecoder(tiny_pair.draft, tiny_pair.target, K=1, seed=0)
+    res = _continuation_test(tiny_pair, bad, m=2, n=4000)
+    assert res.pvalue < 1e-6, res
+
+
+def test_stale_cache_breaks_greedy_equality(tiny_pair):
+    ar = AutoregressiveDecoder(tiny_pair.target, temperature=0).generate_ids(PROMPT, 30).tokens
+    good = SpeculativeDecoder(tiny_pair.draft, tiny_pair.target, K=3, temperature=0)
+    bad = StaleCacheDecoder(tiny_pair.draft, tiny_pair.target, K=3, temperature=0)
+    assert good.generate_ids(PROMPT, 30).tokens == ar
+    assert bad.generate_ids(PROMPT, 30).tokens != ar

@@ -70,7 +70,12 @@ from scipy import stats as sps
 warnings.filterwarnings("ignore", message="IProgress not found")
 
 from specdec_lib import config, plotting, stats
-from specdec_lib.decoding import AutoregressiveDecoder, ModelDrafter, SpeculativeDecoder
+from specdec_lib.decoding import (
+    AutoregressiveDecoder,
+    BaseDrafter,
+    ModelDrafter,
+    SpeculativeDecoder,
+)
 from specdec_lib.lm import model_forward
 from specdec_lib.models import load_pair
 from specdec_lib.plotting import savefig
@@ -291,19 +296,13 @@ class ScaledTemperatureDrafter(ModelDrafter):
         super().__init__(model)
         self.factor = factor
 
-    def propose(self, ids, k, warp, generator):
-        return super().propose(ids, k, draft_warp(warp, self.factor), generator)
+    def propose(self, ids, k, warp, generator, threshold=None):
+        return super().propose(ids, k, draft_warp(warp, self.factor), generator, threshold)
 
 
-class UniformDrafter:
-    # The Drafter interface, with q = 1/V: proposals that ignore the text entirely.
-    def reset(self):
-        pass
-
-    def rollback(self, n_valid):
-        pass
-
-    def propose(self, ids, k, warp, generator):
+class UniformDrafter(BaseDrafter):
+    # A Drafter with q = 1/V: proposals that ignore the text entirely.
+    def propose(self, ids, k, warp, generator, threshold=None):
         q = torch.full((k, V), 1.0 / V)
         return sample(q, generator), q
 

@@ -120,7 +120,7 @@ def shipped_grid(
     first_id = tok(prompt + first, return_tensors="pt").input_ids[0][len(prompt_ids)].item()
     refs: dict[tuple[str, Config], Any] = {}
     arms = [(name, c, None) for name, c in configs.items()]
-    arms += [(name, configs[base], name) for name, base in faults.items()]
+    arms += [(name, configs.get(base, CONFIGS[base]), name) for name, base in faults.items()]
     rows = []
     for i, (name, c, fault) in enumerate(tqdm(arms, desc="exactness grid", disable=not progress)):
         pair = pair_of(c)

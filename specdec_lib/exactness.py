@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,6 +79,10 @@ def _prototype_verify(*args: Any, **kwargs: Any) -> Any:
     return verify(*args, correction=prototype_correction)
 
 
+def _load_default(c: Config) -> Any:
+    return load_pair("default", draft=c.draft, dtype=c.dtype)
+
+
 def shipped_grid(
     configs: dict[str, Config] | None = None,
     *,
@@ -86,17 +91,20 @@ def shipped_grid(
     faults: dict[str, str] | None = None,
     n_fault: int | None = None,
     prompt: str = "To be or not to",
-    first: str = " be",
+    first: str | None = " be",
     K: int = 2,
     length: int = 4,
     seed: int = 0,
     max_bins: int = 50,
     progress: bool = False,
+    load: Callable[[Config], Any] = _load_default,
 ) -> dict[str, Any]:
     """Run every configuration (and the arms that must fail) and test each against the target.
 
     ``n`` decoder outputs per configuration (``n_fault`` for the failing arms, default ``n``),
-    ``n_ref`` autoregressive references per dtype and warp. Returns, per configuration, the test
+    ``n_ref`` autoregressive references per dtype and warp. ``first=None`` tests all ``length``
+    tokens (for drafts that draft from the first step); ``load`` gives the pair of a configuration
+    (default: the default pair with the configuration's draft and dtype). Returns, per configuration, the test
     (statistic, p, bins), the p-value after Holm's correction within the configurations, the
     outputs kept (first token = ``first``), the acceptance rate and the steps that ended with a
     bonus token; with provenance and every setting."""
@@ -111,24 +119,30 @@ def shipped_grid(
 
     def pair_of(c: Config) -> Any:
         if (c.draft, c.dtype) not in pairs:
-            pairs[c.draft, c.dtype] = load_pair("default", draft=c.draft, dtype=c.dtype)
+            pairs[c.draft, c.dtype] = load(c)
         return pairs[c.draft, c.dtype]
 
     any_pair = pair_of(next(iter(configs.values())))
     tok = any_pair.tokenizer
     prompt_ids = tok(prompt, return_tensors="pt").input_ids[0]
-    first_id = tok(prompt + first, return_tensors="pt").input_ids[0][len(prompt_ids)].item()
+    first_id = None
+    if first is not None:
+        first_id = int(tok(prompt + first, return_tensors="pt").input_ids[0][len(prompt_ids)])
+    ref_ids = prompt_ids if first_id is None else torch.cat([prompt_ids, torch.tensor([first_id])])
+    ref_length = length if first_id is None else length - 1
     refs: dict[tuple[str, Config], Any] = {}
     arms = [(name, c, None) for name, c in configs.items()]
-    arms += [(name, configs.get(base, CONFIGS[base]), name) for name, base in faults.items()]
+    arms += [
+        (name, configs[base] if base in configs else CONFIGS[base], name)
+        for name, base in faults.items()
+    ]
     rows = []
     for i, (name, c, fault) in enumerate(tqdm(arms, desc="exactness grid", disable=not progress)):
         pair = pair_of(c)
         key = (c.dtype, Warp(c.temperature, c.top_k, c.top_p))
         if key not in refs:
             g = torch.Generator().manual_seed(seed + 7919 * len(refs))
-            ids = torch.cat([prompt_ids, torch.tensor([first_id])])
-            refs[key] = sample_continuations(pair.target, ids, c.warp, length - 1, n_ref, g)
+            refs[key] = sample_continuations(pair.target, ref_ids, c.warp, ref_length, n_ref, g)
         kw = dict(K=K, width=c.width, temperature=c.temperature, top_k=c.top_k, top_p=c.top_p)
         if fault == "prototype's correction":
             dec: Any = SpeculativeDecoder(pair.draft, pair.target, verifier=_prototype_verify, **kw)
@@ -168,7 +182,7 @@ def shipped_grid(
         "settings": {
             "prompt": prompt,
             "first": first,
-            "first_id": int(first_id),
+            "first_id": first_id,
             "K": K,
             "length": length,
             "n": n,
@@ -178,7 +192,9 @@ def shipped_grid(
             "max_bins": max_bins,
         },
         "provenance": provenance(seed=seed, settings={"configs": list(configs), "faults": faults}),
-        "reference_first_token_probability": _first_probability(any_pair, prompt_ids, first_id),
+        "reference_first_token_probability": None
+        if first_id is None
+        else _first_probability(any_pair, prompt_ids, first_id),
     }
 
 

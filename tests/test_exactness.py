@@ -1,0 +1,26 @@
+"""The exactness grid (``specdec_lib.exactness``) on the tiny random pair: a correct configuration
+passes the homogeneity test against autoregressive samples, the two failing arms do not."""
+
+from specdec_lib.exactness import Config, as_frame, shipped_grid
+
+
+def test_grid_passes_the_right_decoder_and_rejects_both_faults(tiny_pair):
+    result = shipped_grid(
+        {"tiny model draft": Config("model", "float32")},
+        faults={
+            "prototype's correction": "tiny model draft",
+            "uncropped target cache": "tiny model draft",
+        },
+        n=6000,
+        n_ref=24_000,
+        prompt="abc",
+        first=None,
+        K=1,
+        length=2,
+        load=lambda c: tiny_pair,
+    )
+    df = as_frame(result).set_index("name")
+    assert df.loc["tiny model draft", "p"] > 1e-3
+    assert df.loc["prototype's correction", "p"] < 1e-4  # a homogeneity test: weaker than a law
+    assert df.loc["uncropped target cache", "p"] < 1e-6
+    assert (df.bins >= 2).all() and df.loc["tiny model draft", "bonus_steps"] > 0

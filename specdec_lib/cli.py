@@ -1,5 +1,5 @@
 """Command line: ``python -m specdec_lib bench | gen-data | train-drafter | eval-drafter |
-device-costs``.
+device-costs | exactness``.
 
 Each subcommand's flags are generated from its settings dataclass (:mod:`specdec_lib.settings`):
 :class:`~specdec_lib.bench.BenchSettings`, :class:`~specdec_lib.training.DataSettings`,
@@ -18,6 +18,7 @@ from pathlib import Path
 from .bench import BenchSettings, EvalSettings, evaluate_drafter, run_benchmark
 from .config import REPO_ROOT, RESULTS_DIR
 from .device_costs import CostSettings, measure_device_costs, write_device_costs
+from .exactness import ExactnessSettings, as_frame
 from .models import ModelUnavailableError
 from .results import atomic_write, atomic_write_json, read_json
 from .settings import add_arguments, from_arguments
@@ -67,6 +68,14 @@ def build_parser() -> argparse.ArgumentParser:
         CostSettings,
     )
     d.add_argument("--out", default=str(RESULTS_DIR), help="folder for device_costs_<device>.json")
+    x = command(
+        "exactness",
+        "every shipped configuration against autoregressive samples of the target (chi-square)",
+        ExactnessSettings,
+    )
+    x.add_argument(
+        "--out", default=str(RESULTS_DIR / "exactness_shipped.json"), help="results JSON"
+    )
     return parser
 
 
@@ -127,6 +136,15 @@ def _device_costs(args: argparse.Namespace) -> None:
     print(f"wrote {write_device_costs(result, args.out)}")
 
 
+def _exactness(args: argparse.Namespace) -> None:
+    settings = from_arguments(ExactnessSettings, args)
+    result = settings.run(progress=not args.no_progress)
+    cols = ["name", "kept", "alpha", "bonus_steps", "steps", "bins", "p", "p_holm"]
+    print(as_frame(result)[cols].to_string(index=False))
+    atomic_write_json(args.out, result)
+    print(f"wrote {args.out}")
+
+
 def default_out(settings: BenchSettings) -> Path:
     """``data/results/bench_<pair>[_<draft>][_<schedule>][_w<width>]_<dtype>_<T>[...].json``
     (the early exit, the first draft measured, has no draft part)."""
@@ -165,6 +183,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], None]] = {
     "train-drafter": _train_drafter,
     "eval-drafter": _eval_drafter,
     "device-costs": _device_costs,
+    "exactness": _exactness,
 }
 
 

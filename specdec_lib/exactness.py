@@ -27,15 +27,16 @@ from typing import Any
 
 import torch
 
-from .checks import positive_int
+from .checks import one_of, positive_int
 from .decoding import SpeculativeDecoder
 from .faults import StaleCacheDecoder
 from .models import load_pair
 from .results import provenance
 from .sampling import Warp, prototype_correction, verify
+from .settings import setting
 from .stats import decoder_continuations, holm, homogeneity_counts, sample_continuations
 
-__all__ = ["CONFIGS", "FAULTS", "Config", "as_frame", "shipped_grid"]
+__all__ = ["CONFIGS", "FAULTS", "Config", "ExactnessSettings", "as_frame", "shipped_grid"]
 
 
 @dataclass(frozen=True)
@@ -55,24 +56,54 @@ class Config:
 
 
 CONFIGS: dict[str, Config] = {
-    "early exit, float32": Config("early-exit", "float32"),
-    "trained, float32": Config("trained", "float32"),
-    "trained, bfloat16": Config("trained", "bfloat16"),
-    "trained, bfloat16, top-k 20": Config("trained", "bfloat16", top_k=20),
-    "trained, bfloat16, width 2": Config("trained", "bfloat16", width=2),
-    "trained-int8, bfloat16": Config("trained-int8", "bfloat16"),
-    "trained-int8, bfloat16, width 2": Config("trained-int8", "bfloat16", width=2),
-    "trained-int8, bfloat16, width 2, top-p 0.9": Config(
-        "trained-int8", "bfloat16", width=2, top_p=0.9
-    ),
-    "prompt lookup, bfloat16": Config("ngram", "bfloat16"),
+    "early-exit-f32": Config("early-exit", "float32"),
+    "trained-f32": Config("trained", "float32"),
+    "trained-bf16": Config("trained", "bfloat16"),
+    "trained-bf16-topk20": Config("trained", "bfloat16", top_k=20),
+    "trained-bf16-w2": Config("trained", "bfloat16", width=2),
+    "trained-int8-bf16": Config("trained-int8", "bfloat16"),
+    "trained-int8-bf16-w2": Config("trained-int8", "bfloat16", width=2),
+    "trained-int8-bf16-w2-topp0.9": Config("trained-int8", "bfloat16", width=2, top_p=0.9),
+    "ngram-bf16": Config("ngram", "bfloat16"),
 }
 # The arms that must fail, on the headline draft at width 1 (the prototype's rule plugs into
 # verify, which width 1 uses).
 FAULTS = {
-    "prototype's correction": "trained-int8, bfloat16",
-    "uncropped target cache": "trained-int8, bfloat16",
+    "prototype's correction": "trained-int8-bf16",
+    "uncropped target cache": "trained-int8-bf16",
 }
+
+
+@dataclass
+class ExactnessSettings:
+    """What defines a stored grid (``python -m specdec_lib exactness``; flags generated)."""
+
+    configs: list[str] = setting(list(CONFIGS), "configurations to test", choices=CONFIGS)
+    n: int = setting(1000, "decoder outputs per configuration")
+    n_ref: int = setting(10_000, "autoregressive references per dtype and warp")
+    n_fault: int = setting(1000, "decoder outputs per arm that must fail")
+    faults: bool = setting(True, "run the two arms that must fail")
+    seed: int = setting(0, "seed of every arm's sampling")
+
+    def __post_init__(self) -> None:
+        if not self.configs:
+            raise ValueError("configs: name at least one configuration")
+        for c in self.configs:
+            one_of(c, "configs", CONFIGS)
+        positive_int(self.n, "n")
+        positive_int(self.n_ref, "n_ref")
+        positive_int(self.n_fault, "n_fault")
+
+    def run(self, *, progress: bool = True) -> dict[str, Any]:
+        return shipped_grid(
+            {k: CONFIGS[k] for k in self.configs},
+            n=self.n,
+            n_ref=self.n_ref,
+            n_fault=self.n_fault,
+            faults=FAULTS if self.faults else {},
+            seed=self.seed,
+            progress=progress,
+        )
 
 
 def _prototype_verify(*args: Any, **kwargs: Any) -> Any:

@@ -7,6 +7,8 @@ import dataclasses
 import pytest
 
 from specdec_lib.bench import BenchSettings, EvalSettings
+from specdec_lib.device_costs import CostSettings
+from specdec_lib.exactness import ExactnessSettings
 from specdec_lib.settings import add_arguments, command_line, from_arguments, setting
 from specdec_lib.training import DataSettings, TrainSettings
 
@@ -27,7 +29,18 @@ def _parse(cls, argv):
     return from_arguments(cls, parser.parse_args(argv))
 
 
-@pytest.mark.parametrize("cls", [BenchSettings, EvalSettings, DataSettings, TrainSettings, Toy])
+@pytest.mark.parametrize(
+    "cls",
+    [
+        BenchSettings,
+        EvalSettings,
+        DataSettings,
+        TrainSettings,
+        CostSettings,
+        ExactnessSettings,
+        Toy,
+    ],
+)
 def test_no_flags_give_the_defaults(cls):
     assert _parse(cls, []) == cls()
 

@@ -374,6 +374,22 @@ def _accept_by_position(cells: Iterable[dict[str, Any]], K: int) -> list[float]:
         return (accepted / reached).tolist()
 
 
+def _against_baseline(result: dict[str, Any]):
+    """Each non-baseline cell of ``result`` beside the autoregressive cell of the same prompt and
+    repeat: ``(method, K, prompt, baseline tokens, first differing position or None)``."""
+    cells = {tuple(key.split("|")): cell for key, cell in sorted(result["cells"].items())}
+    base = {(p, rep): c["tokens"] for (m, _k, p, rep), c in cells.items() if m == "autoregressive"}
+    for (method, K, p, rep), cell in cells.items():
+        if method == "autoregressive" or (p, rep) not in base:
+            continue
+        ref, got = base[p, rep], cell["tokens"]
+        j = None
+        if got != ref:
+            pairs = enumerate(zip(got, ref, strict=False))
+            j = next((i for i, (a, b) in pairs if a != b), min(len(got), len(ref)))
+        yield method, int(K), int(p), ref, j
+
+
 def identical_outputs(result: dict[str, Any]) -> dict[tuple[str, int], dict[str, Any]]:
     """For a greedy run (``temperature == 0``): per (method, K) other than the baseline, how many
     of its cells emitted exactly the autoregressive cell's tokens (same prompt and repeat), and
@@ -383,24 +399,14 @@ def identical_outputs(result: dict[str, Any]) -> dict[tuple[str, int], dict[str,
     ``{}`` for a sampled run, whose outputs differ by design."""
     if result["settings"]["temperature"] != 0:
         return {}
-    cells = {tuple(key.split("|")): cell for key, cell in result["cells"].items()}
-    base = {(p, rep): c["tokens"] for (m, _k, p, rep), c in cells.items() if m == "autoregressive"}
     out: dict[tuple[str, int], dict[str, Any]] = {}
-    for (method, K, p, rep), cell in cells.items():
-        if method == "autoregressive" or (p, rep) not in base:
-            continue
-        rec = out.setdefault((method, int(K)), {"cells": 0, "identical": 0, "first_divergence": []})
-        ref, got = base[p, rep], cell["tokens"]
+    for method, K, _p, _ref, j in _against_baseline(result):
+        rec = out.setdefault((method, K), {"cells": 0, "identical": 0, "first_divergence": []})
         rec["cells"] += 1
-        if got == ref:
+        if j is None:
             rec["identical"] += 1
         else:
-            rec["first_divergence"].append(
-                next(
-                    (i for i, (a, b) in enumerate(zip(got, ref, strict=False)) if a != b),
-                    min(len(got), len(ref)),
-                )
-            )
+            rec["first_divergence"].append(j)
     for rec in out.values():
         rec["fraction"] = rec["identical"] / rec["cells"]
     return out
@@ -807,15 +813,11 @@ def near_tie_evidence(pair: ModelPair, result: dict[str, Any], K: int) -> list[d
     prompts = [
         pair.tokenizer(p["text"], return_tensors="pt").input_ids[0] for p in result["prompts"]
     ]
-    cells = {tuple(key.split("|")): c for key, c in result["cells"].items()}
-    base = {(p, rep): c["tokens"] for (m, _k, p, rep), c in cells.items() if m == "autoregressive"}
     rows = []
-    for (method, k, p, rep), cell in sorted(cells.items()):
-        if method != "speculative" or int(k) != K or cell["tokens"] == base[p, rep]:
+    for method, k, p, ref, j in _against_baseline(result):
+        if method != "speculative" or k != K or j is None:
             continue
-        ref, got = base[p, rep], cell["tokens"]
-        j = next(i for i, (a, b) in enumerate(zip(got, ref, strict=False)) if a != b)
-        prefix = torch.cat([prompts[int(p)], torch.tensor(ref[:j], dtype=torch.long)])
+        prefix = torch.cat([prompts[p], torch.tensor(ref[:j], dtype=torch.long)])
         prefix = prefix.to(pair.device)
         one, _ = model_forward(pair.target, prefix[-1:], _cache_over(pair.target, prefix[:-1]), 1)
         many, _ = model_forward(
@@ -824,7 +826,7 @@ def near_tie_evidence(pair: ModelPair, result: dict[str, Any], K: int) -> list[d
         top2 = one[-1].float().topk(2).values
         rows.append(
             {
-                "prompt": int(p),
+                "prompt": p,
                 "position": j,
                 "top2_gap": float(top2[0] - top2[1]),
                 "max_logit_difference": float((one[-1].float() - many[-1].float()).abs().max()),

@@ -585,7 +585,7 @@ class SpeculativeDecoder(_DecoderBase):
         super().__init__(target, temperature, top_k, top_p, seed, tokenizer)
         self.use_cache = bool(use_cache)
         self.drafter = as_drafter(draft, self.use_cache)
-        d_dev = model_device(draft) if isinstance(draft, torch.nn.Module) else self.drafter.device
+        d_dev = self.drafter.device
         if d_dev is not None and d_dev != self.device:
             raise ValueError(
                 f"draft is on {d_dev} but target is on {self.device}: put both models on the same "

@@ -252,9 +252,7 @@ def _load_default(dtype: torch.dtype, exit_layers: int, draft: str, head: Any) -
             # which weights: the file at a path changes when the head is retrained
             head_sha256=hashlib.sha256(head_path.read_bytes()).hexdigest()[:16],
         )
-    elif draft == "ngram":
-        drafter, draft_name = NgramDrafter(target.config.vocab_size), NGRAM_NAME
-    else:
+    else:  # the early exit (prompt lookup replaces it in load_pair, as for every pair)
         drafter = early
         draft_name = (
             f"SmolLM2-135M-Instruct early exit after {exit_layers} of "
@@ -476,8 +474,7 @@ def load_pair(
         pair = _load_gpt2(dtype, device_map)
     else:
         pair = _load_tiny(dtype)
-    if draft == "ngram" and name != "default":
-        pair.assistant = pair.draft
+    if draft == "ngram":  # HF assisted generation keeps the pair's model draft as its assistant
         pair.draft = NgramDrafter(pair.target.config.vocab_size)
         pair.draft_name = NGRAM_NAME
     pair.notes.setdefault("draft_kind", draft)

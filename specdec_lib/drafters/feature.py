@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from ..decoding import BaseDrafter, Drafter
+from ..lm import model_device
 from ..sampling import Warp, sample
 from .heads import FeatureHead
 
@@ -41,7 +42,7 @@ class FeatureDrafter(BaseDrafter):
 
     @property
     def device(self) -> torch.device:
-        return head_device(self.head)
+        return model_device(self.head)
 
     def reset(self) -> None:
         from transformers import DynamicCache
@@ -133,7 +134,3 @@ class FeatureDrafter(BaseDrafter):
         if self._cache.get_seq_length() > self._done:  # drop the positions built from drafts
             self._cache.crop(self._done - self._cache.get_seq_length())
         return torch.stack(tokens), torch.stack(probs)
-
-
-def head_device(head: nn.Module) -> torch.device:
-    return next(head.parameters()).device

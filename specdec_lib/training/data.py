@@ -16,7 +16,7 @@ Layout of a data folder::
 Each shard is a pure function of ``(seed, shard number, settings)``; a killed run resumes at the
 first missing shard, and a folder made with other settings is refused. Each shard's manifest entry
 names its sampler: ``"own"`` is :func:`sample_batch`; ``"hf"`` marks shards sampled with
-transformers' ``generate`` (the same law, other random draws), which this module no longer runs.
+transformers' ``generate`` (the same law, other random draws); this module samples with its own.
 """
 
 from __future__ import annotations

@@ -47,6 +47,7 @@ __all__ = [
     "per_prompt_frame",
     "run_benchmark",
     "runs_frame",
+    "speedup_interval",
     "summarize",
 ]
 
@@ -510,8 +511,57 @@ def _settings_dict(s: BenchSettings) -> dict[str, Any]:
     return d
 
 
-def runs_frame(result: dict[str, Any]):
-    """The ``runs`` summary as a pandas DataFrame (one row per method and K)."""
+def speedup_interval(
+    result: dict[str, Any],
+    method: str,
+    K: int,
+    *,
+    confidence: float = 0.95,
+    n_resamples: int = 2000,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """A bootstrap interval over prompts for the speedup of ``(method, K)`` in ``result``.
+
+    The speedup is pooled tokens per second over pooled tokens per second of the autoregressive
+    baseline on the same prompts (what :func:`summarize` reports); prompts are resampled in pairs
+    (a prompt's cells of both methods, all repeats, go together), by ``scipy.stats.bootstrap``
+    (BCa). The interval speaks of these prompts' population, at this machine's timing noise."""
+    from scipy import stats as sps
+
+    positive_int(n_resamples, "n_resamples")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    sums: dict[tuple[str, int], np.ndarray] = {}
+    for key, cell in result["cells"].items():
+        m, k, p, _rep = key.split("|")
+        if (m, int(k)) in {(method, K), ("autoregressive", 0)}:
+            row = sums.setdefault((m, int(p)), np.zeros(2))
+            row += (len(cell["tokens"]), cell["elapsed_s"])
+    prompts = sorted({p for m, p in sums if m == method} & {p for m, p in sums if m != method})
+    if len(prompts) < 2:
+        raise ValueError(f"no ({method!r}, K={K}) cells beside a baseline on two prompts or more")
+    ours = np.array([sums[method, p] for p in prompts])
+    base = np.array([sums["autoregressive", p] for p in prompts])
+
+    def ratio(a_tok, a_s, b_tok, b_s):
+        return (a_tok.sum() / a_s.sum()) / (b_tok.sum() / b_s.sum())
+
+    res = sps.bootstrap(
+        (ours[:, 0], ours[:, 1], base[:, 0], base[:, 1]),
+        ratio,
+        paired=True,
+        vectorized=False,
+        confidence_level=confidence,
+        n_resamples=n_resamples,
+        rng=np.random.default_rng(seed),
+    )
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def runs_frame(result: dict[str, Any], *, intervals: bool = False):
+    """The ``runs`` summary as a pandas DataFrame (one row per method and K); with ``intervals``,
+    ``speedup_low`` and ``speedup_high``, the 95% bootstrap interval over prompts
+    (:func:`speedup_interval`) of each method other than the baseline."""
     import pandas as pd
 
     cols = [
@@ -530,7 +580,15 @@ def runs_frame(result: dict[str, Any]):
         "tokens",
     ]
     df = pd.DataFrame(result["runs"])
-    return df[[c for c in cols if c in df.columns]]
+    df = df[[c for c in cols if c in df.columns]]
+    if intervals:
+        bounds = [
+            speedup_interval(result, m, int(k)) if m != "autoregressive" else (1.0, 1.0)
+            for m, k in zip(df["method"], df["K"], strict=True)
+        ]
+        df.insert(df.columns.get_loc("speedup") + 1, "speedup_low", [b[0] for b in bounds])
+        df.insert(df.columns.get_loc("speedup") + 2, "speedup_high", [b[1] for b in bounds])
+    return df
 
 
 def per_prompt_frame(result: dict[str, Any]):

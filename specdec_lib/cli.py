@@ -70,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--out", default=str(RESULTS_DIR), help="folder for device_costs_<device>.json")
     x = command(
         "exactness",
-        "every shipped configuration against autoregressive samples of the target (chi-square)",
+        "every shipped configuration against the target's exact law (chi-square)",
         ExactnessSettings,
     )
     x.add_argument(

@@ -4,12 +4,14 @@ The configurations the README recommends differ from the early exit of notebook 
 sections in every way that could hide a bug: a feature-level head whose ``q`` is zero outside its
 token subset, int8 weights, two candidates for the first position (recursive rejection), prompt
 lookup, bfloat16. Each is run as a :class:`~specdec_lib.decoding.SpeculativeDecoder` and its
-outputs are compared with autoregressive samples of the same target in the same dtype by a
-chi-square homogeneity test.
+outputs are tested against the target's exact law of the same tokens, in the same dtype and warp,
+by a chi-square goodness-of-fit test (:func:`~specdec_lib.stats.exact_continuation_law` lists every
+continuation of probability at least ``min_prob`` with its exact probability, one batched pass per
+depth; the rest of the mass is one pooled bin).
 
 A feature-level head drafts only after the target's first pass, so the first generated token is
 the target's own sample. The test therefore conditions on a near-certain first token ("To be or
-not to" is followed by " be" with probability about 0.9) and compares the *next* ``length - 1``
+not to" is followed by " be" with probability about 0.9) and tests the *next* ``length - 1``
 tokens, which the draft proposes: with ``K = 2`` and four tokens, the step after the first drafts
 two tokens, and when both are accepted the bonus token follows, so chain positions, the residual
 and the bonus are all exercised. Two arms must fail: the prototype's wrong correction
@@ -34,7 +36,7 @@ from .models import load_pair
 from .results import provenance
 from .sampling import Warp, prototype_correction, verify
 from .settings import setting
-from .stats import decoder_continuations, holm, homogeneity_counts, sample_continuations
+from .stats import chisquare_law, decoder_continuations, exact_continuation_law, holm
 
 __all__ = ["CONFIGS", "FAULTS", "Config", "ExactnessSettings", "as_frame", "shipped_grid"]
 
@@ -58,6 +60,7 @@ class Config:
 CONFIGS: dict[str, Config] = {
     "early-exit-f32": Config("early-exit", "float32"),
     "trained-f32": Config("trained", "float32"),
+    "trained-f32-w2": Config("trained", "float32", width=2),
     "trained-bf16": Config("trained", "bfloat16"),
     "trained-bf16-topk20": Config("trained", "bfloat16", top_k=20),
     "trained-bf16-w2": Config("trained", "bfloat16", width=2),
@@ -80,7 +83,6 @@ class ExactnessSettings:
 
     configs: list[str] = setting(list(CONFIGS), "configurations to test", choices=CONFIGS)
     n: int = setting(1000, "decoder outputs per configuration")
-    n_ref: int = setting(10_000, "autoregressive references per dtype and warp")
     n_fault: int = setting(1000, "decoder outputs per arm that must fail")
     faults: bool = setting(True, "run the two arms that must fail")
     seed: int = setting(0, "seed of every arm's sampling")
@@ -91,14 +93,12 @@ class ExactnessSettings:
         for c in self.configs:
             one_of(c, "configs", CONFIGS)
         positive_int(self.n, "n")
-        positive_int(self.n_ref, "n_ref")
         positive_int(self.n_fault, "n_fault")
 
     def run(self, *, progress: bool = True) -> dict[str, Any]:
         return shipped_grid(
             {k: CONFIGS[k] for k in self.configs},
             n=self.n,
-            n_ref=self.n_ref,
             n_fault=self.n_fault,
             faults=FAULTS if self.faults else {},
             seed=self.seed,
@@ -118,7 +118,6 @@ def shipped_grid(
     configs: dict[str, Config] | None = None,
     *,
     n: int = 1000,
-    n_ref: int = 10_000,
     faults: dict[str, str] | None = None,
     n_fault: int | None = None,
     prompt: str = "To be or not to",
@@ -127,13 +126,15 @@ def shipped_grid(
     length: int = 4,
     seed: int = 0,
     max_bins: int = 50,
+    min_prob: float = 1e-4,
     progress: bool = False,
     load: Callable[[Config], Any] = _load_default,
 ) -> dict[str, Any]:
     """Run every configuration (and the arms that must fail) and test each against the target.
 
-    ``n`` decoder outputs per configuration (``n_fault`` for the failing arms, default ``n``),
-    ``n_ref`` autoregressive references per dtype and warp. ``first=None`` tests all ``length``
+    ``n`` decoder outputs per configuration (``n_fault`` for the failing arms, default ``n``), each
+    tested against the target's exact law in the configuration's dtype and warp (continuations
+    below ``min_prob`` pooled). ``first=None`` tests all ``length``
     tokens (for drafts that draft from the first step); ``load`` gives the pair of a configuration
     (default: the default pair with the configuration's draft and dtype). Returns, per configuration, the test
     (statistic, p, bins), the p-value after Holm's correction within the configurations, the
@@ -144,7 +145,6 @@ def shipped_grid(
     configs = dict(CONFIGS if configs is None else configs)
     faults = dict(FAULTS if faults is None else faults)
     positive_int(n, "n", "decoder outputs per configuration")
-    positive_int(n_ref, "n_ref", "autoregressive references per dtype and warp")
     n_fault = positive_int(n if n_fault is None else n_fault, "n_fault")
     pairs: dict[tuple[str, str], Any] = {}
 
@@ -161,7 +161,7 @@ def shipped_grid(
         first_id = int(tok(prompt + first, return_tensors="pt").input_ids[0][len(prompt_ids)])
     ref_ids = prompt_ids if first_id is None else torch.cat([prompt_ids, torch.tensor([first_id])])
     ref_length = length if first_id is None else length - 1
-    refs: dict[tuple[str, Config], Any] = {}
+    laws: dict[tuple[str, Warp], dict[tuple[int, ...], float]] = {}
     arms = [(name, c, None) for name, c in configs.items()]
     arms += [
         (name, configs[base] if base in configs else CONFIGS[base], name)
@@ -171,9 +171,10 @@ def shipped_grid(
     for i, (name, c, fault) in enumerate(tqdm(arms, desc="exactness grid", disable=not progress)):
         pair = pair_of(c)
         key = (c.dtype, Warp(c.temperature, c.top_k, c.top_p))
-        if key not in refs:
-            g = torch.Generator().manual_seed(seed + 7919 * len(refs))
-            refs[key] = sample_continuations(pair.target, ref_ids, c.warp, ref_length, n_ref, g)
+        if key not in laws:
+            laws[key] = exact_continuation_law(
+                pair.target, ref_ids, c.warp, ref_length, min_prob=min_prob
+            )
         kw = dict(K=K, width=c.width, temperature=c.temperature, top_k=c.top_k, top_p=c.top_p)
         if fault == "prototype's correction":
             dec: Any = SpeculativeDecoder(pair.draft, pair.target, verifier=_prototype_verify, **kw)
@@ -186,7 +187,7 @@ def shipped_grid(
             dec, prompt_ids, length, n_fault if fault else n, first=first_id, seed=seed + 10**6 * i
         )
         seconds = time.perf_counter() - t0
-        test = homogeneity_counts(out["counts"], refs[key], max_bins=max_bins)
+        test = chisquare_law(out["counts"], laws[key], max_bins=max_bins)
         rows.append(
             {
                 "name": name,
@@ -201,6 +202,8 @@ def shipped_grid(
                 "statistic": test.statistic,
                 "dof": test.dof,
                 "bins": test.n_bins,
+                "law_listed": len(laws[key]),
+                "law_listed_mass": sum(laws[key].values()),
                 "p": test.pvalue,
                 "seconds": seconds,
             }
@@ -217,10 +220,10 @@ def shipped_grid(
             "K": K,
             "length": length,
             "n": n,
-            "n_ref": n_ref,
             "n_fault": n_fault,
             "seed": seed,
             "max_bins": max_bins,
+            "min_prob": min_prob,
         },
         "provenance": provenance(seed=seed, settings={"configs": list(configs), "faults": faults}),
         "reference_first_token_probability": None

@@ -38,10 +38,12 @@ from .sampling import (
 __all__ = [
     "GofResult",
     "HomogeneityResult",
+    "NothingToTest",
     "accepted_count_law",
     "bin_labels",
     "decoder_continuations",
     "chisquare_gof",
+    "chisquare_law",
     "detectable_tv",
     "exact_candidates_law",
     "exact_continuation_law",
@@ -165,30 +167,47 @@ def exact_step_law(
 
 @torch.inference_mode()
 def exact_continuation_law(
-    target: Any, prompt_ids: Any, warp: Warp, m: int
+    target: Any,
+    prompt_ids: Any,
+    warp: Warp,
+    m: int,
+    *,
+    min_prob: float = 0.0,
+    batch_size: int = 64,
 ) -> dict[tuple[int, ...], float]:
     """The target's exact law of the next ``m`` tokens after ``prompt_ids``, by enumeration.
 
-    Only for small vocabularies (``V ** m`` sequences; the tiny test models). Each prefix is
-    scored with a full forward pass, without a cache, so this is an independent reference for the
-    cached decoders.
+    Each prefix is scored with a full forward pass, without a cache, so this is an independent
+    reference for the cached decoders. With ``min_prob = 0`` every sequence is listed (``V ** m``
+    of them: the tiny test models only). With ``min_prob > 0`` a prefix is extended only while its
+    probability is at least ``min_prob``: the listed sequences keep their exact probabilities and the
+    rest of the mass, ``1 - sum(law.values())``, is left unlisted (:func:`chisquare_law` pools it
+    into one bin). That makes the law of a real model's next few tokens one batched pass per depth.
     """
     ids = torch.as_tensor(prompt_ids).view(-1).long()
+    positive_int(m, "m", "tokens per continuation")
+    real(min_prob, "min_prob", "a probability below which prefixes are not extended", low=0.0)
+    positive_int(batch_size, "batch_size")
     V = int(target.config.vocab_size)
-    if V**m > 200_000:
-        raise ValueError(f"V**m = {V**m} sequences is too many to enumerate")
+    if min_prob == 0 and V**m > 200_000:
+        raise ValueError(f"V**m = {V**m} sequences is too many to enumerate; pass min_prob > 0")
+    device = next(target.parameters()).device
     law: dict[tuple[int, ...], float] = {(): 1.0}
     for _ in range(m):
         prefixes = list(law)
-        batch = torch.stack(
-            [torch.cat([ids, torch.tensor(pr, dtype=torch.long)]) for pr in prefixes]
-        )
-        logits = target(input_ids=batch, use_cache=False).logits[:, -1]
-        probs = warp.probs(logits).double()
         new: dict[tuple[int, ...], float] = {}
-        for row, pr in enumerate(prefixes):
-            for tok in torch.nonzero(probs[row]).view(-1).tolist():
-                new[pr + (tok,)] = law[pr] * float(probs[row, tok])
+        for start in range(0, len(prefixes), batch_size):
+            chunk = prefixes[start : start + batch_size]
+            batch = torch.stack(
+                [torch.cat([ids, torch.tensor(pr, dtype=torch.long)]) for pr in chunk]
+            ).to(device)
+            logits = target(input_ids=batch, use_cache=False, logits_to_keep=1).logits[:, -1]
+            probs = warp.probs(logits).double().cpu()
+            for row, pr in enumerate(chunk):
+                mass = law[pr] * probs[row]
+                keep = mass >= min_prob if min_prob > 0 else mass > 0
+                for tok in torch.nonzero(keep).view(-1).tolist():
+                    new[pr + (tok,)] = float(mass[tok])
         law = new
     return law
 
@@ -457,6 +476,14 @@ def merge_bins(
     )
 
 
+class NothingToTest(ValueError):
+    """A chi-square test that has nothing to test: its outcomes fall into fewer than two bins
+    (a near-deterministic position, or too few samples for two bins to expect ``min_expected``).
+
+    Raised instead of returning ``p = 1``, so that a test of nothing is never counted as a pass;
+    a caller that expects it reports the test as not made."""
+
+
 @dataclass(frozen=True)
 class GofResult:
     """A chi-square goodness-of-fit test of samples against an exact law."""
@@ -514,9 +541,39 @@ def chisquare_gof(
     support = probs > 0
     o, e = merge_bins(obs[support], n * probs[support], min_expected, max_bins)
     if len(o) < 2:
-        return GofResult(0.0, 1.0, 0, n, len(o))
+        raise NothingToTest(
+            f"{n} samples fall into {len(o)} bin expecting >= {min_expected}: nothing to test"
+        )
     res = sps.chisquare(o, e)
     return GofResult(float(res.statistic), float(res.pvalue), len(o) - 1, n, len(o))
+
+
+def chisquare_law(
+    counts: Mapping[Hashable, int],
+    law: Mapping[Hashable, float],
+    *,
+    min_expected: float = 5.0,
+    max_bins: int | None = None,
+) -> GofResult:
+    """Chi-square goodness of fit of outcomes given as ``counts`` against an exact ``law`` over
+    outcomes (e.g. :func:`exact_continuation_law`), which may leave part of its mass unlisted.
+
+    Every listed outcome is a candidate bin; the unlisted mass ``1 - sum(law)`` is one more, which
+    also holds every observed outcome the law does not list. Bins then follow :func:`chisquare_gof`
+    (they depend on the law and ``N`` only). Raises :class:`NothingToTest` under two bins.
+    """
+    keys = list(law)
+    listed = np.array([law[k] for k in keys], dtype=float)
+    if np.any(listed < 0) or not np.isfinite(listed).all():
+        raise ValueError("law must hold finite, non-negative probabilities")
+    rest = 1.0 - listed.sum()
+    if rest < -1e-9:
+        raise ValueError(f"law must sum to at most 1, got {listed.sum():.6g}")
+    n = sum(counts.values())
+    obs = np.array([counts.get(k, 0) for k in keys] + [0], dtype=float)
+    obs[-1] = n - obs.sum()
+    probs = np.append(listed, max(rest, 0.0))
+    return chisquare_gof(counts=obs, probs=probs, min_expected=min_expected, max_bins=max_bins)
 
 
 @dataclass(frozen=True)
@@ -570,7 +627,10 @@ def homogeneity_counts(
         row_b.append(n_b - sum(row_b))
     t = np.array([row_a, row_b], dtype=float)
     if t.shape[1] < 2:
-        return HomogeneityResult(0.0, 1.0, 0, n_a, n_b, t.shape[1], t, tuple(bins))
+        raise NothingToTest(
+            f"N = {n_a} + {n_b} outcomes fall into one bin expecting >= {min_expected}: "
+            "nothing to test"
+        )
     res = sps.chi2_contingency(t, correction=False)
     return HomogeneityResult(
         float(res.statistic), float(res.pvalue), int(res.dof), n_a, n_b, t.shape[1], t, tuple(bins)

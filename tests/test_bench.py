@@ -3,6 +3,7 @@ after an interruption, and one-line errors. No timing is asserted (speed is a be
 
 import json
 
+import numpy as np
 import pytest
 
 from specdec_lib import bench
@@ -230,3 +231,21 @@ def test_identical_outputs_counts_cells_equal_to_the_baseline():
     got = identical_outputs(result)[("speculative", 2)]
     assert got == {"cells": 2, "identical": 1, "first_divergence": [1], "fraction": 0.5}
     assert identical_outputs({**result, "settings": {"temperature": 1.0}}) == {}
+
+
+def test_speedup_interval_brackets_the_pooled_speedup():
+    from specdec_lib.bench import speedup_interval
+
+    rng = np.random.default_rng(0)
+    cells = {}
+    for p in range(12):
+        base = rng.uniform(0.8, 1.2)
+        cells[f"autoregressive|0|{p}|0"] = {"tokens": [0] * 20, "elapsed_s": 2.0 * base}
+        cells[f"speculative|2|{p}|0"] = {"tokens": [0] * 20, "elapsed_s": 1.6 * base}
+    low, high = speedup_interval({"cells": cells}, "speculative", 2, n_resamples=500)
+    assert low <= 1.25 <= high and high - low < 1e-6  # the same ratio on every prompt
+    cells["speculative|2|0|0"]["elapsed_s"] = 4.0  # one slow prompt widens the interval
+    low, high = speedup_interval({"cells": cells}, "speculative", 2, n_resamples=500)
+    assert low < high
+    with pytest.raises(ValueError, match="two prompts"):
+        speedup_interval({"cells": cells}, "speculative", 3)

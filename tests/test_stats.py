@@ -54,8 +54,10 @@ from specdec_lib import theory  # noqa: E402
 from specdec_lib.models import load_pair  # noqa: E402
 from specdec_lib.sampling import Warp, prototype_correction, verify  # noqa: E402
 from specdec_lib.stats import (  # noqa: E402
+    NothingToTest,
     accepted_count_law,
     bin_labels,
+    chisquare_law,
     detectable_tv,
     exact_continuation_law,
     exact_output_law,
@@ -259,6 +261,41 @@ def test_sample_continuations_match_exact_law():
         pair.target, prompt, warp, 2, 4000, torch.Generator().manual_seed(0)
     )
     assert again == counts  # seeded: reproducible
+
+
+def test_pruned_law_keeps_exact_probabilities_and_leaves_the_rest_unlisted():
+    pair = load_pair("tiny-random")
+    prompt = torch.tensor([0, 5, 9, 3])
+    full = exact_continuation_law(pair.target, prompt, Warp(1.0), 2)
+    pruned = exact_continuation_law(pair.target, prompt, Warp(1.0), 2, min_prob=0.01, batch_size=3)
+    assert 0 < len(pruned) < len(full) and sum(pruned.values()) < 1
+    for k, v in pruned.items():
+        assert v == pytest.approx(full[k], rel=1e-5) and v >= 0.01
+    # the law against itself passes, pooled unlisted mass included; a biased law fails
+    keys = list(full)
+    probs = np.array([full[k] for k in keys])
+    draws = np.random.default_rng(0).multinomial(20_000, probs / probs.sum())
+    counts = {k: int(c) for k, c in zip(keys, draws, strict=True) if c}
+    assert chisquare_law(counts, pruned).pvalue > 1e-3
+    biased = dict(pruned)
+    top = max(biased, key=biased.get)
+    biased[top] *= 0.8
+    assert chisquare_law(counts, biased).pvalue < 1e-6
+    with pytest.raises(ValueError, match="at most 1"):
+        chisquare_law(counts, {k: 2 * v for k, v in full.items()})
+    with pytest.raises(ValueError, match="min_prob"):
+        exact_continuation_law(pair.target, prompt, Warp(1.0), 2, min_prob=-1)
+
+
+def test_a_test_with_one_bin_has_nothing_to_test():
+    # a near-certain position: every sample in one bin; never a silent p = 1
+    with pytest.raises(NothingToTest, match="nothing to test"):
+        chisquare_gof(probs=[0.999, 0.001], counts=[300, 0])
+    with pytest.raises(NothingToTest):
+        chisquare_law({(1,): 40}, {(1,): 0.99})
+    with pytest.raises(NothingToTest):
+        homogeneity_test([(1,)] * 30, [(1,)] * 30)
+    assert issubclass(NothingToTest, ValueError)
 
 
 # ---------------------------------------------------------------------------------------------

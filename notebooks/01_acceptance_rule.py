@@ -56,6 +56,7 @@ from functools import cache
 import numpy as np
 import pandas as pd
 import torch
+from IPython.display import Markdown, display
 
 # tqdm.auto (imported by the decoders) warns when ipywidgets is missing; no progress bars here.
 warnings.filterwarnings("ignore", message="IProgress not found")
@@ -134,7 +135,7 @@ print("r =", np.round(r.numpy(), 3))
 
 # %%
 fig = plotting.acceptance_split(p, q, torch.minimum(p, q), (1 - alpha) * r, alpha=alpha)
-savefig("01_residual", fig);
+savefig("01_residual", fig)
 
 
 # %% [markdown]
@@ -254,6 +255,7 @@ savefig("01_residual", fig);
 # | near p | $q \propto p \cdot e^{10^{-6} z}$: $1 - \alpha$ of order $10^{-7}$, a residual built from tiny differences |
 # | q with zeros | $q \sim \mathrm{Dirichlet}(1)$ with about half of its entries set to 0 |
 # | disjoint supports | $p$ and $q$ on complementary halves of the vocabulary ($\alpha = 0$) |
+
 
 # %%
 def softmax(z):
@@ -439,7 +441,7 @@ print(
 # %% [markdown]
 # ## 4. The prototype's correction is wrong
 #
-# The original prototype this project started from applies the acceptance test correctly, but after
+# The original prototype applies the acceptance test correctly, but after
 # rejecting draft token $x$ it samples from $p$ with *only the entry of $x$* reduced: it subtracts
 # $\min(p(x), q(x))$ from $p(x)$ and renormalises. A rejection is only possible when $p(x) < q(x)$, so
 # that subtraction removes $p(x)$ entirely: the prototype samples from **$p$ with $x$ removed**,
@@ -453,7 +455,7 @@ print(
 # The library keeps this mistake as `sampling.prototype_correction`, only to show that the checks can
 # fail. The same mistake (adjusting only the rejected entry instead of subtracting the two
 # distributions) was once reported, and fixed, in a public EAGLE implementation
-# ([SafeAILab/EAGLE issue #20](https://github.com/SafeAILab/EAGLE/issues/20)).
+# ([SafeAILab/EAGLE#20](https://github.com/SafeAILab/EAGLE/issues/20)).
 #
 # Why it is wrong: after a rejection the output must supply only what the accepted drafts could not,
 # $\max(0, p - q)$, which lives on the tokens the draft *under*-proposes. $p$ without $x$ also puts
@@ -545,13 +547,26 @@ print(
 )
 print("correct rule on the same pairs: max TV < 1e-12:", bias.tv_correct.max() < 1e-12)
 
+# %%
+means = summary.proto_tv_mean
+display(
+    Markdown(
+        "The prototype's output law is off by a total-variation distance of "
+        + ", ".join(f"{means[V]:.3f} at $V = {V}$" for V in means.index)
+        + f" on average (5–95 % range {summary.proto_tv_5pct[100]:.3f}–"
+        f"{summary.proto_tv_95pct[100]:.3f} at $V = 100$). The figure of about 0.13–0.17 noted for "
+        "the prototype on random toy distributions is "
+        + (
+            "in that range"
+            if means[means.index >= 10].between(0.13, 0.17).all()
+            else "not in that range"
+        )
+        + " for $V \\ge 10$. The correct rule, on the same pairs, is exact to "
+        f"{float(bias.tv_correct.max()):.0e} in total variation."
+    )
+)
+
 # %% [markdown]
-# Measured: the prototype's output law is off by a total-variation distance of 0.065 on average at
-# $V = 3$, 0.140 at $V = 10$, 0.164 at $V = 100$ and 0.166 at $V = 1000$ (5-95 % range
-# 0.146-0.181 at $V = 100$). The figure of about 0.13-0.17 noted for the prototype on random toy
-# distributions is in that range for $V \ge 10$. The correct rule, on the same pairs, is exact to
-# $10^{-15}$.
-#
 # And on the test families of section 3 (mean TV of the prototype's output law from $p$). It is exact
 # only where no correction mass can land in the wrong place: $q = p$ (nothing is rejected) and
 # disjoint supports (every rejected $x$ has $p(x) = 0$, so "$p$ without $x$" is $p$, which is then
@@ -587,7 +602,7 @@ fig = plotting.prototype_bias(
     summary=summary,
     tv_correct_max=bias.tv_correct.max(),
 )
-savefig("01_prototype_bias", fig);
+savefig("01_prototype_bias", fig)
 
 
 # %% [markdown]
@@ -604,6 +619,7 @@ savefig("01_prototype_bias", fig);
 #
 # which is $p$ when $q_{\text{used}} = q_{\text{true}}$ and in general not otherwise. The enumeration is
 # a few lines on top of `step_distributions`:
+
 
 # %%
 def law_mismatched(p, q_true, q_used):
@@ -655,8 +671,7 @@ print(
 
 # %%
 fig = plotting.mismatched_q(p, law_wrong, law_right, x_star)
-savefig("01_mismatched_q", fig);
-
+savefig("01_mismatched_q", fig)
 # %% [markdown]
 # **Example 2: warps.** Temperature, top-$k$ and top-$p$ change the distribution that is sampled. The
 # library's `Warp` applies the same transformation (through transformers' own logits processors) to
@@ -764,6 +779,7 @@ print(
 # position makes the acceptances i.i.d.; each step samples $K$ drafts from $q$ with `sample` and runs
 # `verify` on them.
 
+
 # %%
 def pair_with_alpha(alpha, rng):
     # p on tokens 0-9, q = alpha * p + (1 - alpha) * uniform(10-19): sum_x min(p, q) = alpha exactly.
@@ -816,8 +832,7 @@ print(
 K_grid = np.arange(1, 11)
 expected = {alpha: theory.expected_tokens_per_step(alpha, K_grid) for alpha in ALPHAS_MC}
 fig = plotting.tokens_per_step(K_grid, expected, mc, n_steps=N_STEPS)
-savefig("01_tokens_per_step", fig);
-
+savefig("01_tokens_per_step", fig)
 # %% [markdown]
 # **Speedup against $K$.** Theorem 3.8 for three acceptance rates and two draft costs; the star marks
 # the optimal $K$. The right panel contrasts the prediction at the prototype's claimed $\alpha = 0.71$
@@ -847,8 +862,7 @@ optima = pd.DataFrame(
     ]
 )
 fig = plotting.speedup_theory(curves, optima, claimed_alpha=CLAIMED_ALPHA)
-savefig("01_speedup_vs_K", fig);
-
+savefig("01_speedup_vs_K", fig)
 # %%
 # NBVAL_CHECK_OUTPUT
 opt = pd.DataFrame(
@@ -943,8 +957,7 @@ fig = plotting.greedy_limit(
     alpha_agree=[alpha_T(T, ell_agree) for T in T_grid],
     alpha_differ=[alpha_T(T, ell_differ) for T in T_grid],
 )
-savefig("01_greedy_limit", fig);
-
+savefig("01_greedy_limit", fig)
 # %%
 # NBVAL_CHECK_OUTPUT
 print(
@@ -970,10 +983,21 @@ print(
 #   output law matches $p$ to float64 rounding on all the pairs of section 3 ($V$ from 3 to 1000,
 #   peaked, flat, $q = p$, disjoint supports, drafts with zeros), for a $K = 4$ step, and for a whole
 #   generation with context-dependent toy distributions.
-# * The prototype's correction (sample $p$ with the rejected token removed) is biased: $\tfrac1{12}$ in
-#   total variation on the hand-worked $V = 3$ example; on random $\mathrm{Dirichlet}(1)$ pairs a mean
-#   TV of 0.140 at $V = 10$ and 0.164-0.166 at $V = 100$-$1000$; about $0.03$ on the whole-generation toy
-#   check. It is exact only in degenerate cases ($q = p$, disjoint supports).
+
+# %%
+large = summary.proto_tv_mean[summary.index >= 100]
+display(
+    Markdown(
+        "* The prototype's correction (sample $p$ with the rejected token removed) is biased: "
+        "$\\tfrac1{12}$ in total variation on the hand-worked $V = 3$ example; on random "
+        f"$\\mathrm{{Dirichlet}}(1)$ pairs a mean TV of {summary.proto_tv_mean[10]:.3f} at $V = 10$ "
+        f"and {large.min():.3f}–{large.max():.3f} at $V = 100$–$1000$; "
+        f"{seq['TV prototype'].min():.3f}–{seq['TV prototype'].max():.3f} on the whole-generation "
+        "toy check ($K = 1, 2, 3$). It is exact only in degenerate cases ($q = p$, disjoint supports)."
+    )
+)
+
+# %% [markdown]
 # * The rule must be given the distributions the tokens were drawn from: a greedy draft scored with
 #   its softmax, or a warp applied to the sampling but not to the ratio, breaks exactness; the same
 #   `Warp` on both sides keeps it.

@@ -21,8 +21,8 @@
 # the draft, and — token by token — where the draft agrees with the target.
 #
 # The data are the benchmark runs of notebook 03: the untrained early-exit draft in float32
-# (`data/results/bench_default_float32_*.json`: 20 prompts, 50 tokens, $K = 1..8$) and the new default,
-# the trained draft of notebook 05, in bfloat16 (`bench_default_trained_bfloat16_*.json`, same prompts,
+# (`data/results/bench_default_float32_*.json`: 20 prompts, 50 tokens, $K = 1..8$) and the default
+# draft, trained in notebook 05, in bfloat16 (`bench_default_trained_bfloat16_*.json`, same prompts,
 # $K = 1..5$). They store every speculative step as
 # (drafted, accepted, emitted tokens). Nothing here re-runs a model except the tokenizer, to print
 # tokens. The prototype claimed acceptance rates of 0.68–0.84 by category; we show them only as
@@ -81,6 +81,7 @@ PROTOTYPE_CLAIM = {
 # pooled over steps, estimates the per-position acceptance probability $\alpha$ of the theory
 # (accepted / proposed would fall with $K$ for that reason alone; notebook 03, §1). We pool it per
 # prompt category over all $K$.
+
 
 # %%
 def step_table(res):
@@ -176,7 +177,7 @@ per_prompt["alpha"] = per_prompt.accepted / per_prompt.judged
 fig = plotting.alpha_by_category(
     cat_tables, categories=CATEGORIES, claim=PROTOTYPE_CLAIM, per_prompt=per_prompt
 )
-savefig("04_alpha_by_category", fig);
+savefig("04_alpha_by_category", fig)
 
 
 # %% [markdown]
@@ -185,7 +186,10 @@ savefig("04_alpha_by_category", fig);
 # $P(\text{accept draft token } i \mid \text{tokens } 1..i-1 \text{ accepted})$. The i.i.d. model
 # behind $E = (1-\alpha^{K+1})/(1-\alpha)$ assumes it is the same at every position. Positions deep in
 # the draft are reached rarely when $\alpha$ is small, so their estimates are noisy; the number of
-# times each position was reached is printed with the curve.
+# times each position was reached is printed with the curve, and the error bars are 95 % Wilson
+# intervals over the judged drafts at that position (tokens of one prompt are not independent, so
+# they are, if anything, too narrow).
+
 
 # %%
 def by_position(df, K):
@@ -202,15 +206,18 @@ rows = []
 for name, df in steps.items():
     for K in sorted({2, 4, 8, int(df.K.max())} & set(df.K)):
         reached, accepted = by_position(df, K)
-        with np.errstate(invalid="ignore"):
-            rate = accepted / reached
-        rows += [{"run": name, "K": K, "position": i + 1, "rate": r} for i, r in enumerate(rate)]
+        for i, (k, n) in enumerate(zip(accepted.astype(int), reached.astype(int), strict=True)):
+            if n == 0:
+                continue
+            ci = stats.binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
+            rows.append(
+                {"run": name, "K": K, "position": i + 1, "rate": k / n, "lo": ci.low, "hi": ci.high}
+            )
         print(
             f"{name}, K = {K}: reached {reached.astype(int).tolist()}, accepted {accepted.astype(int).tolist()}"
         )
 fig = plotting.alpha_by_position(pd.DataFrame(rows))
-savefig("04_alpha_by_position", fig);
-
+savefig("04_alpha_by_position", fig)
 # %% [markdown]
 # ## 4. Token by token
 #
@@ -304,21 +311,63 @@ views = {
 }
 n_tokens = max(res["settings"]["max_new_tokens"] for res in results.values())
 fig = plotting.token_view(views, n_tokens=n_tokens)
-savefig("04_token_view", fig);
+savefig("04_token_view", fig)
 
 # %% [markdown]
 # ## 5. Discussion
 #
-# **What we measured.** With the untrained early-exit draft the acceptance rate is a few percent in
-# every category (the table in §2), far from the 0.68–0.84 claimed by the prototype for its
-# (different) pair: almost every step is one corrected token (the token view). The trained draft of
-# notebook 05 (bfloat16; the default pair since 2026-12-01; the head trained on 2M tokens) accepts
-# 0.36–0.47 per judged draft token ($K = 1..5$ pooled) in every category (at $T = 1$ question
-# answering lowest, 0.36, continuation and code completion highest, 0.44; greedy, code completion
-# highest, 0.47: code completion was the early exit's weakest), and the token view turns from
-# orange to green and blue. Acceptance is lower at later draft positions (§3: about 0.45–0.48 at the
-# first, 0.32–0.35 at the second), because the head was trained for one draft step (notebook 05). The table of accepted tokens shows which tokens the draft gets right.
-#
+# The figures quoted below are computed from the tables above.
+
+
+# %%
+def rng_(values, fmt=".2f"):
+    lo, hi = f"{min(values):{fmt}}", f"{max(values):{fmt}}"
+    return lo if lo == hi else f"{lo}–{hi}"
+
+
+def position_rates(df):
+    # accepted / reached at positions 1 and 2, pooled over every K >= 2 of the run
+    reached, accepted = np.zeros(2), np.zeros(2)
+    for K in sorted(set(df.K) - {1}):
+        r, a = by_position(df, K)
+        reached += r[:2]
+        accepted += a[:2]
+    return accepted / reached, reached.astype(int), accepted.astype(int)
+
+
+early = [t.alpha for name, t in cat_tables.items() if name.startswith("early exit")]
+trained = {name: t for name, t in cat_tables.items() if name.startswith("trained")}
+lines = [
+    f"""**What we measured.** With the untrained early-exit draft the acceptance rate per judged
+draft token is {rng_(pd.concat(early))} across the five categories ($T = 1$ and greedy, all $K$
+pooled; the table in §2), far from the {rng_(PROTOTYPE_CLAIM.values())} claimed by the prototype
+for its (different) pair: almost every step is one corrected token (the token view)."""
+]
+if trained:
+    parts = []
+    for name, t in trained.items():
+        lo_cat, hi_cat = t.alpha.idxmin(), t.alpha.idxmax()
+        parts.append(
+            f"{name.split(', ')[1]}: {rng_(t.alpha)}, {lo_cat} lowest ({t.alpha[lo_cat]:.2f}), "
+            f"{hi_cat} highest ({t.alpha[hi_cat]:.2f})"
+        )
+    pos = []
+    for name in trained:
+        rate, reached, accepted = position_rates(steps[name])
+        pos.append(
+            f"{name.split(', ')[1]}: {rate[0]:.2f} at the first position "
+            f"({accepted[0]}/{reached[0]}) and {rate[1]:.2f} at the second ({accepted[1]}/{reached[1]})"
+        )
+    lines.append(
+        f"""The trained draft of notebook 05 (bfloat16) accepts, per judged draft token, all $K$
+pooled, {"; ".join(parts)}; the token view turns from orange to green and blue. Acceptance is
+lower at the second draft position than at the first ({"; ".join(pos)}; every $K \\ge 2$ pooled),
+because the head was trained for one draft step (notebook 05). The table of accepted tokens
+shows which tokens the draft gets right."""
+    )
+display(Markdown("\n\n".join(lines)))
+
+# %% [markdown]
 # **Caveats.** 4 prompts per category and 50 tokens each: the prompt bootstrap intervals are wide,
 # and differences between categories should be read against them. The early-exit and trained runs
 # differ in dtype as well as draft (float32 against bfloat16; the numerics of the target's law

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import statistics
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -589,6 +589,39 @@ def runs_frame(result: dict[str, Any], *, intervals: bool = False):
         df.insert(df.columns.get_loc("speedup") + 1, "speedup_low", [b[0] for b in bounds])
         df.insert(df.columns.get_loc("speedup") + 2, "speedup_high", [b[1] for b in bounds])
     return df
+
+
+def pool_repeats(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Several runs of the same settings (other sampling seeds allowed) as one run with more
+    repeats: their cells under distinct repeat indices, ``runs`` summarized again over all of them
+    (so :func:`runs_frame` and :func:`speedup_interval` pool the repeats). The first run's prompts,
+    costs and provenance are kept; ``pooled_from`` lists every run's seed and repeats."""
+    if not results:
+        raise ValueError("results must hold at least one benchmark run")
+    first = results[0]
+
+    def comparable(settings: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in settings.items() if k not in {"seed", "repeats"}}
+
+    cells: dict[str, Any] = {}
+    offset = 0
+    for res in results:
+        if comparable(res["settings"]) != comparable(first["settings"]):
+            raise ValueError("results must share their settings (other than seed and repeats)")
+        for key, cell in res["cells"].items():
+            method, K, prompt, rep = key.split("|")
+            cells[_cell_key(method, int(K), int(prompt), int(rep) + offset)] = cell
+        offset += int(res["settings"]["repeats"])
+    pooled = {
+        **first,
+        "settings": {**first["settings"], "repeats": offset},
+        "cells": cells,
+        "pooled_from": [
+            {"seed": r["settings"]["seed"], "repeats": r["settings"]["repeats"]} for r in results
+        ],
+    }
+    pooled["runs"] = summarize(pooled)
+    return pooled
 
 
 def per_prompt_frame(result: dict[str, Any]):

@@ -15,7 +15,7 @@ c_1..c_i removed (q_{i+1}) never wastes a try on a token already rejected (p_{i+
 greedy decoding uses point masses q_i on the draft's i-th best token, which is the same rule.
 
 Derived and checked by exact enumeration in notebook 01's companion tests
-(``tests/test_candidates.py``) and by chi-square in notebook 05. ``width`` is the number of
+(``tests/test_candidates.py``) and in notebook 06 §5. ``width`` is the number of
 candidates for the position (the chain's first token and ``width - 1`` alternatives).
 """
 

@@ -51,11 +51,11 @@ __all__ = [
     "pvalue_uniformity",
     "savefig",
     "set_style",
+    "speedup_intervals",
     "speedup_theory",
     "speedup_vs_K",
     "token_view",
     "tokens_per_step",
-    "width_speedups",
 ]
 
 # One meaning per colour across the series: colour-blind-safe Okabe-Ito hues for the series' lines
@@ -292,9 +292,9 @@ def mismatched_q(p, law_wrong, law_right, x_star: int) -> Figure:
     )
     ax.annotate(
         "draft's argmax $x^*$: always accepted",
-        xy=(x_star - 0.1, law_wrong[x_star]),
-        xytext=(1.5, 0.93),
-        arrowprops={"arrowstyle": "->"},
+        xy=(x_star - 0.15, law_wrong[x_star]),
+        xytext=(0.5, 0.85),
+        arrowprops={"arrowstyle": "->", "color": "black"},
         va="center",
     )
     ax.set(
@@ -311,32 +311,35 @@ def tokens_per_step(
     K_grid, expected: Mapping[float, np.ndarray], mc: pd.DataFrame, *, n_steps: int
 ) -> Figure:
     """Notebook 01, ``01_tokens_per_step``: expected tokens per speculative step against ``K``, the
-    closed form ``expected[alpha]`` (lines) with the prototype's ``K alpha`` (dotted), and the Monte
-    Carlo means of ``verify`` (``mc``: columns ``alpha``, ``K``, ``mean``, ``se``; ±2 SE bars)."""
+    closed form ``expected[alpha]`` (lines) under the ceiling ``K + 1`` (every draft accepted), and
+    the Monte Carlo means of ``verify`` (``mc``: columns ``alpha``, ``K``, ``mean``, ``se``; ±2 SE
+    bars). A speedup claim such as the prototype's ``K alpha`` belongs on a speedup axis
+    (:func:`speedup_theory`), not here."""
     K_grid = np.asarray(K_grid)
     fig, ax = plt.subplots(figsize=(7, 4.2))
+    ax.plot(K_grid, K_grid + 1, ls="--", lw=1.2, color=COLORS["theory"])
     for alpha, curve in expected.items():
         col = _ALPHA_COLORS[alpha]
         ax.plot(
             K_grid, curve, color=col, label=rf"$\alpha$ = {alpha}: $(1-\alpha^{{K+1}})/(1-\alpha)$"
         )
-        ax.plot(K_grid, K_grid * alpha, ls=":", lw=1.4, color=col)
         sub = mc[mc.alpha == alpha]
         ax.errorbar(sub.K, sub["mean"], yerr=2 * sub.se, fmt="o", ms=5, color=col, capsize=3)
     handles, labels = ax.get_legend_handles_labels()
     handles += [
         Line2D([], [], marker="o", ls="", color=COLORS["theory"]),
-        Line2D([], [], ls=":", color=COLORS["claimed"]),
+        Line2D([], [], ls="--", lw=1.2, color=COLORS["theory"]),
     ]
     labels += [
         f"verify, Monte Carlo ({n_steps} steps, ±2 SE)",
-        r"$K \times \alpha$ (claimed by the prototype)",
+        r"$K + 1$: every draft accepted ($\alpha$ = 1)",
     ]
-    ax.legend(handles, labels, loc="upper left", fontsize=9)
+    ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=9)
     ax.set(
         title="Tokens emitted per speculative step (i.i.d. acceptance)",
         xlabel="draft length $K$",
-        ylabel="E[tokens per step]",
+        ylabel="E[tokens per step] (tokens)",
+        ylim=(0, None),
     )
     ax.set_xticks(K_grid)
     return fig
@@ -583,7 +586,8 @@ def power_vs_n(
     mark the ``N`` of each mode (``n_modes``), solid for ``n_used``; the horizontal line is power
     0.9.
     """
-    palette = [COLORS[k] for k in ("draft", "wrong", "hf", "target", "speculative", "other")]
+    # distinct hues only (the draft's orange is too close to the vermillion of "wrong")
+    palette = [COLORS[k] for k in ("target", "wrong", "speculative", "hf", "other")]
     color = dict(zip(curves, palette, strict=False))
     fig, ax = plt.subplots(figsize=(10, 4.6))
     for name, values in curves.items():
@@ -630,26 +634,40 @@ def power_vs_n(
 
 def exactness_grid(grid: pd.DataFrame, *, level: float) -> Figure:
     """Notebook 02, ``02_shipped``: one row per configuration (``grid``: ``name``, ``p``,
-    ``p_holm`` (None for the arms that must fail), ``must_fail``, ``alpha``, ``bonus_steps``,
-    ``steps``): the homogeneity test's p-value on a log scale, the family-wise ``level`` the
-    correct configurations must stay above (after Holm) and the failing arms must fall below."""
-    fig, ax = plt.subplots(figsize=(9.0, 0.42 * len(grid) + 1.4))
+    ``p_holm`` (NaN for the arms that must fail), ``must_fail``, ``alpha``, ``bonus_steps``,
+    ``steps``): the chi-square p-value against the target's exact law on a log scale (after Holm
+    for the shipped configurations, raw for the arms that must fail), and the family-wise ``level``
+    the shipped configurations must stay above and the failing arms must fall below."""
+    fig, ax = plt.subplots(figsize=(9.0, 0.42 * len(grid) + 1.6))
     y = np.arange(len(grid))[::-1]
-    p = grid.p.clip(lower=1e-300).to_numpy(dtype=float)
+    p = np.where(grid.must_fail, grid.p, grid.p_holm).astype(float)
+    strength = -np.log10(np.clip(p, 1e-300, 1.0))
     colors = [COLORS["wrong"] if f else COLORS["speculative"] for f in grid.must_fail]
-    ax.barh(y, -np.log10(p), color=colors, height=0.6)
+    ax.barh(y, np.maximum(strength, 0.02), color=colors, height=0.6)
+    for yi, si, pi in zip(y, strength, p, strict=True):
+        ax.text(si, yi, f"  p = {pi:.2g}", va="center", fontsize=8)
     ax.axvline(-np.log10(level), color="black", ls="--", lw=1)
-    ax.text(-np.log10(level), y.max() + 0.6, f" level {level:g}", fontsize=8, va="bottom")
+    ax.text(-np.log10(level), y.max() + 0.55, f" level {level:.2g}", fontsize=8, va="bottom")
     labels = [
-        f"{n}  (α {a:.2f}, bonus {b}/{s} steps)" if not f else f"{n}  (must fail)"
+        f"{n}  (must fail)" if f else f"{n}  (α {a:.2f}, bonus in {b}/{s} steps)"
         for n, a, b, s, f in zip(
             grid.name, grid.alpha, grid.bonus_steps, grid.steps, grid.must_fail, strict=True
         )
     ]
     ax.set_yticks(y, labels, fontsize=8.5)
+    ax.set_xlim(0, 1.25 * max(strength.max(), -np.log10(level)))
+    ax.set_ylim(-0.7, len(grid) - 0.1)
     ax.set(
-        xlabel="−log10 p (homogeneity with autoregressive samples of the same target)",
-        title="Every shipped configuration against the target's own law",
+        xlabel="−log10 p  (chi-square against the target's exact law; shipped rows after Holm)",
+        title="Every shipped configuration against the target's exact law (K = 2, next 3 tokens)",
+    )
+    ax.legend(
+        handles=[
+            Patch(color=COLORS["speculative"], label="shipped: must pass (bar left of the line)"),
+            Patch(color=COLORS["wrong"], label="injected bug: must fail (bar right of the line)"),
+        ],
+        loc="upper right",
+        fontsize=8,
     )
     ax.grid(axis="y", visible=False)
     return fig
@@ -682,7 +700,8 @@ def pass_costs(relative, *, c: float) -> Figure:
         title="Verification is not free on a CPU",
         ylim=(0, None),
     )
-    ax.legend(loc="lower right")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=9)
     return fig
 
 
@@ -702,11 +721,13 @@ def speedup_vs_K(
     ``05_speedup_vs_K``: speedup over autoregressive decoding against ``K``, one panel per run (its
     title the key of ``panels``).
 
-    Each panel's DataFrame is indexed by ``K``: ``speedup`` (measured, the median over prompts) with
-    its band ``q25``-``q75`` across prompts, ``predicted_speedup`` (the cost model), and optionally
-    ``ideal`` (Leviathan et al.'s formula, verification free) and ``hf_speedup`` (Hugging Face
-    assisted generation). ``claim``: the prototype's claimed curve (``K``, ``speedup``), dashed
-    grey; ``target``: a speed target, dotted.
+    Each panel's DataFrame is indexed by ``K``: ``speedup`` (measured: pooled tokens/s over the
+    baseline's) with, where present, its 95 % interval ``speedup_low``-``speedup_high`` (error
+    bars) or else its band ``q25``-``q75`` across prompts, ``predicted_speedup`` (the cost model),
+    and optionally ``ideal`` (Leviathan et al.'s formula, verification free) and ``hf_speedup``
+    (Hugging Face assisted generation, with ``hf_low``-``hf_high`` error bars where present).
+    ``claim``: the prototype's claimed curve (``K``, ``speedup``), dashed grey; ``target``: a speed
+    target, dotted. ``legend_loc="below"`` puts one legend under the panels, clear of the data.
     """
     width, height = panel_size
     fig, axes = plt.subplots(
@@ -714,14 +735,25 @@ def speedup_vs_K(
     )
     for ax, (title, d) in zip(axes[0], panels.items(), strict=True):
         Ks = d.index.values
-        ax.fill_between(Ks, d.q25, d.q75, color=COLORS["speculative"], alpha=0.2, lw=0)
-        ax.plot(
-            Ks,
-            d.speedup,
-            "o-",
-            color=COLORS["speculative"],
-            label="specdec, measured (band: IQR over prompts)",
-        )
+        if "speedup_low" in d:
+            ax.errorbar(
+                Ks,
+                d.speedup,
+                yerr=np.vstack([d.speedup - d.speedup_low, d.speedup_high - d.speedup]),
+                fmt="o-",
+                capsize=3,
+                color=COLORS["speculative"],
+                label="specdec, measured (95% bootstrap interval over prompts)",
+            )
+        else:
+            ax.fill_between(Ks, d.q25, d.q75, color=COLORS["speculative"], alpha=0.2, lw=0)
+            ax.plot(
+                Ks,
+                d.speedup,
+                "o-",
+                color=COLORS["speculative"],
+                label="specdec, measured (band: IQR over prompts)",
+            )
         ax.plot(
             Ks,
             d.predicted_speedup,
@@ -739,8 +771,19 @@ def speedup_vs_K(
                 label="Leviathan et al., verification free",
             )
         if "hf_speedup" in d and d.hf_speedup.notna().any():
-            hf = d.hf_speedup.dropna()
-            ax.plot(hf.index, hf, "^-", color=COLORS["hf"], label=hf_label)
+            hf = d.dropna(subset=["hf_speedup"])
+            yerr = None
+            if "hf_low" in hf:
+                yerr = np.vstack([hf.hf_speedup - hf.hf_low, hf.hf_high - hf.hf_speedup])
+            ax.errorbar(
+                hf.index,
+                hf.hf_speedup,
+                yerr=yerr,
+                fmt="^-",
+                capsize=3,
+                color=COLORS["hf"],
+                label=hf_label,
+            )
         if claim is not None:
             ax.plot(
                 claim["K"],
@@ -754,7 +797,13 @@ def speedup_vs_K(
             ax.axhline(target, color="grey", lw=0.8, ls=":")
         ax.set(xlabel="draft length K", title=title, ylim=ylim)
     axes[0][0].set_ylabel(ylabel)
-    axes[0][0].legend(loc=legend_loc, fontsize=8)
+    if legend_loc == "below":
+        handles, labels = axes[0][0].get_legend_handles_labels()
+        fig.legend(
+            handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, fontsize=9
+        )
+    else:
+        axes[0][0].legend(loc=legend_loc, fontsize=8)
     if suptitle:
         fig.suptitle(suptitle)
     return fig
@@ -800,22 +849,32 @@ def alpha_tau_vs_K(runs: Mapping[str, pd.DataFrame]) -> Figure:
     )
     ax1.set(
         xlabel="draft length K",
-        ylabel="tokens per target pass",
+        ylabel="tokens per target pass (tokens)",
         title="Tokens per step vs K",
         ylim=(0.9, None),
     )
-    ax0.legend()
-    ax1.legend(fontsize=8)
+    for ax in (ax0, ax1):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize=8.5)
     return fig
 
 
-def latency_throughput(runs: pd.DataFrame, *, setting: str, n_tokens: int) -> Figure:
+def latency_throughput(
+    runs: pd.DataFrame,
+    *,
+    setting: str,
+    n_tokens: int,
+    methods: Sequence[str] = ("speculative", "hf_assisted"),
+) -> Figure:
     """Notebook 03, ``03_latency_throughput``: throughput (left) and request latency, p50 and p95
-    (right), against ``K`` for speculative decoding and HF assisted generation, against the
-    autoregressive baseline (``runs``: a runs table with ``method``, ``K``, ``tokens_per_s``,
-    ``latency_p50_ms``, ``latency_p95_ms``)."""
+    (right), against ``K`` for each of ``methods`` (speculative decoding, HF assisted generation),
+    against the autoregressive baseline (``runs``: a runs table with ``method``, ``K``,
+    ``tokens_per_s``, ``latency_p50_ms``, ``latency_p95_ms``). Pass only methods measured side by
+    side in the run of ``runs``."""
     fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 3.8))
-    for method, color in [("speculative", COLORS["speculative"]), ("hf_assisted", COLORS["hf"])]:
+    method_colors = {"speculative": COLORS["speculative"], "hf_assisted": COLORS["hf"]}
+    for method in methods:
+        color = method_colors[method]
         sub = runs[runs.method == method]
         ax0.plot(sub.K, sub.tokens_per_s, "o-", color=color, label=method)
         ax1.plot(sub.K, sub.latency_p50_ms / 1e3, "o-", color=color, label=f"{method} p50")
@@ -831,18 +890,19 @@ def latency_throughput(runs: pd.DataFrame, *, setting: str, n_tokens: int) -> Fi
         )
     ax0.set(
         xlabel="draft length K",
-        ylabel="tokens / s",
+        ylabel="throughput (tokens / s)",
         title=f"Throughput ({setting}, {n_tokens}-token requests)",
         ylim=(0, None),
     )
     ax1.set(
         xlabel="draft length K",
-        ylabel=f"seconds per {n_tokens}-token request",
+        ylabel=f"latency (s per {n_tokens}-token request)",
         title=f"Request latency ({setting})",
         ylim=(0, None),
     )
-    ax0.legend()
-    ax1.legend(fontsize=8, ncol=2)
+    for ax in (ax0, ax1):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=9)
     return fig
 
 
@@ -857,16 +917,21 @@ def gpu_costs(
     tokens relative to a 1-token pass (``passes[device]``, ``n = 1..``); right, the speedup
     predicted from those costs against ``K`` (``predicted``: ``device``, ``width``, ``K``,
     ``predicted_speedup``; one colour per device, solid width 1, dashed width 2), with the
-    speedups measured on this CPU (``measured_cpu``: ``width``, ``K``, ``speedup``; open markers).
+    speedups measured on this CPU (``measured_cpu``: ``width``, ``K``, ``speedup``, and where
+    present its 95 % interval ``speedup_low``-``speedup_high``; open markers with error bars).
+    Each later device is drawn thinner on top, so that curves that coincide stay visible.
     ``title`` says whether the GPU costs are measured or modelled."""
     from matplotlib.lines import Line2D
 
     fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11.0, 4.4))
     palette = [COLORS["target"], COLORS["speculative"], COLORS["hf"], COLORS["draft"]]
     colors = dict(zip(passes, palette, strict=False))
+    widths = {d: 3.4 - 0.8 * i for i, d in enumerate(passes)}
     for device, t in passes.items():
         t = np.asarray(t, dtype=float)
-        ax0.plot(np.arange(1, len(t) + 1), t / t[0], "o-", ms=3, color=colors[device])
+        ax0.plot(
+            np.arange(1, len(t) + 1), t / t[0], "o-", ms=3, lw=widths[device], color=colors[device]
+        )
     ax0.axhline(1.0, color=COLORS["theory"], ls=":", lw=1)
     ax0.set(
         xlabel="tokens in one target pass (K + width)",
@@ -877,17 +942,34 @@ def gpu_costs(
     ax0.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
     for (device, width), sub in predicted.groupby(["device", "width"], sort=False):
         ls = "-" if width == 1 else "--"
-        ax1.plot(sub.K, sub.predicted_speedup, ls, color=colors.get(device, COLORS["theory"]))
+        ax1.plot(
+            sub.K,
+            sub.predicted_speedup,
+            ls,
+            lw=widths.get(device, 1.8),
+            color=colors.get(device, COLORS["theory"]),
+        )
     for width, sub in measured_cpu.groupby("width"):
         marker = "o" if width == 1 else "s"
-        ax1.plot(sub.K, sub.speedup, marker, mfc="white", color=COLORS["target"], ls="none")
+        yerr = None
+        if "speedup_low" in sub:
+            yerr = np.vstack([sub.speedup - sub.speedup_low, sub.speedup_high - sub.speedup])
+        ax1.errorbar(
+            sub.K + (0.08 if width == 2 else 0.0),
+            sub.speedup,
+            yerr=yerr,
+            fmt=marker,
+            mfc="white",
+            capsize=2,
+            color=COLORS["target"],
+        )
     ax1.axhline(1.0, color="black", lw=0.8)
     ax1.set(
         xlabel="draft length K", ylabel="speedup over autoregressive", title="Predicted speedup"
     )
     ax1.set_ylim(0, None)
     ax1.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
-    handles = [Line2D([], [], color=c, lw=2, label=d) for d, c in colors.items()]
+    handles = [Line2D([], [], color=c, lw=widths[d], label=d) for d, c in colors.items()]
     handles += [
         Line2D([], [], color="black", ls="-", label="width 1 (predicted)"),
         Line2D([], [], color="black", ls="--", label="width 2 (predicted)"),
@@ -910,6 +992,9 @@ def gpu_costs(
             label="this CPU, measured, width 2",
         ),
     ]
+    if "speedup_low" in measured_cpu:
+        handles[-2].set_label("this CPU, measured, width 1 (95% interval)")
+        handles[-1].set_label("this CPU, measured, width 2 (95% interval)")
     fig.legend(handles=handles, loc="lower center", ncol=4, fontsize=8, frameon=False)
     fig.suptitle(title, fontsize=10.5)
     fig.tight_layout(rect=(0, 0.13, 1, 1))
@@ -978,14 +1063,19 @@ def alpha_by_category(
     ax.set(
         xlabel=None,
         ylabel="acceptance rate α",
-        ylim=(0, 1.18),
+        ylim=(0, 1.0),
         yticks=np.linspace(0, 1, 6),
         title="Acceptance by prompt category (SmolLM2-135M; bars: 95% prompt bootstrap"
         + ("; dots: prompts)" if handles else ")"),
     )
     h, labels = ax.get_legend_handles_labels()
     ax.legend(
-        h + handles, labels + ["one prompt"] * len(handles), loc="upper center", ncol=3, fontsize=7
+        h + handles,
+        labels + ["one prompt"] * len(handles),
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.2),
+        ncol=2,
+        fontsize=8.5,
     )
     return fig
 
@@ -993,19 +1083,54 @@ def alpha_by_category(
 def alpha_by_position(rates: pd.DataFrame) -> Figure:
     """Notebook 04, ``04_alpha_by_position``: the acceptance probability of each draft position
     given that it was reached, one panel per run and one line per ``K`` (``rates``: ``run``, ``K``,
-    ``position``, ``rate``)."""
+    ``position``, ``rate``, and where present its 95 % interval ``lo``-``hi``, drawn as error
+    bars). Each panel has its own y-range (the early exit's rates are a tenth of the trained
+    draft's); the lines of different ``K`` are offset sideways and differ in marker and line style,
+    so that identical curves stay visible."""
     runs = list(dict.fromkeys(rates.run))
-    fig, axes = plt.subplots(
-        1, len(runs), figsize=(4.2 * len(runs), 3.8), sharey=True, squeeze=False
-    )
-    for ax, run in zip(axes[0], runs, strict=True):
-        for K, d in rates[rates.run == run].groupby("K"):
-            ax.plot(d.position, d.rate, "o-", label=f"K = {K}")
-        ax.set(xlabel="position in the draft", ylabel="P(accept | reached)", title=run)
+    Ks = sorted(rates.K.unique())
+    palette = [COLORS["target"], COLORS["draft"], COLORS["speculative"], COLORS["hf"]]
+    styles = {
+        K: (palette[i % len(palette)], "osD^v"[i % 5], ("-", "--", ":", "-.")[i % 4])
+        for i, K in enumerate(Ks)
+    }
+    n_cols = min(2, len(runs))
+    n_rows = -(-len(runs) // n_cols)
+    fig, axes = plt.subplots(n_rows, n_cols, figsize=(4.6 * n_cols, 3.6 * n_rows), squeeze=False)
+    for ax in axes.flat[len(runs) :]:
+        ax.set_visible(False)
+    for ax, run in zip(axes.flat, runs, strict=False):
+        sub_run = rates[rates.run == run]
+        ks = sorted(sub_run.K.unique())
+        for j, (K, d) in enumerate(sub_run.groupby("K")):
+            color, marker, ls = styles[K]
+            shift = (j - (len(ks) - 1) / 2) * 0.08
+            yerr = None
+            if "lo" in d:
+                yerr = np.vstack([d.rate - d.lo, d.hi - d.rate]).clip(min=0)
+            ax.errorbar(
+                d.position + shift,
+                d.rate,
+                yerr=yerr,
+                fmt=marker,
+                ls=ls,
+                ms=5,
+                capsize=2,
+                color=color,
+                label=f"K = {K}",
+            )
+        # The y-range follows the rates; intervals of rarely reached positions run off the top.
+        top = min(1.0, max(0.2, 1.4 * float(sub_run.rate.max())))
+        ax.set(xlabel="position in the draft", title=run, ylim=(0, top))
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.legend()
-    # Only once every panel is drawn: the shared axis must span every run's rates.
-    axes[0][0].set_ylim(bottom=0)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, fontsize=8.5)
+    for row in axes:
+        row[0].set_ylabel("P(accept | position reached)")
+    fig.suptitle(
+        "Acceptance by position in the draft\n(error bars: 95% Wilson interval over judged drafts)",
+        fontsize=11,
+    )
+    fig.tight_layout()
     return fig
 
 
@@ -1038,22 +1163,34 @@ def token_view(
 
 
 # ------------------------------------------------------------------------------------------------
-# Notebook 05: drafting strategies
+# Notebooks 05 and 06: drafting strategies, and the appendix of drafting experiments
+
+# The held-out acceptance that training records: sum_x min(p, q) over the target's top 64 tokens
+# only, so a lower bound on the per-token acceptance sum_x min(p, q).
+_BOUND_LABEL = (
+    "held-out acceptance, lower bound\n" + r"($\sum_x \min(p, q)$ over the target's top 64)"
+)
+
+# One colour per curve, from the series' palette (there are at most seven curves).
+_CURVE_COLORS = [
+    COLORS[k] for k in ("target", "draft", "speculative", "hf", "other", "wrong", "theory")
+]
 
 
 def _training_curves(ax, curves: Mapping[str, pd.DataFrame], x: str, scale: float = 1.0) -> None:
-    for name, h in curves.items():
-        ax.plot(h[x] / scale, h.eval_alpha, marker="o", ms=3, label=name)
-    ax.set(ylabel=r"held-out $\sum_x \min(p, q)$ (top-64 bound)")
-    ax.legend(fontsize=8)
+    for (name, h), color in zip(curves.items(), _CURVE_COLORS, strict=False):
+        ax.plot(h[x] / scale, h.eval_alpha, marker="o", ms=3, color=color, label=name)
+    ax.set(ylabel=_BOUND_LABEL)
 
 
 def pilot_curves(curves: Mapping[str, pd.DataFrame], *, title: str) -> Figure:
-    """Notebook 05, ``05_pilot_curves``: the held-out acceptance bound of each pilot draft during
-    training (``curves[name]``: a training history with ``step`` and ``eval_alpha``)."""
-    fig, ax = plt.subplots(figsize=(7, 4))
+    """Notebook 06, ``06_pilot_curves``: the held-out acceptance bound of each pilot draft during
+    training (``curves[name]``: a training history with ``step`` and ``eval_alpha``); the legend
+    sits beside the axes, where it covers no curve."""
+    fig, ax = plt.subplots(figsize=(8.5, 4))
     _training_curves(ax, curves, "step")
     ax.set(xlabel="training step (8 sequences each)", title=title)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1), fontsize=9)
     return fig
 
 
@@ -1061,7 +1198,7 @@ def full_training(history: pd.DataFrame, *, alpha_decoding: float) -> Figure:
     """Notebook 05, ``05_full_training``: the acceptance bound of the full-data head during
     training, on the held-out shards and on the training batches (``history``: ``tokens seen``,
     ``eval_alpha``, ``train_alpha``), against the rate measured by decoding (``alpha_decoding``)."""
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
     seen = history["tokens seen"] / 1e6
     ax.plot(seen, history.eval_alpha, "o-", ms=3, color=COLORS["draft"], label="held-out shards")
     ax.plot(
@@ -1081,10 +1218,10 @@ def full_training(history: pd.DataFrame, *, alpha_decoding: float) -> Figure:
     )
     ax.set(
         xlabel="training positions seen (millions)",
-        ylabel=r"$\sum_x \min(p, q)$ (top-64 bound)",
-        title="The full-data head during training (T = 1)",
+        ylabel=_BOUND_LABEL.replace("held-out ", ""),
+        title="The feature head during training on all the data (T = 1)",
     )
-    ax.legend(fontsize=8)
+    ax.legend(loc="lower right", fontsize=9)
     return fig
 
 
@@ -1092,26 +1229,33 @@ def learning_curves(curve: pd.DataFrame, curves: Mapping[str, pd.DataFrame]) -> 
     """Notebook 05, ``05_learning_curves``: acceptance against training data (left; ``curve``: one
     row per run, ``train tokens`` and ``alpha`` measured by decoding) and the held-out bound against
     training time (right; ``curves[run]``: a training history with ``seconds``, ``eval_alpha``)."""
-    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 4))
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(12, 4.4))
     ax0.plot(curve["train tokens"], curve.alpha, "o-", color=COLORS["draft"])
     for _, r in curve.iterrows():
         ax0.annotate(
             f"{r.alpha:.3f}",
             (r["train tokens"], r.alpha),
             textcoords="offset points",
-            xytext=(4, -12),
-            fontsize=8,
+            xytext=(-8, 8),
+            ha="right",
+            fontsize=9,
         )
+    lo, hi = curve.alpha.min(), curve.alpha.max()
     ax0.set(
         xscale="log",
-        xlabel="training positions (on-policy, generated by the target; log scale)",
-        ylabel="α at K = 1, T = 1 (decoding, held-out prompts)",
-        title="Acceptance vs data (fused feature head)",
+        xlabel="training positions (generated by the target; log scale)",
+        ylabel="α at K = 1, T = 1\n(measured by decoding, held-out prompts)",
+        title="Acceptance vs training data",
+        ylim=(lo - 0.1 * (hi - lo), hi + 0.15 * (hi - lo)),
+        xlim=(curve["train tokens"].min() / 1.4, curve["train tokens"].max() * 1.4),
     )
     ax0.set_xticks([1e5, 2e5, 5e5, 1e6, 2e6], ["100k", "200k", "500k", "1M", "2M"])
     ax0.minorticks_off()
     _training_curves(ax1, curves, "seconds", scale=60)
-    ax1.set(xlabel="training time (minutes, this CPU)", title="Acceptance vs training compute")
+    ax1.set(
+        xlabel="training time (minutes, this CPU)", title="Held-out acceptance vs training time"
+    )
+    ax1.legend(loc="lower right", fontsize=9)
     fig.tight_layout()
     return fig
 
@@ -1119,57 +1263,97 @@ def learning_curves(curve: pd.DataFrame, curves: Mapping[str, pd.DataFrame]) -> 
 def predicted_by_drafter(predicted: pd.DataFrame) -> Figure:
     """Notebook 05, ``05_predicted_by_drafter``: the speedup that each drafter's ``alpha`` and
     ``c`` predict against ``K`` (``predicted``: ``drafter`` (the legend label), ``K``,
-    ``speedup``)."""
+    ``speedup``); the legend sits below the axes."""
     fig, ax = plt.subplots(figsize=(7, 4))
-    for name, d in predicted.groupby("drafter", sort=False):
-        ax.plot(d.K, d.speedup, "o-", ms=4, label=name)
+    groups = predicted.groupby("drafter", sort=False)
+    for (name, d), color in zip(groups, _CURVE_COLORS, strict=False):
+        ax.plot(d.K, d.speedup, "o-", ms=4, color=color, label=name)
     ax.axhline(1.0, color="black", lw=0.8)
     ax.set_xticks(sorted(predicted.K.unique()))
     ax.set(
         xlabel="draft length K",
-        ylabel="predicted speedup (bf16)",
-        title="What α and c predict (i.i.d. model), T = 1, this CPU",
+        ylabel="predicted speedup over\nautoregressive decoding (×)",
+        title="What each drafter's α and c predict (i.i.d. model, T = 1, bf16)",
     )
-    ax.legend(fontsize=7)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), fontsize=9, ncol=1)
     return fig
 
 
 def dtype_pass_costs(costs: pd.DataFrame) -> Figure:
-    """Notebook 05, ``05_dtype_pass_costs``: the cost of a cached target pass over ``n`` tokens
+    """Notebook 06, ``06_dtype_pass_costs``: the cost of a cached target pass over ``n`` tokens
     relative to one token, in float32 and in bfloat16 (``costs``, indexed by ``n``:
     ``float32 / one token``, ``bfloat16 / one token``)."""
-    fig, ax = plt.subplots(figsize=(6, 3.8))
-    ax.plot(costs.index, costs["float32 / one token"], "o-", label="float32")
-    ax.plot(costs.index, costs["bfloat16 / one token"], "s-", label="bfloat16")
+    fig, ax = plt.subplots(figsize=(6.4, 4))
+    ax.plot(
+        costs.index, costs["float32 / one token"], "o-", color=COLORS["target"], label="float32"
+    )
+    ax.plot(
+        costs.index, costs["bfloat16 / one token"], "s-", color=COLORS["draft"], label="bfloat16"
+    )
     ax.axhline(1, color="black", lw=0.8)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set(
         xlabel="tokens in one cached target pass (K + 1)",
-        ylabel="cost / cost of one token",
+        ylabel="time relative to a 1-token pass (×)",
         title="Verification cost, SmolLM2-135M on this CPU (one thread)",
+        ylim=(0, None),
     )
-    ax.legend()
+    ax.legend(loc="lower right")
     return fig
 
 
-def width_speedups(widths: pd.DataFrame, *, target: float) -> Figure:
-    """Notebook 05, ``05_width``: the measured speedup of every configuration with one, two or
-    three candidates for the first draft position (``widths``: indexed by ``decoding``, ``head``,
-    ``schedule``, ``width``, ``K``, with ``speedup``), one bar each, coloured by width; ``target``:
-    the speed target (dotted)."""
-    fig, ax = plt.subplots(figsize=(9, 4))
-    labels, cols = [], []
-    for dec, weights, sched, w, K in widths.index:
-        labels.append(f"{dec}, {weights}\n{'' if sched == 'fixed' else 'heur. '}K={K} w={w}")
-        cols.append({1: COLORS["draft"], 2: COLORS["speculative"], 3: COLORS["target"]}[w])
-    ax.bar(range(len(widths)), widths.speedup, color=cols)
-    ax.set_xticks(range(len(widths)), labels, fontsize=6, rotation=90)
-    ax.axhline(1.0, color="black", lw=0.8)
-    ax.axhline(target, color="grey", lw=0.8, ls=":")
-    ax.set(
-        ylabel="speedup over autoregressive (bf16)",
-        ylim=(0.9, None),
-        title="Width (candidates for the first position: orange 1, green 2, blue 3) "
-        "and int8 head weights",
+def speedup_intervals(
+    runs: pd.DataFrame, *, title: str, panel_size: tuple[float, float] = (5.2, 4.0)
+) -> Figure:
+    """Notebooks 05 and 06, ``05_speedup_vs_K`` and ``06_width``: measured speedup over
+    autoregressive decoding against ``K`` with its 95% interval over prompts (error bars), one
+    line per configuration, one panel per value of ``panel``.
+
+    ``runs``: one row per (``panel``, ``config``, ``K``) with ``speedup``, ``speedup_low``,
+    ``speedup_high`` and optionally ``predicted_speedup`` (the cost model: crosses on a dotted line
+    of the same colour). A configuration keeps its colour across panels; its points are dodged a
+    little along ``K`` so that intervals do not hide each other. The legend sits below the panels."""
+    panels = list(dict.fromkeys(runs["panel"]))
+    configs = list(dict.fromkeys(runs["config"]))
+    colors = dict(zip(configs, _CURVE_COLORS, strict=False))
+    width, height = panel_size
+    fig, axes = plt.subplots(
+        1, len(panels), figsize=(width * len(panels), height), sharey=True, squeeze=False
+    )
+    step = 0.1
+    for ax, panel in zip(axes[0], panels, strict=True):
+        here = runs[runs["panel"] == panel]
+        names = [c for c in configs if c in set(here["config"])]
+        for i, name in enumerate(names):
+            d = here[here["config"] == name].sort_values("K")
+            x = d["K"].to_numpy(float) + (i - (len(names) - 1) / 2) * step
+            y = d["speedup"].to_numpy(float)
+            err = np.vstack([y - d["speedup_low"].to_numpy(float), d["speedup_high"] - y])
+            ax.errorbar(x, y, yerr=err, fmt="o-", ms=5, capsize=3, color=colors[name])
+            if "predicted_speedup" in d and d["predicted_speedup"].notna().any():
+                ax.plot(x, d["predicted_speedup"], "x:", ms=6, color=colors[name], lw=1.2)
+        ax.axhline(1.0, color="black", lw=0.8)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set(
+            xlabel="draft length K",
+            title=panel,
+            xlim=(runs["K"].min() - 0.5, runs["K"].max() + 0.5),
+        )
+    axes[0][0].set_ylabel("speedup over autoregressive (×)\nbars: 95% interval over prompts")
+    handles = [Line2D([], [], color=colors[c], marker="o", label=f"{c}, measured") for c in configs]
+    if "predicted_speedup" in runs and runs["predicted_speedup"].notna().any():
+        handles.append(
+            Line2D([], [], color="grey", marker="x", ls=":", label="predicted by the cost model")
+        )
+    handles.append(Line2D([], [], color="black", lw=0.8, label="autoregressive (1×)"))
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.legend(
+        handles=handles,
+        loc="upper center",
+        bbox_to_anchor=(0.5, 0.0),
+        ncol=2 if len(handles) > 3 else len(handles),
+        fontsize=9,
     )
     return fig
 

@@ -249,3 +249,34 @@ def test_speedup_interval_brackets_the_pooled_speedup():
     assert low < high
     with pytest.raises(ValueError, match="two prompts"):
         speedup_interval({"cells": cells}, "speculative", 3)
+
+
+def test_pool_repeats_merges_runs_under_distinct_repeats():
+    from specdec_lib.bench import pool_repeats, runs_frame
+
+    def run(seed, slow):
+        cells = {}
+        for p in range(3):
+            for rep in range(2):
+                cells[f"autoregressive|0|{p}|{rep}"] = {"tokens": [0] * 10, "elapsed_s": 1.0}
+                cells[f"speculative|1|{p}|{rep}"] = {
+                    "tokens": [0] * 10,
+                    "elapsed_s": slow,
+                    "n_proposed": 5,
+                    "n_accepted": 3,
+                    "n_steps": 6,
+                    "steps": [[1, 1, 2]] * 3 + [[1, 0, 1]] * 2,
+                    "draft_ms": 1.0,
+                }
+        settings = {"seed": seed, "repeats": 2, "width": 1, "temperature": 1.0, "K": [1]}
+        prompts = [{"category": "x"}] * 3
+        return {"settings": settings, "prompts": prompts, "cells": cells}
+
+    pooled = pool_repeats([run(0, 0.5), run(1, 1.0)])
+    assert len(pooled["cells"]) == 24 and pooled["settings"]["repeats"] == 4
+    spec = runs_frame(pooled).set_index("method").loc["speculative"]
+    assert spec.speedup == pytest.approx(60 / 4.5 / (60 / 6.0))  # pooled tokens/s over pooled
+    with pytest.raises(ValueError, match="share their settings"):
+        pool_repeats(
+            [run(0, 0.5), {**run(1, 1.0), "settings": {**run(1, 1.0)["settings"], "width": 2}}]
+        )

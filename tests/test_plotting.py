@@ -201,6 +201,7 @@ def _notebook_02():
                     {
                         "name": ["a", "b", "wrong"],
                         "p": [0.5, 0.03, 1e-12],
+                        "p_holm": [0.5, 0.06, float("nan")],
                         "must_fail": [False, False, True],
                         "alpha": [0.4, 0.5, 0.4],
                         "bonus_steps": [10, 20, 10],
@@ -335,24 +336,27 @@ def _notebook_05():
     costs = pd.DataFrame(
         {"float32 / one token": [1.0, 1.6], "bfloat16 / one token": [1.0, 1.05]}, index=[1, 2]
     )
-    widths = pd.DataFrame(
-        {"speedup": [1.25, 1.35, 1.3]},
-        index=pd.MultiIndex.from_tuples(
-            [
-                ("T = 1", "bf16", "fixed", 1, 2),
-                ("T = 1", "int8", "fixed", 2, 2),
-                ("greedy", "bf16", "heuristic", 3, 1),
-            ],
-            names=["decoding", "head", "schedule", "width", "K"],
-        ),
-    )
+    runs = pd.DataFrame(
+        [
+            {"panel": panel, "config": config, "K": K, "speedup": 1.2 + 0.05 * K}
+            for panel, configs in (("T = 1", ("a", "b")), ("greedy", ("b",)))
+            for config in configs
+            for K in (1, 2, 3)
+        ]
+    ).assign(speedup_low=lambda d: d.speedup - 0.04, speedup_high=lambda d: d.speedup + 0.05)
     return [
         (plotting.pilot_curves, ({"a": history, "b": history},), {"title": "pilot"}, 1),
         (plotting.full_training, (history,), {"alpha_decoding": 0.34}, 1),
         (plotting.learning_curves, (curve, {"a": history}), {}, 2),
         (plotting.predicted_by_drafter, (predicted,), {}, 1),
         (plotting.dtype_pass_costs, (costs,), {}, 1),
-        (plotting.width_speedups, (widths,), {"target": 1.3}, 1),
+        (plotting.speedup_intervals, (runs,), {"title": "t"}, 2),
+        (
+            plotting.speedup_intervals,
+            (runs.assign(predicted_speedup=runs.speedup + 0.02).query("panel == 'greedy'"),),
+            {"title": "t"},
+            1,
+        ),
     ]
 
 

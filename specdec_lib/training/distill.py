@@ -59,7 +59,7 @@ TEACHER_FORMAT = 2
 class TrainSettings:
     """What defines a trained draft (the flags of ``python -m specdec_lib train-drafter`` are
     generated from these fields; the defaults are the committed drafter's recipe, chosen by the
-    pilot in notebook 05)."""
+    pilot in notebook 06)."""
 
     data: str = setting("data/drafter/onpolicy", "on-policy data folder")
     out: str = setting("data/drafter/feature_head.safetensors", "where the weights go")

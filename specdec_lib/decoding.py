@@ -769,9 +769,15 @@ class AutoregressiveDecoder(_DecoderBase):
         t_start = time.perf_counter()
         while len(out) < max_new_tokens and not eos_reached:
             t0 = time.perf_counter()
-            p = self.warp.probs(target.forward(ids, 1))
-            x = sample(p, self.generator)  # [1]
-            token, bad = torch.cat([x, has_nan(p).long().view(1)]).tolist()  # one host read
+            logits = target.forward(ids, 1)
+            if self.warp.greedy:  # the argmax itself, not an inverse-CDF draw from a one-hot row
+                x = logits.argmax(dim=-1).view(1)
+                bad_row = (torch.isnan(logits) | torch.isposinf(logits)).any()
+            else:
+                p = self.warp.probs(logits)
+                x = sample(p, self.generator)  # [1]
+                bad_row = has_nan(p)
+            token, bad = torch.cat([x, bad_row.long().view(1)]).tolist()  # one host read
             if bad:
                 raise ValueError(NAN_MESSAGE)
             ids = torch.cat([ids, x])

@@ -214,6 +214,8 @@ def test_nan_logits_detected(tiny_pair):
     bad = Broken(tiny_pair.target)
     with pytest.raises(ValueError, match="NaN"):
         AutoregressiveDecoder(bad).generate_ids(PROMPT, 3)
+    with pytest.raises(ValueError, match="NaN"):  # greedy takes the argmax: checked as well
+        AutoregressiveDecoder(bad, temperature=0).generate_ids(PROMPT, 3)
     with pytest.raises(ValueError, match="NaN"):
         SpeculativeDecoder(tiny_pair.draft, bad, K=2).generate_ids(PROMPT, 3)
 

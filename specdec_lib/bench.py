@@ -97,6 +97,11 @@ class BenchSettings:
     )
     threshold: float = setting(0.4, "confidence threshold of --schedule threshold")
     width: int = setting(1, "candidates for the first draft position, checked in one pass")
+    stop_at_eos: bool = setting(
+        False,
+        "end a cell at the target's end-of-sequence token (Spec-Bench's convention) instead of "
+        "always generating max_new_tokens",
+    )
 
     def validate(self) -> BenchSettings:
         if not self.K:
@@ -266,6 +271,8 @@ class _Runner:
         self.pair = pair
         self.s = settings
         self.device = pair.device
+        # None: fixed length (every cell generates max_new_tokens, past EOS if need be)
+        self.eos = pair.target.config.eos_token_id if settings.stop_at_eos else None
         w = settings.warp
         self.ar = AutoregressiveDecoder(
             pair.target, temperature=w.temperature, top_k=w.top_k, top_p=w.top_p
@@ -287,7 +294,7 @@ class _Runner:
         w = self.s.warp
         kwargs: dict[str, Any] = {
             "max_new_tokens": n,
-            "eos_token_id": None,  # fixed length, like our decoders in the benchmark
+            "eos_token_id": self.eos,  # None: fixed length, like our decoders
             "pad_token_id": self.pair.tokenizer.pad_token_id
             if self.pair.tokenizer is not None
             else 0,
@@ -335,9 +342,9 @@ class _Runner:
     def run(self, method: str, K: int, ids: torch.Tensor, seed: int) -> dict[str, Any]:
         n = self.s.max_new_tokens
         if method == "autoregressive":
-            r = self.ar.generate_ids(ids, n, seed=seed)
+            r = self.ar.generate_ids(ids, n, self.eos, seed=seed)
         elif method == "speculative":
-            r = self.spec[K].generate_ids(ids, n, seed=seed)
+            r = self.spec[K].generate_ids(ids, n, self.eos, seed=seed)
         elif method == "hf_assisted":
             return self._hf(ids, n, K, seed)
         else:

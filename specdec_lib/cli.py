@@ -156,6 +156,7 @@ def default_out(settings: BenchSettings) -> Path:
         draft += f"_{s.schedule}"
     if s.width > 1:
         draft += f"_w{s.width}"
+    extra += "_eos" if s.stop_at_eos else ""
     return RESULTS_DIR / f"bench_{s.pair}{draft}_{s.dtype}_{t}{extra}.json"
 
 

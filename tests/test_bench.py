@@ -280,3 +280,15 @@ def test_pool_repeats_merges_runs_under_distinct_repeats():
         pool_repeats(
             [run(0, 0.5), {**run(1, 1.0), "settings": {**run(1, 1.0)["settings"], "width": 2}}]
         )
+
+
+def test_stop_at_eos_ends_cells_at_the_end_of_sequence(tmp_path, prompts_file, tiny_pair):
+    eos = tiny_pair.target.config.eos_token_id
+    settings = _settings(
+        prompts_file, max_new_tokens=40, stop_at_eos=True, methods=["autoregressive", "speculative"]
+    )
+    res = run_benchmark(settings, tmp_path / "eos.json", progress=False, pair=tiny_pair)
+    cells = res["cells"].values()
+    assert all(eos not in c["tokens"][:-1] for c in cells)  # nothing generated past an EOS
+    assert any(len(c["tokens"]) < 40 and c["tokens"][-1] == eos for c in cells)
+    assert res["settings"]["stop_at_eos"] is True

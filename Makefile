@@ -82,7 +82,7 @@ BENCH_TRAINED := $(PY) -m specdec_lib bench --pair default --draft trained --dty
 	--K 1 2 3 4 5 --max-new-tokens 50 --repeats 1 --seed 0 \
 	--methods autoregressive speculative hf_autoregressive
 # The fastest configuration measured: the trained head with int8 weights, two candidates for the
-# first draft position (notebook 05, section 9).
+# first draft position (notebook 05, section 4).
 BENCH_FAST := $(PY) -m specdec_lib bench --pair default --draft trained-int8 --dtype bfloat16 \
 	--K 1 2 3 --width 2 --max-new-tokens 50 --repeats 2 --seed 0 \
 	--methods autoregressive speculative hf_autoregressive
@@ -97,6 +97,8 @@ bench: install
 	$(BENCH_FAST) --temperature 0 --out data/results/bench_default_trained-int8_w2_bfloat16_greedy.json
 	$(BENCH_FAST) --temperature 1.0 --seed 1 \
 	  --out data/results/bench_default_trained-int8_w2_bfloat16_T1_seed1.json
+	# Not a benchmark: every shipped configuration against exact laws (notebook 02, section 9).
+	$(PY) -m specdec_lib exactness --out data/results/exactness_shipped.json
 
 # The GPU run (notebook 03, section 8): pass costs with the default target's architecture and random
 # weights, the committed head, and the predicted speedup-vs-K curves, in a few minutes on one GPU.

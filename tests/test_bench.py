@@ -206,8 +206,11 @@ def test_bench_dynamic_schedules(tmp_path, tiny_pair, schedule):
 def test_device_and_dtype_resolved_and_recorded(monkeypatch):
     import torch
 
+    monkeypatch.setattr(bench, "native_bfloat16", lambda device: device == "cuda")
     s = BenchSettings(pair="tiny-random").validate()
-    assert (s.device, s.dtype) == ("cpu", "float32")  # auto on a machine without CUDA
+    assert (s.device, s.dtype) == ("cpu", "float32")  # auto: a CPU without bf16 instructions
+    monkeypatch.setattr(bench, "native_bfloat16", lambda device: True)
+    assert BenchSettings(pair="tiny-random").validate().dtype == "bfloat16"  # one with them
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     s = BenchSettings(pair="tiny-random").validate()
     assert (s.device, s.dtype) == ("cuda", "bfloat16")  # auto: bf16 on a GPU

@@ -658,8 +658,9 @@ def exactness_grid(grid: pd.DataFrame, *, level: float) -> Figure:
     ax.set_xlim(0, 1.25 * max(strength.max(), -np.log10(level)))
     ax.set_ylim(-0.7, len(grid) - 0.1)
     ax.set(
-        xlabel="−log10 p  (chi-square against the target's exact law; shipped rows after Holm)",
-        title="Every shipped configuration against the target's exact law (K = 2, next 3 tokens)",
+        xlabel="−log10 p  (chi-square against the exact law, Bonferroni over positions; "
+        "shipped rows after Holm)",
+        title="Every shipped configuration against the target's exact law (K = 2, each of 3 tokens)",
     )
     ax.legend(
         handles=[

@@ -44,6 +44,7 @@ __all__ = [
     "decoder_continuations",
     "chisquare_gof",
     "chisquare_law",
+    "position_law",
     "detectable_tv",
     "exact_candidates_law",
     "exact_continuation_law",
@@ -574,6 +575,26 @@ def chisquare_law(
     obs[-1] = n - obs.sum()
     probs = np.append(listed, max(rest, 0.0))
     return chisquare_gof(counts=obs, probs=probs, min_expected=min_expected, max_bins=max_bins)
+
+
+def position_law(
+    counts: Mapping[tuple[int, ...], int], law: Mapping[tuple[int, ...], float], j: int
+) -> tuple[Counter, dict[tuple[int, ...], float]]:
+    """The token at position ``j`` of sequences, projected from ``counts`` and an exact ``law`` over
+    whole sequences that may leave part of its mass unlisted: ``(counts_j, law_j)`` for
+    :func:`chisquare_law`.
+
+    The outcome of a sequence is ``(z_j,)`` when the sequence is listed and "unlisted" otherwise,
+    so ``law_j[(t,)]`` sums the listed sequences with ``z_j = t`` and the unlisted mass stays one
+    pooled bin: an exact law of an exact projection. A joint law of several tokens spreads its
+    mass over many sequences; the token at one position keeps enough mass per token for bins."""
+    law_j: dict[tuple[int, ...], float] = {}
+    for seq, pr in law.items():
+        law_j[(seq[j],)] = law_j.get((seq[j],), 0.0) + pr
+    counts_j: Counter = Counter()
+    for seq, c in counts.items():
+        counts_j[(seq[j],) if seq in law else ("unlisted",)] += c
+    return counts_j, law_j
 
 
 @dataclass(frozen=True)

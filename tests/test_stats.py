@@ -63,6 +63,7 @@ from specdec_lib.stats import (  # noqa: E402
     exact_output_law,
     homogeneity_counts,
     least_favourable,
+    position_law,
     power_gof_ncx2,
     power_homogeneity,
     prototype_output_law,
@@ -369,3 +370,13 @@ def test_power_homogeneity():
         0.05, abs=0.04
     )
     assert power_homogeneity(toward(law, _zipf(50, 2.0), 0.15), law, 500, 5000, n_sim=100) > 0.9
+
+
+def test_position_law_projects_listed_sequences_and_pools_the_rest():
+    law = {(1, 2): 0.5, (1, 3): 0.2, (4, 2): 0.1}  # 0.2 unlisted
+    counts = Counter({(1, 2): 50, (4, 2): 9, (7, 7): 21})
+    c1, l1 = position_law(counts, law, 1)
+    assert l1 == pytest.approx({(2,): 0.6, (3,): 0.2})
+    assert c1 == Counter({(2,): 59, ("unlisted",): 21})
+    c0, l0 = position_law(counts, law, 0)
+    assert l0 == pytest.approx({(1,): 0.7, (4,): 0.1}) and c0[("unlisted",)] == 21

@@ -568,7 +568,7 @@ def chisquare_law(
     if np.any(listed < 0) or not np.isfinite(listed).all():
         raise ValueError("law must hold finite, non-negative probabilities")
     rest = 1.0 - listed.sum()
-    if rest < -1e-9:
+    if rest < -1e-5:  # float32 probabilities sum to 1 only to float32 rounding
         raise ValueError(f"law must sum to at most 1, got {listed.sum():.6g}")
     n = sum(counts.values())
     obs = np.array([counts.get(k, 0) for k in keys] + [0], dtype=float)

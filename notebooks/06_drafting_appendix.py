@@ -36,7 +36,7 @@ from IPython.display import Markdown, display
 
 from specdec_lib import plotting
 from specdec_lib.bench import runs_frame
-from specdec_lib.config import DATA_DIR, quick
+from specdec_lib.config import DATA_DIR, RESULTS_DIR, quick
 from specdec_lib.plotting import savefig
 from specdec_lib.results import read_json
 from specdec_lib.theory import expected_tokens_per_step
@@ -45,7 +45,7 @@ pd.set_option("display.precision", 3)
 QUICK = quick()
 DRAFTER = DATA_DIR / "drafter"
 EXPERIMENTS = DRAFTER / "experiments"
-RESULTS = DATA_DIR / "results"
+RESULTS = RESULTS_DIR
 print("quick mode:", QUICK)
 
 # %% [markdown]

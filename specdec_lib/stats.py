@@ -25,6 +25,7 @@ from scipy import stats as sps
 
 from .candidates import candidate_stage
 from .checks import positive_int, real
+from .lm import model_device
 from .sampling import (
     Correction,
     Verdict,
@@ -192,7 +193,7 @@ def exact_continuation_law(
     V = int(target.config.vocab_size)
     if min_prob == 0 and V**m > 200_000:
         raise ValueError(f"V**m = {V**m} sequences is too many to enumerate; pass min_prob > 0")
-    device = next(target.parameters()).device
+    device = model_device(target)
     law: dict[tuple[int, ...], float] = {(): 1.0}
     for _ in range(m):
         prefixes = list(law)

@@ -100,3 +100,69 @@ def test_train_layers_draft(tiny_data, tiny_pair, init_layers):
     spec = SpeculativeDecoder(draft, tiny_pair.target, K=3, temperature=0)
     out = spec.generate_ids(PROMPT, 20)
     assert out.tokens == ar.generate_ids(PROMPT, 20).tokens and out.n_proposed > 0
+
+
+def test_unrolled_mask_is_causal_at_step_one_and_drafting_after():
+    m = distill_mod.unrolled_mask(5, 1)[0, 0]
+    assert torch.equal(m == 0, torch.ones(5, 5).tril().bool())
+    m = distill_mod.unrolled_mask(5, 3)[0, 0] == 0  # keys: step 1 | step 2 | step 3
+    # position 4 drafts its third token from known positions 0..2: it sees step-1 keys 0..2,
+    # its step-2 key at 3 and itself
+    assert m[4].nonzero().flatten().tolist() == [0, 1, 2, 5 + 3, 10 + 4]
+    assert (m.sum(1) >= 1).all()  # no row without a key
+
+
+@torch.no_grad()
+def test_unrolled_steps_equal_drafting(random_head, tiny_pair):
+    """What the training-time test trains is what drafting computes: step d at position r is the
+    head drafting d tokens from positions up to r - d + 1 (the drafted tokens being the true
+    ones), its own features fed back through its cache."""
+    from transformers import DynamicCache
+
+    head, target = random_head, tiny_pair.target
+    ids = torch.tensor([[0, 5, 9, 3, 17, 4, 8, 11, 2, 6]])
+    with distill_mod.capture_features(target, head.feature_layers) as captured:
+        target(input_ids=ids)
+    feats = captured[-1][:, :-1]  # row r: h_r, read with the token x_{r+1}
+    toks = ids[:, 1:]
+    n = toks.shape[1]
+    pos = torch.arange(1, n + 1).unsqueeze(0)
+    hs = distill_mod.unrolled_hidden(head, feats, toks, pos, 3)
+    torch.testing.assert_close(hs[0], head(feats, toks, position_ids=pos)[0])
+    for b in range(n - 2):  # known rows 0..b, then two drafted steps
+        cache = DynamicCache()
+        h = head(feats[:, : b + 1], toks[:, : b + 1], cache=cache, position_ids=pos[:, : b + 1])[0]
+        for d in (2, 3):
+            r = b + d - 1
+            h = head(h[:, -1:], toks[:, r : r + 1], cache=cache, position_ids=pos[:, r : r + 1])[0]
+            torch.testing.assert_close(h[:, 0], hs[d - 1][:, r], atol=1e-4, rtol=1e-4)
+
+
+def test_training_time_test_trains_later_steps_from_a_saved_head(tiny_data, tiny_pair):
+    base = train_settings(tiny_data, out=str(tiny_data / "base.safetensors"))
+    train_drafter(base, progress=False, pair=tiny_pair, log=lambda *_: None)
+    s = train_settings(
+        tiny_data, out=str(tiny_data / "ttt.safetensors"), ttt_steps=3, init_from=base.out
+    )
+    rec = train_drafter(s, progress=False, pair=tiny_pair, log=lambda *_: None)
+    first, last = rec["history"][0], rec["history"][-1]
+    assert {"eval_alpha_2", "eval_alpha_3"} <= set(last)
+    assert last["eval_alpha_3"] > first["eval_alpha_3"]
+    head = load_head(s.out, tiny_pair.target)
+    assert torch.equal(head.subset, load_head(base.out, tiny_pair.target).subset)
+    ar = AutoregressiveDecoder(tiny_pair.target, temperature=0)
+    spec = SpeculativeDecoder(FeatureDrafter(head), tiny_pair.target, K=3, temperature=0)
+    assert spec.generate_ids(PROMPT, 20).tokens == ar.generate_ids(PROMPT, 20).tokens
+
+
+@pytest.mark.parametrize(
+    "kw, name",
+    [
+        ({"ttt_steps": 0}, "ttt_steps"),
+        ({"ttt_steps": 2, "arch": "layers"}, "ttt_steps"),
+        ({"init_from": "/nonexistent/head.safetensors"}, "init_from"),
+    ],
+)
+def test_ttt_settings_bad_arguments(kw, name):
+    with pytest.raises(ValueError, match=name):
+        TrainSettings(**kw)

@@ -198,10 +198,13 @@ class FeatureHead(_SubsetOutput):
         *,
         cache: Any = None,
         position_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, Any]:
         """``features`` ``[B, n, F]`` (``h_{j-1}``: the target's, ``F = len(feature_layers) H``,
         or the head's own, ``F = H``), ``tokens`` ``[B, n]`` (``x_j``) -> ``ĥ_j`` ``[B, n, H]``
-        and the updated cache."""
+        and the updated cache. With a cache, ``attention_mask`` (additive, ``[1, 1, n, past + n]``)
+        replaces the causal mask over the cached and new positions (the training-time test's
+        unrolled steps, :func:`specdec_lib.training.distill.unrolled_mask`)."""
         H = self.fc.out_features
         if features.shape[-1] != H:  # the target's features of several layers: fuse them
             blocks = rms_normalise(features.unflatten(-1, (-1, H))) * self.w_in
@@ -213,10 +216,14 @@ class FeatureHead(_SubsetOutput):
         g = self.fc(torch.cat([x * scale, emb * scale], dim=-1))
         if cache is None:  # training: whole sequences through the Llama stack
             return self.body(inputs_embeds=g, position_ids=position_ids).last_hidden_state, None
-        return self._layers_with_cache(g, cache, position_ids), cache
+        return self._layers_with_cache(g, cache, position_ids, attention_mask), cache
 
     def _layers_with_cache(
-        self, g: torch.Tensor, cache: Any, position_ids: torch.Tensor | None
+        self,
+        g: torch.Tensor,
+        cache: Any,
+        position_ids: torch.Tensor | None,
+        mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """The body's layers called directly over ``n`` new positions after the cached ones.
 
@@ -226,8 +233,7 @@ class FeatureHead(_SubsetOutput):
         n, past = g.shape[1], cache.get_seq_length()
         if position_ids is None:
             position_ids = torch.arange(past, past + n, device=g.device).unsqueeze(0)
-        mask = None
-        if n > 1:  # new position i (absolute past + i) sees keys 0 .. past + i
+        if mask is None and n > 1:  # new position i (absolute past + i) sees keys 0 .. past + i
             keys = torch.arange(past + n, device=g.device)
             allowed = keys.view(1, -1) <= (keys[past:].view(-1, 1))
             mask = torch.zeros(allowed.shape, dtype=g.dtype, device=g.device)

@@ -40,14 +40,22 @@ from transformers import get_cosine_schedule_with_warmup
 
 from ..checks import non_negative_int, one_of, positive_int, real
 from ..config import CACHE_DIR
-from ..drafters.heads import FeatureHead, LayerDraft, rms_normalise, save_head
+from ..drafters.heads import FeatureHead, LayerDraft, load_head, rms_normalise, save_head
 from ..lm import capture_features
 from ..models import PAIRS, load_pair
 from ..results import atomic_write, atomic_write_json, provenance
 from ..settings import setting
 from .data import iter_sequences, load_manifest
 
-__all__ = ["ARCHS", "TrainSettings", "choose_subset", "teacher_pass", "train_drafter"]
+__all__ = [
+    "ARCHS",
+    "TrainSettings",
+    "choose_subset",
+    "teacher_pass",
+    "train_drafter",
+    "unrolled_hidden",
+    "unrolled_mask",
+]
 
 ARCHS = ("feature", "layers")
 # The teacher cache's record layout; part of its folder's key, so that a new layout never reads
@@ -92,6 +100,14 @@ class TrainSettings:
     warmup_steps: int = setting(50, "linear warm-up steps before the cosine decay")
     tv_weight: float = setting(1.0, "weight of 1 - sum min(p, q)")
     feature_weight: float = setting(0.1, "weight of the smooth-L1 feature loss")
+    ttt_steps: int = setting(
+        1,
+        "draft steps unrolled per position (EAGLE-3's training-time test): step d reads the "
+        "head's own features of step d-1, as drafting does",
+    )
+    init_from: str | None = setting(
+        None, "start from these saved weights (same subset and layers) instead of a target layer"
+    )
     max_shards: int | None = setting(None, "train on the first N shards only (learning curves)")
     eval_shards: int = setting(2, "the last shards of the folder, held out")
     seed: int = setting(0, "seed of the initialisation and the batch order")
@@ -100,7 +116,14 @@ class TrainSettings:
     cache: str = setting(str(CACHE_DIR), "teacher pass and checkpoints (local, not committed)")
 
     def __post_init__(self) -> None:
-        for name in ("top", "subset_size", "n_layers", "batch_sequences", "checkpoint_every"):
+        for name in (
+            "top",
+            "subset_size",
+            "n_layers",
+            "batch_sequences",
+            "checkpoint_every",
+            "ttt_steps",
+        ):
             positive_int(getattr(self, name), name)
         positive_int(self.warmup_steps, "warmup_steps")
         positive_int(self.max_shards, "max_shards", optional=True)
@@ -110,6 +133,10 @@ class TrainSettings:
         real(self.epochs, "epochs", low=0.0, low_open=True)
         real(self.lr, "lr", "learning rate", low=0.0, low_open=True)
         one_of(self.arch, "arch", ARCHS)
+        if self.ttt_steps > 1 and self.arch != "feature":
+            raise ValueError("ttt_steps > 1 needs arch='feature' (a head that reads features)")
+        if self.init_from is not None and not Path(self.init_from).is_file():
+            raise ValueError(f"init_from: no saved weights at {self.init_from!r}")
         one_of(self.pair, "pair", PAIRS)
         if self.init_layers is not None:
             self.init_layers = tuple(int(i) for i in self.init_layers)
@@ -278,6 +305,46 @@ def _distill_terms(logq, teacher_idx, teacher_p, pmask) -> dict[str, torch.Tenso
     return {"ce": (ce * m).sum() / n_pos, "alpha": (alpha * m).sum() / n_pos}
 
 
+def unrolled_mask(n: int, step: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """The additive attention mask of unrolled draft step ``step`` (1-based) over ``n`` positions.
+
+    Keys are laid out step by step (``step * n`` of them, as a cache fills). Drafting from the
+    known positions ``1..m``, the head's step ``d`` sits at position ``m + d - 1``: it sees the
+    first step's keys (built from the target's features) up to ``m`` and the keys of its own
+    steps ``2..d`` at ``m + 1 .. m + d - 1``. In training every position ``r`` is such a draft
+    position at once, with ``m = r - d + 1``: key ``i`` of step 1 is visible when
+    ``i <= r - d + 1``, key ``i`` of step ``e >= 2`` when ``i == r - d + e``. Step 1 is the
+    causal mask. Returns ``[1, 1, n, step * n]``."""
+    r = torch.arange(n).view(n, 1)
+    i = torch.arange(n).view(1, n)
+    blocks = [i <= r - (step - 1)]
+    blocks += [i == r - (step - e) for e in range(2, step + 1)]
+    allowed = torch.cat(blocks, dim=1)
+    mask = torch.zeros(allowed.shape, dtype=dtype).masked_fill_(~allowed, float("-inf"))
+    return mask.view(1, 1, n, step * n)
+
+
+def unrolled_hidden(head, feats, toks, pos, steps: int) -> list[torch.Tensor]:
+    """The head's features ``ĥ`` at every position for draft steps ``1..steps`` (the
+    training-time test): step 1 reads the target's features, step ``d`` reads at position ``r``
+    the head's own step ``d - 1`` feature of position ``r - 1``, as drafting does, and attends as
+    :func:`unrolled_mask` says. Gradients flow through every step."""
+    from transformers import DynamicCache
+
+    if steps == 1:
+        return [head(feats, toks, position_ids=pos)[0]]
+    n = feats.shape[1]
+    cache = DynamicCache()
+    dtype = next(head.parameters()).dtype
+    hs = [head(feats, toks, cache=cache, position_ids=pos)[0]]
+    for d in range(2, steps + 1):
+        h = hs[-1]
+        own = torch.cat([torch.zeros_like(h[:, :1]), h[:, :-1]], dim=1)
+        mask = unrolled_mask(n, d, dtype).to(h.device)
+        hs.append(head(own, toks, cache=cache, position_ids=pos, attention_mask=mask)[0])
+    return hs
+
+
 def _losses(head, batch, settings: TrainSettings) -> dict[str, torch.Tensor]:
     if settings.arch == "layers":
         ids, teacher_idx, teacher_p, pmask = batch
@@ -289,19 +356,25 @@ def _losses(head, batch, settings: TrainSettings) -> dict[str, torch.Tensor]:
     feats, toks, next_h, hmask, teacher_idx, teacher_p, pmask = batch
     n_pos = feats.shape[1]
     pos = torch.arange(1, n_pos + 1).unsqueeze(0).expand(feats.shape[0], n_pos)
-    hidden, _ = head(feats, toks, position_ids=pos)
+    hs = unrolled_hidden(head, feats, toks, pos, settings.ttt_steps)
+    hidden = hs[0]
     logq = torch.log_softmax(head.logits(hidden).float(), dim=-1)  # [n, n_pos, |S|]
     out = _distill_terms(logq, teacher_idx, teacher_p, pmask)
+    distill = out["ce"] + settings.tv_weight * (1 - out["alpha"])
+    for d, h in enumerate(hs[1:], start=2):
+        # Step d at position r drafts from the known positions up to r - d + 1 (>= 1).
+        valid = pmask.clone()
+        valid[:, : d - 1] = False
+        logq_d = torch.log_softmax(head.logits(h).float(), dim=-1)
+        terms = _distill_terms(logq_d, teacher_idx, teacher_p, valid)
+        out[f"ce_{d}"], out[f"alpha_{d}"] = terms["ce"], terms["alpha"]
+        distill = distill + terms["ce"] + settings.tv_weight * (1 - terms["alpha"])
     # On RMS-normalised features: the final norm (and the head's input norm) ignore the scale.
     feat = F.smooth_l1_loss(
         rms_normalise(hidden.float()), rms_normalise(next_h.float()), reduction="none"
     ).mean(-1)
     out["feature"] = (feat * hmask).sum() / hmask.sum().clamp(min=1)
-    out["loss"] = (
-        out["ce"]
-        + settings.tv_weight * (1 - out["alpha"])
-        + settings.feature_weight * out["feature"]
-    )
+    out["loss"] = distill + settings.feature_weight * out["feature"]
     return out
 
 
@@ -377,7 +450,12 @@ def train_drafter(
     train = _load_records(cache, train_shards)
     evals = _load_records(cache, eval_shards)
     V = pair.target.config.vocab_size
-    subset = choose_subset(train, settings.subset_size, V)
+    start = None
+    if settings.init_from is not None:
+        start = load_head(settings.init_from, pair.target)
+        subset = start.subset.cpu()
+    else:
+        subset = choose_subset(train, settings.subset_size, V)
     remap = torch.full((V,), -1, dtype=torch.long)
     remap[subset] = torch.arange(len(subset))
 
@@ -385,7 +463,19 @@ def train_drafter(
     # The head trains in float32 on top of a float32 copy of the frozen parts of the target.
     columns = _columns(settings, pair.target.config.hidden_size)
     scale = _feature_scale(train, columns[1])
-    head = _new_draft(settings, pair.target, subset, init=True, scale=scale)
+    if start is not None:
+        scale = float(start.config_dict.get("scale", 1.0))
+        if start.config_dict.get("feature_layers", [-1]) != list(settings.feature_layers):
+            raise ValueError(
+                f"init_from: its feature_layers {start.config_dict.get('feature_layers')} "
+                f"differ from feature_layers {list(settings.feature_layers)}"
+            )
+    head = _new_draft(settings, pair.target, subset, init=start is None, scale=scale)
+    if start is not None:
+        head.load_state_dict(
+            {k: v.float() if v.is_floating_point() else v for k, v in start.state_dict().items()}
+        )
+        del start
     head.float()
     head.frozen_float32()
     params = [p for p in head.parameters() if p.requires_grad]

@@ -309,7 +309,7 @@ predicted = pd.DataFrame(
     ]
 )
 fig = plotting.predicted_by_drafter(predicted)
-savefig("05_predicted_by_drafter", fig);
+savefig("05_predicted_by_drafter", fig)
 
 # %% [markdown]
 # ## 4. The speedup
@@ -330,6 +330,7 @@ savefig("05_predicted_by_drafter", fig);
 #
 # The int8, two-candidate configuration at $T = 1$ was measured twice, with other sampling seeds;
 # its two runs are pooled (four repeats of each prompt).
+
 
 # %%
 def load(f):
@@ -375,8 +376,7 @@ fig = plotting.speedup_intervals(
     speed,
     title="SmolLM2-135M-Instruct on this CPU, bfloat16: speculative vs autoregressive decoding",
 )
-savefig("05_speedup_vs_K", fig);
-
+savefig("05_speedup_vs_K", fig)
 # %%
 # NBVAL_CHECK_OUTPUT
 head = speed[(speed.panel == "T = 1") & (speed.config == HEADLINE)].set_index("K")

@@ -113,8 +113,7 @@ fig = plotting.pilot_curves(
     {LABELS.get(name, name): h for name, h in pilot_curves.items()},
     title=f"Pilot drafts during training ({pilot['train tokens'].iloc[0] / 1e3:.0f}k positions each)",
 )
-savefig("06_pilot_curves", fig);
-
+savefig("06_pilot_curves", fig)
 # %%
 P = pilot["alpha (T=1)"]
 C = pilot["c (bf16)"]
@@ -150,8 +149,7 @@ hist = pd.DataFrame(full_train["history"])
 steps_per_epoch = hist.step.max() / full_train["settings"]["epochs"]
 hist["tokens seen"] = hist.step / steps_per_epoch * full_train["train_tokens"]
 fig = plotting.full_training(hist, alpha_decoding=full_eval["by_temperature"]["1"]["alpha"])
-savefig("06_full_training", fig);
-
+savefig("06_full_training", fig)
 # %% [markdown]
 # **Capacity against data.** The same recipe with two head layers instead of one, on the same
 # positions as the 92-shard run of notebook 05's learning curve
@@ -396,8 +394,7 @@ fig = plotting.speedup_intervals(
     widths,
     title="Candidates for the first position and int8 head weights (bfloat16, one repeat each)",
 )
-savefig("06_width", fig);
-
+savefig("06_width", fig)
 # %%
 W = widths[widths.panel == "T = 1"].set_index(["config", "K"]).speedup
 Wg = widths[widths.panel == "greedy"].set_index(["config", "K"]).speedup

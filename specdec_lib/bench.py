@@ -29,7 +29,7 @@ from .config import DEFAULT_PROMPTS, REPO_ROOT
 from .decoding import AutoregressiveDecoder, SpeculativeDecoder, TargetState, as_drafter
 from .drafters import DynamicK
 from .lm import model_forward, synchronize
-from .models import DRAFTS, PAIRS, ModelPair, default_draft, load_pair
+from .models import DRAFTS, PAIRS, TRAINED_DRAFTS, ModelPair, default_draft, load_pair
 from .results import atomic_write_json, load_prompts, provenance, read_json
 from .sampling import Warp
 from .settings import setting
@@ -67,6 +67,11 @@ class BenchSettings:
     pair: str = setting("default", "model pair", choices=PAIRS)
     draft: str | None = setting(
         None, "the pair's draft (default: the pair's first: the trained draft)", choices=DRAFTS
+    )
+    head: str | None = setting(
+        None,
+        "saved weights of a trained draft (default: the committed data/drafter/feature_head"
+        ".safetensors)",
     )
     device: str = setting(
         "auto", "where both models run (auto: cuda when present)", choices=DEVICES
@@ -137,6 +142,14 @@ class BenchSettings:
         # Store the draft by name, so that a run records the draft it measured.
         self.draft = default_draft(self.pair) if self.draft is None else self.draft
         one_of(self.draft, "draft", PAIRS[self.pair])
+        if self.head is not None:
+            if self.draft not in TRAINED_DRAFTS:
+                raise ValueError(
+                    f"head: saved weights are for the trained drafts {TRAINED_DRAFTS}, "
+                    f"not draft={self.draft!r}"
+                )
+            if not Path(self.head).is_file():
+                raise ValueError(f"head: no saved draft weights at {self.head!r}")
         return self
 
     @property
@@ -770,7 +783,11 @@ def run_benchmark(
                 return prev
     if pair is None:
         pair = load_pair(
-            settings.pair, draft=settings.draft, dtype=settings.dtype, device=settings.device
+            settings.pair,
+            draft=settings.draft,
+            dtype=settings.dtype,
+            device=settings.device,
+            head=settings.head,
         )
     if pair.tokenizer is None:
         raise ValueError(f"pair {settings.pair!r} has no tokenizer; the benchmark needs one")

@@ -16,9 +16,10 @@ the target's own sample. The test therefore conditions on a near-certain first t
 not to" is followed by " be" with probability about 0.9) and tests the *next* ``length - 1``
 tokens, which the draft proposes: with ``K = 2`` and four tokens, the step after the first drafts
 two tokens, and when both are accepted the bonus token follows, so chain positions, the residual
-and the bonus are all exercised. Two arms must fail: the prototype's wrong correction
-(:func:`~specdec_lib.sampling.prototype_correction`) and a target cache left uncropped after a
-rejection (:class:`~specdec_lib.faults.StaleCacheDecoder`).
+and the bonus are all exercised. Three arms must fail: the prototype's wrong correction
+(:func:`~specdec_lib.sampling.prototype_correction`), a target cache left uncropped after a
+rejection (:class:`~specdec_lib.faults.StaleCacheDecoder`) and a bonus token drawn from the row
+before its own (:func:`~specdec_lib.faults.wrong_bonus_row_verify`).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import torch
 
 from .checks import one_of, positive_int
 from .decoding import SpeculativeDecoder
-from .faults import StaleCacheDecoder
+from .faults import StaleCacheDecoder, wrong_bonus_row_verify
 from .models import load_pair
 from .results import provenance
 from .sampling import Warp, prototype_correction, verify
@@ -83,6 +84,7 @@ CONFIGS: dict[str, Config] = {
 FAULTS = {
     "prototype's correction": "trained-int8-bf16",
     "uncropped target cache": "trained-int8-bf16",
+    "bonus from the wrong row": "trained-int8-bf16",
 }
 
 
@@ -93,7 +95,7 @@ class ExactnessSettings:
     configs: list[str] = setting(list(CONFIGS), "configurations to test", choices=CONFIGS)
     n: int = setting(400, "decoder outputs per configuration")
     n_fault: int = setting(800, "decoder outputs per arm that must fail")
-    faults: bool = setting(True, "run the two arms that must fail")
+    faults: bool = setting(True, "run the arms that must fail")
     seed: int = setting(0, "seed of every arm's sampling")
 
     def __post_init__(self) -> None:
@@ -156,6 +158,10 @@ def shipped_grid(
     faults = dict(FAULTS if faults is None else faults)
     positive_int(n, "n", "decoder outputs per configuration")
     n_fault = positive_int(n if n_fault is None else n_fault, "n_fault")
+    for name, base in faults.items():
+        one_of(name, "faults", FAULTS)
+        if base not in configs and base not in CONFIGS:
+            raise ValueError(f"faults: {name!r} runs on an unknown configuration {base!r}")
     pairs: dict[tuple[str, str], Any] = {}
 
     def pair_of(c: Config) -> Any:
@@ -190,8 +196,12 @@ def shipped_grid(
             dec: Any = SpeculativeDecoder(pair.draft, pair.target, verifier=_prototype_verify, **kw)
         elif fault == "uncropped target cache":
             dec = StaleCacheDecoder(pair.draft, pair.target, **kw)
-        else:
+        elif fault == "bonus from the wrong row":
+            dec = SpeculativeDecoder(pair.draft, pair.target, verifier=wrong_bonus_row_verify, **kw)
+        elif fault is None:
             dec = SpeculativeDecoder(pair.draft, pair.target, **kw)
+        else:  # pragma: no cover - the names are checked above
+            raise AssertionError(fault)
         t0 = time.perf_counter()
         out = decoder_continuations(
             dec, prompt_ids, length, n_fault if fault else n, first=first_id, seed=seed + 10**6 * i

@@ -109,6 +109,8 @@ def test_other_settings_refused(tmp_path, prompts_file, tiny_pair):
         (dict(top_p=2.0), "top_p"),
         (dict(width=0), "width"),
         (dict(width=2), "width"),  # with hf_assisted among the methods
+        (dict(draft="early-exit", head="data/drafter/feature_head.safetensors"), "head"),
+        (dict(head="/nonexistent/head.safetensors"), "head"),
     ],
 )
 def test_bad_settings(settings, name):

@@ -1,10 +1,10 @@
-"""The deliberately wrong decoder (``specdec_lib.faults``) fails the tests the right one passes:
+"""The deliberately wrong decoders (``specdec_lib.faults``) fail the tests the right one passes:
 the chi-square test of two-token continuations, and greedy equality with autoregressive decoding."""
 
 from test_decoding import PROMPT, _continuation_test
 
 from specdec_lib.decoding import AutoregressiveDecoder, SpeculativeDecoder
-from specdec_lib.faults import StaleCacheDecoder
+from specdec_lib.faults import StaleCacheDecoder, wrong_bonus_row_verify
 
 
 def test_stale_cache_rejected_by_the_law_test(tiny_pair):
@@ -20,4 +20,21 @@ def test_stale_cache_breaks_greedy_equality(tiny_pair):
     good = SpeculativeDecoder(tiny_pair.draft, tiny_pair.target, K=3, temperature=0)
     bad = StaleCacheDecoder(tiny_pair.draft, tiny_pair.target, K=3, temperature=0)
     assert good.generate_ids(PROMPT, 30).tokens == ar
+    assert bad.generate_ids(PROMPT, 30).tokens != ar
+
+
+def test_wrong_bonus_row_rejected_by_the_law_test(tiny_pair):
+    # A self-draft accepts every draft, so every step ends with a bonus token.
+    bad = SpeculativeDecoder(
+        tiny_pair.target, tiny_pair.target, K=1, seed=0, verifier=wrong_bonus_row_verify
+    )
+    res = _continuation_test(tiny_pair, bad, m=2, n=2000)
+    assert res.pvalue < 1e-6, res
+
+
+def test_wrong_bonus_row_breaks_greedy_equality(tiny_pair):
+    ar = AutoregressiveDecoder(tiny_pair.target, temperature=0).generate_ids(PROMPT, 30).tokens
+    bad = SpeculativeDecoder(
+        tiny_pair.target, tiny_pair.target, K=2, temperature=0, verifier=wrong_bonus_row_verify
+    )
     assert bad.generate_ids(PROMPT, 30).tokens != ar

@@ -203,14 +203,26 @@ def _teacher_sequences(
     return out
 
 
+def _shard_split(settings: TrainSettings) -> tuple[list[int], list[int]]:
+    """The training shards and the held-out ones (the folder's last ``eval_shards``)."""
+    shards = [s["shard"] for s in load_manifest(settings.data)["shards"]]
+    n_eval = min(settings.eval_shards, max(len(shards) - 1, 0))
+    eval_shards = shards[len(shards) - n_eval :] if n_eval else []
+    train_shards = shards[: len(shards) - n_eval]
+    if settings.max_shards is not None:
+        train_shards = train_shards[: settings.max_shards]
+    return train_shards, eval_shards
+
+
 def teacher_pass(settings: TrainSettings, *, progress: bool = True, pair: Any = None) -> Path:
-    """Teacher-force the target over every shard not yet cached; return the cache folder."""
+    """Teacher-force the target over every shard the run reads (training and held out) that is
+    not yet cached; return the cache folder."""
     from tqdm.auto import tqdm
 
     folder = _teacher_dir(settings)
     folder.mkdir(parents=True, exist_ok=True)
-    shards = [s["shard"] for s in load_manifest(settings.data)["shards"]]
-    todo = [i for i in shards if not (folder / f"shard_{i:05d}.pt").is_file()]
+    train_shards, eval_shards = _shard_split(settings)
+    todo = [i for i in train_shards + eval_shards if not (folder / f"shard_{i:05d}.pt").is_file()]
     if not todo:
         return folder
     if pair is None:
@@ -441,12 +453,7 @@ def train_drafter(
     if pair is None:
         pair = load_pair(settings.pair, dtype=settings.teacher_dtype)
     cache = teacher_pass(settings, progress=progress, pair=pair)
-    shards = [s["shard"] for s in load_manifest(settings.data)["shards"]]
-    n_eval = min(settings.eval_shards, max(len(shards) - 1, 0))
-    eval_shards = shards[len(shards) - n_eval :] if n_eval else []
-    train_shards = shards[: len(shards) - n_eval]
-    if settings.max_shards is not None:
-        train_shards = train_shards[: settings.max_shards]
+    train_shards, eval_shards = _shard_split(settings)
     train = _load_records(cache, train_shards)
     evals = _load_records(cache, eval_shards)
     V = pair.target.config.vocab_size

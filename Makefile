@@ -77,9 +77,9 @@ lab: install
 # ~1 hour each on a 2-core machine), then the trained draft, the default since notebook 05, in
 # bfloat16 (torch's threads; ~5 minutes each). Resumable: rerun to continue.
 BENCH := $(PY) -m specdec_lib bench --pair default --draft early-exit --dtype float32 \
-	--K 1 2 3 4 5 6 7 8 --max-new-tokens 50 --repeats 1 --seed 0 --threads 1
+	--K 1 2 3 4 5 6 7 8 --width 1 --max-new-tokens 50 --repeats 1 --seed 0 --threads 1
 BENCH_TRAINED := $(PY) -m specdec_lib bench --pair default --draft trained --dtype bfloat16 \
-	--K 1 2 3 4 5 --max-new-tokens 50 --repeats 1 --seed 0 \
+	--K 1 2 3 4 5 --width 1 --max-new-tokens 50 --repeats 1 --seed 0 \
 	--methods autoregressive speculative hf_autoregressive
 # The fastest configuration measured: the trained head with int8 weights, two candidates for the
 # first draft position (notebook 05, section 4).

@@ -52,7 +52,7 @@ def test_benchmark_structure(tmp_path, prompts_file, tiny_pair):
     assert runs[("autoregressive", 0)]["speedup"] == pytest.approx(1.0)
     spec = runs[("speculative", 2)]
     assert 0 <= spec["alpha"] <= 1 and spec["tau"] >= 1 and spec["predicted_speedup"] > 0
-    assert len(on_disk["costs"]["t_target_s"]) == 3
+    assert len(on_disk["costs"]["t_target_s"]) == 2 + on_disk["settings"]["width"]  # K + width
 
 
 def test_benchmark_with_width(tmp_path, prompts_file, tiny_pair):
@@ -108,7 +108,7 @@ def test_other_settings_refused(tmp_path, prompts_file, tiny_pair):
         (dict(temperature=-1.0), "temperature"),
         (dict(top_p=2.0), "top_p"),
         (dict(width=0), "width"),
-        (dict(width=2), "width"),  # with hf_assisted among the methods
+        (dict(pair="tiny-random", draft="early-exit"), "draft"),  # not a draft of that pair
         (dict(draft="early-exit", head="data/drafter/feature_head.safetensors"), "head"),
         (dict(head="/nonexistent/head.safetensors"), "head"),
     ],
@@ -219,6 +219,16 @@ def test_device_and_dtype_resolved_and_recorded(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(ValueError, match="device='cuda' but torch sees no CUDA device"):
         BenchSettings(pair="tiny-random", device="cuda").validate()
+
+
+def test_defaults_are_the_fastest_configuration_measured(monkeypatch):
+    monkeypatch.setattr(bench, "native_bfloat16", lambda device: True)
+    s = BenchSettings().validate()
+    assert (s.draft, s.width, s.dtype) == ("trained-int8", 2, "bfloat16")
+    monkeypatch.setattr(bench, "native_bfloat16", lambda device: False)
+    s = BenchSettings().validate()  # int8 weights run only in bfloat16 on a CPU
+    assert (s.draft, s.width, s.dtype) == ("trained", 2, "float32")
+    assert BenchSettings(pair="tiny-random").validate().draft == "model"
 
 
 def test_identical_outputs_counts_cells_equal_to_the_baseline():

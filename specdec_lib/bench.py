@@ -415,14 +415,22 @@ class _Runner:
 # --------------------------------------------------------------------------------------------
 
 
-def _accept_by_position(cells: Iterable[dict[str, Any]], K: int) -> list[float]:
-    reached = np.zeros(K)
-    accepted = np.zeros(K)
+def _position_counts(cells: Iterable[dict[str, Any]], K: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per draft position: how many steps judged it (reached it: every draft before it was
+    accepted) and how many accepted it."""
+    reached = np.zeros(K, dtype=np.int64)
+    accepted = np.zeros(K, dtype=np.int64)
     for c in cells:
         for drafted, n_acc, _ in c.get("steps", []):
             upto = min(n_acc + 1, drafted)
             reached[:upto] += 1
             accepted[:n_acc] += 1
+    return reached, accepted
+
+
+def _accept_by_position(cells: Iterable[dict[str, Any]], K: int) -> list[float]:
+    """Acceptance at each draft position, given that the position was judged."""
+    reached, accepted = _position_counts(cells, K)
     with np.errstate(invalid="ignore", divide="ignore"):
         return (accepted / reached).tolist()
 
@@ -746,6 +754,8 @@ def acceptance(
     return {
         "alpha": accepted / proposed if proposed else float("nan"),
         "by_position": _accept_by_position(cells, K),
+        "reached_by_position": _position_counts(cells, K)[0].tolist(),
+        "accepted_by_position": _position_counts(cells, K)[1].tolist(),
         "proposed": proposed,
         "accepted": accepted,
         "tau": float(np.mean([c["tau"] for c in per_prompt])),

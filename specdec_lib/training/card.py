@@ -37,8 +37,13 @@ def model_card(
         "",
         f"- Architecture: `{s['arch']}`"
         + (
-            f", {s['n_layers']} Llama layer(s) initialised from target layer {s['init_layer']}, "
-            f"reading target layers {list(s['feature_layers'])}"
+            f", {s['n_layers']} Llama layer(s) initialised from "
+            + (
+                f"the saved head `{s['init_from']}`"
+                if s.get("init_from")
+                else f"target layer {s['init_layer']}"
+            )
+            + f", reading target layers {list(s['feature_layers'])}"
             if s["arch"] == "feature"
             else f", layers copied from target layers {s['init_layers']}"
         )
@@ -48,8 +53,15 @@ def model_card(
         f"- Loss: cross-entropy to the teacher's top {s['top']} tokens + {s['tv_weight']} x "
         f"(1 - sum min(p, q))"
         + (f" + {s['feature_weight']} x smooth-L1 on features" if s["arch"] == "feature" else "")
-        + f"; AdamW, lr {s['lr']}, cosine, {s['epochs']} epochs, {s['batch_sequences']} "
-        f"sequences per step, seed {s['seed']}.",
+        + (
+            f", summed over {s['ttt_steps']} unrolled draft steps (training-time test: step d "
+            "reads the head's own features of step d-1)"
+            if s.get("ttt_steps", 1) > 1
+            else ""
+        )
+        + f"; AdamW, lr {s['lr']}, cosine, {s['epochs']} epochs"
+        + (f" of the first {s['max_shards']} shards" if s.get("max_shards") else "")
+        + f", {s['batch_sequences']} sequences per step, seed {s['seed']}.",
         f"- Size: {size_mb:.1f} MB on disk (its own weights only; the embedding, final norm and "
         "output rows are read from the target).",
         "",
@@ -71,14 +83,18 @@ def model_card(
         f"{prov.get('transformers')}, commit {str(prov.get('git_commit'))[:10]}, "
         f"{prov.get('date')}.",
         "",
-        "## Measured (by decoding, K = 1, held-out prompts)",
+        f"## Measured (by decoding, K = {evaluation['provenance']['settings'].get('K', 1)}, "
+        "held-out prompts)",
         "",
-        "| temperature | alpha | accepted / proposed |",
-        "|---|---|---|",
+        "| temperature | alpha | accepted / proposed | acceptance by draft position |",
+        "|---|---|---|---|",
     ]
     for T, r in evaluation["by_temperature"].items():
         label = "greedy" if float(T) == 0 else T
-        lines.append(f"| {label} | {r['alpha']:.3f} | {r['accepted']:,} / {r['proposed']:,} |")
+        by_pos = " / ".join(f"{a:.3f}" for a in r.get("by_position", []))
+        lines.append(
+            f"| {label} | {r['alpha']:.3f} | {r['accepted']:,} / {r['proposed']:,} | {by_pos} |"
+        )
     c = evaluation["costs"]
     ep = evaluation["provenance"]
     lines += [
@@ -115,11 +131,18 @@ def _limitations(s: dict[str, Any]) -> list[str]:
     out = []
     if s["arch"] == "feature":
         fused = len(s["feature_layers"]) > 1
+        steps = s.get("ttt_steps", 1)
         out += [
-            "- Trained for one draft step: beyond the first drafted token the head reads its own "
-            "output instead of the target's features"
+            (
+                "- Trained for one draft step: beyond the first drafted token the head reads its "
+                "own output instead of the target's features"
+                if steps == 1
+                else f"- Trained on {steps} unrolled draft steps: beyond the first drafted token "
+                "the head reads its own output instead of the target's features"
+            )
             + (" (one layer's worth, where it was trained on fused ones)" if fused else "")
-            + ", so acceptance falls along a longer draft.",
+            + ", so acceptance falls along a longer draft"
+            + (f", the more so beyond {steps} tokens." if steps > 1 else "."),
             "- It needs the target's hidden states: the first step of a request drafts nothing, "
             "and transformers' assisted generation cannot drive it (it drives causal-LM drafts).",
         ]

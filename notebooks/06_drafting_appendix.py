@@ -24,7 +24,9 @@
 #    or two;
 # 4. a dynamic draft length against a fixed $K$;
 # 5. several candidates for the first draft position: why the output law stays exactly $p$;
-# 6. one, two or three candidates, and int8 weights for the head, measured.
+# 6. one, two or three candidates, and int8 weights for the head, measured;
+# 7. training the head on its own drafts (a training-time test), measured by position and by
+#    speed.
 #
 # The names are those of notebook 05: $p$ the target's law, $q$ the draft's, $K$ the draft length,
 # $\alpha$ the acceptance rate, $c = t_\text{draft} / t_\text{target}(1)$ the draft's cost.
@@ -411,6 +413,124 @@ display(
         f"{W['bf16 head, 1 candidate', 2]:.2f}×. Single-repeat runs like these scatter by a few "
         f"hundredths from run to run (their intervals overlap), so of these differences only the "
         f"step from one candidate to two at $K = 1$ stands out clearly."
+    )
+)
+
+# %% [markdown]
+# ## 7. Training the chain: the training-time test
+#
+# The head is trained to read the target's features $h_{j-1}$. Drafting a second token, it reads
+# its own $\hat h$ instead, an input it never saw in training, so its errors compound along the
+# draft: in notebook 05 the acceptance of the second position is well below the first. EAGLE-3
+# (Li et al. 2025, [arXiv:2503.01840](https://arxiv.org/abs/2503.01840)) trains on exactly what
+# drafting computes, a *training-time test*: every training position is also the second and the
+# third step of a draft, fed the head's own features of the step before, attending to the target
+# features' keys up to where the draft starts and to its own earlier steps' keys. The losses of the
+# steps add up. `training.distill.unrolled_mask` builds that attention mask, and `tests/` checks
+# that the unrolled training computes, at every position, what the drafter computes when it
+# drafts. One step's mask over five positions (keys: step 1 | step 2 | step 3, `x` = visible):
+
+# %%
+from specdec_lib.training.distill import unrolled_mask  # noqa: E402
+
+visible = (unrolled_mask(5, 3)[0, 0] == 0).numpy()
+pd.DataFrame(
+    np.where(visible, "x", "·"),
+    index=[f"position {r}" for r in range(5)],
+    columns=[f"{s}:{i}" for s in (1, 2, 3) for i in range(5)],
+)
+
+# %% [markdown]
+# The head of notebook 05 was fine-tuned this way, three unrolled steps, on a third of its
+# training data for one epoch (its model card: `data/drafter/feature_head_ttt.md`). Both heads
+# then drafted $K = 3$ tokens per step at $T = 1$ on the held-out prompts, in bfloat16
+# (`eval-drafter --K 3`): the acceptance of each draft position given that it was reached.
+
+# %%
+from scipy import stats as sps  # noqa: E402
+
+TTT = {
+    "trained head (one step)": "drafter_eval_feature_head_K3.json",
+    "training-time test (three steps)": "drafter_eval_feature_head_ttt_K3.json",
+}
+rows = []
+for name, f in TTT.items():
+    r = read_json(RESULTS / f)["by_temperature"]["1"]
+    for i, (n, k) in enumerate(zip(r["reached_by_position"], r["accepted_by_position"], strict=True)):
+        ci = sps.binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
+        rows.append(
+            {"draft": name, "position": i + 1, "reached": n, "accepted": k, "rate": k / n}
+            | {"lo": ci.low, "hi": ci.high}
+        )
+ttt_rates = pd.DataFrame(rows)
+ttt_rates.set_index(["draft", "position"])
+
+# %%
+fig = plotting.position_rates(
+    ttt_rates,
+    title="Acceptance by draft position, K = 3, T = 1, held-out prompts (bfloat16)",
+)
+savefig("06_ttt_by_position", fig)
+
+# %%
+R = ttt_rates.set_index(["draft", "position"]).rate
+before, after = TTT
+display(
+    Markdown(
+        "Acceptance at positions 1, 2, 3: "
+        + ", ".join(f"{R[before, i]:.3f}" for i in (1, 2, 3))
+        + " for the head trained on one step, "
+        + ", ".join(f"{R[after, i]:.3f}" for i in (1, 2, 3))
+        + " after the training-time test."
+    )
+)
+
+# %% [markdown]
+# **Speed.** The fine-tuned head in the configuration of notebook 05 §4 (int8 weights, two
+# candidates, bfloat16), each run against its own autoregressive baseline in the same process
+# (`bench --head data/drafter/feature_head_ttt.safetensors --K 1 2 3 4 --repeats 2`), beside the
+# committed head's runs of notebook 05.
+
+# %%
+SPEED = {
+    ("T = 1", "trained head"): "bench_default_trained-int8_w2_bfloat16_T1.json",
+    ("T = 1", "training-time test"): "bench_default_trained-int8_w2_feature_head_ttt_bfloat16_T1.json",
+    ("greedy", "trained head"): "bench_default_trained-int8_w2_bfloat16_greedy.json",
+    ("greedy", "training-time test"): (
+        "bench_default_trained-int8_w2_feature_head_ttt_bfloat16_greedy.json"
+    ),
+}
+frames = []
+for (panel, config), f in SPEED.items():
+    df = runs_frame(read_json(RESULTS / f), intervals=True)
+    frames.append(df[df.method == "speculative"].assign(panel=panel, config=config))
+ttt_speed = pd.concat(frames)
+ttt_speed.set_index(["panel", "config", "K"])[cols + ["efficiency"]]
+
+# %%
+fig = plotting.speedup_intervals(
+    ttt_speed,
+    title="The training-time test, measured (int8 head, two candidates, bfloat16)",
+)
+savefig("06_ttt_speedup", fig)
+
+# %%
+best = ttt_speed.sort_values("speedup").groupby(["panel", "config"]).tail(1).set_index(
+    ["panel", "config"]
+)
+display(
+    Markdown(
+        " ".join(
+            f"{panel}: the best $K$ gives {best.loc[(panel, 'trained head'), 'speedup']:.2f}× "
+            f"[{best.loc[(panel, 'trained head'), 'speedup_low']:.2f}, "
+            f"{best.loc[(panel, 'trained head'), 'speedup_high']:.2f}] with the head trained on "
+            f"one step ($K$ = {best.loc[(panel, 'trained head'), 'K']:.0f}) and "
+            f"{best.loc[(panel, 'training-time test'), 'speedup']:.2f}× "
+            f"[{best.loc[(panel, 'training-time test'), 'speedup_low']:.2f}, "
+            f"{best.loc[(panel, 'training-time test'), 'speedup_high']:.2f}] after the "
+            f"training-time test ($K$ = {best.loc[(panel, 'training-time test'), 'K']:.0f})."
+            for panel in ("T = 1", "greedy")
+        )
     )
 )
 

@@ -45,6 +45,7 @@ __all__ = [
     "mismatched_q",
     "pass_costs",
     "pilot_curves",
+    "position_rates",
     "power_vs_n",
     "predicted_by_drafter",
     "prototype_bias",
@@ -1131,6 +1132,32 @@ def alpha_by_position(rates: pd.DataFrame) -> Figure:
         "Acceptance by position in the draft\n(error bars: 95% Wilson interval over judged drafts)",
         fontsize=11,
     )
+    fig.tight_layout()
+    return fig
+
+
+def position_rates(rates: pd.DataFrame, *, title: str) -> Figure:
+    """Notebook 06, ``06_ttt_by_position``: the acceptance probability of each draft position given
+    that it was reached, one line per draft (``rates``: ``draft``, ``position`` (1-based),
+    ``rate``, ``lo``, ``hi``: its 95% interval, drawn as error bars; points dodged sideways)."""
+    drafts = list(dict.fromkeys(rates["draft"]))
+    colors = dict(zip(drafts, _CURVE_COLORS, strict=False))
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    for i, name in enumerate(drafts):
+        d = rates[rates["draft"] == name].sort_values("position")
+        x = d["position"].to_numpy(float) + (i - (len(drafts) - 1) / 2) * 0.08
+        err = np.vstack([d["rate"] - d["lo"], d["hi"] - d["rate"]]).clip(min=0)
+        ax.errorbar(
+            x, d["rate"], yerr=err, fmt="o-", ms=5, capsize=3, color=colors[name], label=name
+        )
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set(
+        xlabel="position in the draft",
+        ylabel="P(accept | position reached)\nbars: 95% Wilson interval",
+        ylim=(0, min(1.0, 1.3 * float(rates["hi"].max()))),
+        title=title,
+    )
+    ax.legend(loc="lower left", fontsize=9)
     fig.tight_layout()
     return fig
 

@@ -357,6 +357,20 @@ def _notebook_05():
             {"title": "t"},
             1,
         ),
+        (
+            plotting.position_rates,
+            (
+                pd.DataFrame(
+                    {
+                        "draft": ["a", "a", "b", "b"],
+                        "position": [1, 2, 1, 2],
+                        "rate": [0.5, 0.3, 0.5, 0.4],
+                    }
+                ).assign(lo=lambda d: d.rate - 0.05, hi=lambda d: d.rate + 0.05),
+            ),
+            {"title": "t"},
+            1,
+        ),
     ]
 
 

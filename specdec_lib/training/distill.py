@@ -506,6 +506,12 @@ def train_drafter(
             log(f"resumed at step {step} of {total}")
     rng = np.random.default_rng(settings.seed)
     orders = [rng.permutation(len(train)) for _ in range(math.ceil(settings.epochs) + 1)]
+    if step == 0 and evals:  # where training starts from, on the held-out shards
+        history.append(
+            {"step": 0, "epoch": 0.0, "seconds": 0.0}
+            | evaluate(head, evals, remap, settings, columns)
+        )
+        log(json.dumps({k: round(v, 4) for k, v in history[-1].items()}))
     head.train()
     t0 = time.perf_counter()
     bar = tqdm(total=total, initial=step, desc="distil", unit="step", disable=not progress)

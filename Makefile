@@ -86,6 +86,11 @@ BENCH_TRAINED := $(PY) -m specdec_lib bench --pair default --draft trained --dty
 BENCH_FAST := $(PY) -m specdec_lib bench --pair default --draft trained-int8 --dtype bfloat16 \
 	--K 1 2 3 --width 2 --max-new-tokens 50 --repeats 2 --seed 0 \
 	--methods autoregressive speculative hf_autoregressive
+# The same configuration with the head fine-tuned by a training-time test (notebook 06, section 7).
+BENCH_TTT := $(PY) -m specdec_lib bench --pair default --draft trained-int8 --dtype bfloat16 \
+	--head data/drafter/feature_head_ttt.safetensors --K 1 2 3 4 --width 2 --max-new-tokens 50 \
+	--repeats 2 --seed 0 \
+	--methods autoregressive speculative hf_autoregressive
 bench: install
 	$(BENCH) --temperature 1.0 --out data/results/bench_default_float32_T1.json
 	$(BENCH) --temperature 0 --out data/results/bench_default_float32_greedy.json
@@ -97,6 +102,10 @@ bench: install
 	$(BENCH_FAST) --temperature 0 --out data/results/bench_default_trained-int8_w2_bfloat16_greedy.json
 	$(BENCH_FAST) --temperature 1.0 --seed 1 \
 	  --out data/results/bench_default_trained-int8_w2_bfloat16_T1_seed1.json
+	$(BENCH_TTT) --temperature 1.0 \
+	  --out data/results/bench_default_trained-int8_w2_feature_head_ttt_bfloat16_T1.json
+	$(BENCH_TTT) --temperature 0 \
+	  --out data/results/bench_default_trained-int8_w2_feature_head_ttt_bfloat16_greedy.json
 	# Not a benchmark: every shipped configuration against exact laws (notebook 02, section 9).
 	$(PY) -m specdec_lib exactness --out data/results/exactness_shipped.json
 

@@ -1263,8 +1263,9 @@ print(
 #
 # The drafts the series recommends differ from the early exit in every way that could hide a bug: a
 # feature-level head (notebook 05) whose $q$ is zero outside its token subset, the same head with
-# int8 weights, two candidates for the first position (recursive rejection), prompt lookup (a $q$
-# that is one-hot on the looked-up token), bfloat16, top-k and top-p. Each configuration runs as a
+# int8 weights, the head fine-tuned on its own drafts (notebook 06 §7), two candidates for the
+# first position (recursive rejection), prompt lookup (a $q$ that is one-hot on the looked-up
+# token), bfloat16, top-k and top-p. Each configuration runs as a
 # `SpeculativeDecoder` with $K = 2$, and its outputs are tested against the target's exact law in
 # the same dtype and warp.
 #
@@ -1461,7 +1462,7 @@ display(
                 "positions).",
                 f"* Every configuration we ship ({len(shipped_family)}: the early exit, the trained "
                 "head in float32 and bfloat16, with int8 weights, with two candidates, with top-k and "
-                "top-p, and prompt lookup) passes against the exact law of the tokens its draft "
+                "top-p, fine-tuned on its own drafts, and prompt lookup) passes against the exact law of the tokens its draft "
                 f"proposes (smallest p-value after Holm {shipped_family.p_holm.min():.2f}); through "
                 "the same test the decoders that must fail are rejected: "
                 + ", ".join(f"{name} ($p$ = {p:.1g})" for name, p in faults_p.items())

@@ -440,11 +440,26 @@ pd.DataFrame(
     columns=[f"{s}:{i}" for s in (1, 2, 3) for i in range(5)],
 )
 
-# %% [markdown]
-# The head of notebook 05 was fine-tuned this way, three unrolled steps, on a third of its
-# training data for one epoch (its model card: `data/drafter/feature_head_ttt.md`). Both heads
-# then drafted $K = 3$ tokens per step at $T = 1$ on the held-out prompts, in bfloat16
-# (`eval-drafter --K 3`): the acceptance of each draft position given that it was reached.
+# %%
+ttt_train = read_json(DRAFTER / "feature_head_ttt.train.json")
+ts = ttt_train["settings"]
+ttt_hist = pd.DataFrame(ttt_train["history"])
+display(
+    Markdown(
+        f"The head of notebook 05 was fine-tuned this way: {ts['ttt_steps']} unrolled steps, "
+        f"{ttt_train['train_tokens']:,} training positions (the first {ts['max_shards']} of "
+        f"{len(full_train['train_shards'])} shards of its data, {ts['epochs']:g} epoch), learning "
+        f"rate {ts['lr']:g}, {ttt_hist.seconds.max() / 60:.0f} min on this CPU (model card: "
+        "`data/drafter/feature_head_ttt.md`). On the held-out shards the training's lower bound "
+        "on the acceptance of steps 1, 2 and 3 ended at "
+        + ", ".join(
+            f"{ttt_hist.iloc[-1][k]:.3f}" for k in ("eval_alpha", "eval_alpha_2", "eval_alpha_3")
+        )
+        + ". Both heads then drafted $K = 3$ tokens per step at $T = 1$ on the held-out prompts, "
+        "in bfloat16 (`eval-drafter --K 3`): the acceptance of each draft position given that it "
+        "was reached, measured by decoding."
+    )
+)
 
 # %%
 from scipy import stats as sps  # noqa: E402
@@ -456,7 +471,9 @@ TTT = {
 rows = []
 for name, f in TTT.items():
     r = read_json(RESULTS / f)["by_temperature"]["1"]
-    for i, (n, k) in enumerate(zip(r["reached_by_position"], r["accepted_by_position"], strict=True)):
+    for i, (n, k) in enumerate(
+        zip(r["reached_by_position"], r["accepted_by_position"], strict=True)
+    ):
         ci = sps.binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
         rows.append(
             {"draft": name, "position": i + 1, "reached": n, "accepted": k, "rate": k / n}
@@ -494,7 +511,10 @@ display(
 # %%
 SPEED = {
     ("T = 1", "trained head"): "bench_default_trained-int8_w2_bfloat16_T1.json",
-    ("T = 1", "training-time test"): "bench_default_trained-int8_w2_feature_head_ttt_bfloat16_T1.json",
+    (
+        "T = 1",
+        "training-time test",
+    ): "bench_default_trained-int8_w2_feature_head_ttt_bfloat16_T1.json",
     ("greedy", "trained head"): "bench_default_trained-int8_w2_bfloat16_greedy.json",
     ("greedy", "training-time test"): (
         "bench_default_trained-int8_w2_feature_head_ttt_bfloat16_greedy.json"
@@ -515,8 +535,11 @@ fig = plotting.speedup_intervals(
 savefig("06_ttt_speedup", fig)
 
 # %%
-best = ttt_speed.sort_values("speedup").groupby(["panel", "config"]).tail(1).set_index(
-    ["panel", "config"]
+best = (
+    ttt_speed.sort_values("speedup")
+    .groupby(["panel", "config"])
+    .tail(1)
+    .set_index(["panel", "config"])
 )
 display(
     Markdown(

@@ -33,6 +33,7 @@ from typing import Any
 import torch
 
 from .checks import one_of, positive_int
+from .config import REPO_ROOT
 from .decoding import SpeculativeDecoder
 from .faults import StaleCacheDecoder, wrong_bonus_row_verify
 from .models import load_pair
@@ -53,7 +54,8 @@ __all__ = ["CONFIGS", "FAULTS", "Config", "ExactnessSettings", "as_frame", "ship
 
 @dataclass(frozen=True)
 class Config:
-    """One shipped configuration: the default pair's draft by name, dtype, width and warp."""
+    """One shipped configuration: the default pair's draft by name (``head``: other saved weights
+    of a trained draft), dtype, width and warp."""
 
     draft: str
     dtype: str
@@ -61,6 +63,7 @@ class Config:
     temperature: float = 1.0
     top_k: int | None = None
     top_p: float | None = None
+    head: str | None = None
 
     @property
     def warp(self) -> Warp:
@@ -78,6 +81,9 @@ CONFIGS: dict[str, Config] = {
     "trained-int8-bf16-w2": Config("trained-int8", "bfloat16", width=2),
     "trained-int8-bf16-w2-topp0.9": Config("trained-int8", "bfloat16", width=2, top_p=0.9),
     "ngram-bf16": Config("ngram", "bfloat16"),
+    "ttt-int8-bf16-w2": Config(
+        "trained-int8", "bfloat16", width=2, head="data/drafter/feature_head_ttt.safetensors"
+    ),
 }
 # The arms that must fail, on the headline draft at width 1 (the prototype's rule plugs into
 # verify, which width 1 uses).
@@ -122,7 +128,8 @@ def _prototype_verify(*args: Any, **kwargs: Any) -> Any:
 
 
 def _load_default(c: Config) -> Any:
-    return load_pair("default", draft=c.draft, dtype=c.dtype)
+    head = None if c.head is None else REPO_ROOT / c.head
+    return load_pair("default", draft=c.draft, dtype=c.dtype, head=head)
 
 
 def shipped_grid(
@@ -162,12 +169,12 @@ def shipped_grid(
         one_of(name, "faults", FAULTS)
         if base not in configs and base not in CONFIGS:
             raise ValueError(f"faults: {name!r} runs on an unknown configuration {base!r}")
-    pairs: dict[tuple[str, str], Any] = {}
+    pairs: dict[tuple[str, str, str | None], Any] = {}
 
     def pair_of(c: Config) -> Any:
-        if (c.draft, c.dtype) not in pairs:
-            pairs[c.draft, c.dtype] = load(c)
-        return pairs[c.draft, c.dtype]
+        if (c.draft, c.dtype, c.head) not in pairs:
+            pairs[c.draft, c.dtype, c.head] = load(c)
+        return pairs[c.draft, c.dtype, c.head]
 
     any_pair = pair_of(next(iter(configs.values())))
     tok = any_pair.tokenizer

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..config import REPO_ROOT
 from ..settings import command_line
 from .data import load_manifest, summary
 from .distill import TrainSettings
@@ -26,11 +27,14 @@ def model_card(
     hist = train_record["history"]
     last = hist[-1] if hist else {}
     size_mb = Path(weights).stat().st_size / 1e6
+    weights = _shown(weights)
+    default = Path(weights).name == "feature_head.safetensors"
+    usage = "draft='trained'" if default else f"draft='trained', head='{weights}'"
     lines = [
         f"# Model card: `{Path(weights).name}`",
         "",
         "A draft for speculative decoding with the embedded default target, SmolLM2-135M-Instruct "
-        "(`load_pair('default', draft='trained')`). Exact like any draft: the output of speculative "
+        f"(`load_pair('default', {usage})`). Exact like any draft: the output of speculative "
         "decoding follows the target's distribution whatever the draft proposes (notebooks 01-02).",
         "",
         "## Recipe",
@@ -120,7 +124,7 @@ def model_card(
             seed=dm["seed"],
         ),
         _train_command(s, weights),
-        f"python -m specdec_lib eval-drafter --draft {weights} --out <results.json>",
+        _eval_command(weights, ep["settings"]),
         "```",
         "",
     ]
@@ -136,13 +140,14 @@ def _limitations(s: dict[str, Any]) -> list[str]:
             (
                 "- Trained for one draft step: beyond the first drafted token the head reads its "
                 "own output instead of the target's features"
+                + (" (one layer's worth, where it was trained on fused ones)" if fused else "")
+                + ", so acceptance falls along a longer draft."
                 if steps == 1
-                else f"- Trained on {steps} unrolled draft steps: beyond the first drafted token "
+                else f"- Trained on {steps} unrolled draft steps (beyond the first drafted token "
                 "the head reads its own output instead of the target's features"
-            )
-            + (" (one layer's worth, where it was trained on fused ones)" if fused else "")
-            + ", so acceptance falls along a longer draft"
-            + (f", the more so beyond {steps} tokens." if steps > 1 else "."),
+                + (", one layer's worth" if fused else "")
+                + f"): a draft longer than {steps} tokens feeds it inputs it was never trained on."
+            ),
             "- It needs the target's hidden states: the first step of a request drafts nothing, "
             "and transformers' assisted generation cannot drive it (it drives causal-LM drafts).",
         ]
@@ -151,6 +156,24 @@ def _limitations(s: dict[str, Any]) -> list[str]:
         "is bounded by the target's mass on the subset."
     )
     return out
+
+
+def _eval_command(weights: str, e: dict[str, Any]) -> str:
+    """The ``eval-drafter`` command of the card's table (the settings that shape it)."""
+    flags = [f"--draft {weights}"]
+    if "temperatures" in e:
+        flags.append("--temperatures " + " ".join(f"{float(t):g}" for t in e["temperatures"]))
+    flags += [f"--{k.replace('_', '-')} {e[k]}" for k in ("K", "width") if e.get(k, 1) != 1]
+    return " ".join(["python -m specdec_lib eval-drafter", *flags, "--out <results.json>"])
+
+
+def _shown(path: str | Path) -> str:
+    """A path relative to the repository when it lies inside it (cards travel with the repo)."""
+    path = Path(path)
+    try:
+        return str(path.resolve().relative_to(REPO_ROOT.resolve()))
+    except ValueError:
+        return str(path)
 
 
 def _train_command(s: dict[str, Any], weights: str | Path) -> str:

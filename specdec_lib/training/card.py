@@ -90,15 +90,22 @@ def model_card(
         f"## Measured (by decoding, K = {evaluation['provenance']['settings'].get('K', 1)}, "
         "held-out prompts)",
         "",
-        "| temperature | alpha | accepted / proposed | acceptance by draft position |",
-        "|---|---|---|---|",
     ]
+    chain = evaluation["provenance"]["settings"].get("K", 1) > 1
+    lines += (
+        [
+            "| temperature | alpha | accepted / proposed | acceptance by draft position |",
+            "|---|---|---|---|",
+        ]
+        if chain
+        else ["| temperature | alpha | accepted / proposed |", "|---|---|---|"]
+    )
     for T, r in evaluation["by_temperature"].items():
         label = "greedy" if float(T) == 0 else T
-        by_pos = " / ".join(f"{a:.3f}" for a in r.get("by_position", []))
-        lines.append(
-            f"| {label} | {r['alpha']:.3f} | {r['accepted']:,} / {r['proposed']:,} | {by_pos} |"
-        )
+        row = f"| {label} | {r['alpha']:.3f} | {r['accepted']:,} / {r['proposed']:,} |"
+        if chain:
+            row += " " + " / ".join(f"{a:.3f}" for a in r.get("by_position", [])) + " |"
+        lines.append(row)
     c = evaluation["costs"]
     ep = evaluation["provenance"]
     lines += [

@@ -428,11 +428,14 @@ def _position_counts(cells: Iterable[dict[str, Any]], K: int) -> tuple[np.ndarra
     return reached, accepted
 
 
-def _accept_by_position(cells: Iterable[dict[str, Any]], K: int) -> list[float]:
-    """Acceptance at each draft position, given that the position was judged."""
-    reached, accepted = _position_counts(cells, K)
+def _rates(reached: np.ndarray, accepted: np.ndarray) -> list[float]:
+    """Acceptance at each draft position, given that the position was judged (NaN if never)."""
     with np.errstate(invalid="ignore", divide="ignore"):
         return (accepted / reached).tolist()
+
+
+def _accept_by_position(cells: Iterable[dict[str, Any]], K: int) -> list[float]:
+    return _rates(*_position_counts(cells, K))
 
 
 def _against_baseline(result: dict[str, Any]):
@@ -751,11 +754,12 @@ def acceptance(
         )
     proposed = sum(c["proposed"] for c in per_prompt)
     accepted = sum(c["accepted"] for c in per_prompt)
+    reached_at, accepted_at = _position_counts(cells, K)
     return {
         "alpha": accepted / proposed if proposed else float("nan"),
-        "by_position": _accept_by_position(cells, K),
-        "reached_by_position": _position_counts(cells, K)[0].tolist(),
-        "accepted_by_position": _position_counts(cells, K)[1].tolist(),
+        "by_position": _rates(reached_at, accepted_at),
+        "reached_by_position": reached_at.tolist(),
+        "accepted_by_position": accepted_at.tolist(),
         "proposed": proposed,
         "accepted": accepted,
         "tau": float(np.mean([c["tau"] for c in per_prompt])),

@@ -235,7 +235,7 @@ def _load_default(dtype: torch.dtype, exit_layers: int, draft: str, head: Any) -
         head_path = Path(head) if head is not None else DEFAULT_HEAD
         if not head_path.is_file():
             raise ModelUnavailableError(
-                f"draft={draft!r} needs the trained draft's weights at {_shown(head_path)}; make "
+                f"draft={draft!r} needs the trained draft's weights at {repo_relative(head_path)}; make "
                 "them with `python -m specdec_lib train-drafter` (notebook 05), or choose "
                 "draft='early-exit'"
             )
@@ -248,7 +248,7 @@ def _load_default(dtype: torch.dtype, exit_layers: int, draft: str, head: Any) -
         )
         notes.update(
             head=head_path.name,
-            head_path=_shown(head_path),
+            head_path=repo_relative(head_path),
             # which weights: the file at a path changes when the head is retrained
             head_sha256=hashlib.sha256(head_path.read_bytes()).hexdigest()[:16],
         )
@@ -271,9 +271,10 @@ def _load_default(dtype: torch.dtype, exit_layers: int, draft: str, head: Any) -
     )
 
 
-def _shown(path: Path) -> str:
-    """``path`` relative to the repository when it lies inside it (results compare across
-    checkouts), else as given."""
+def repo_relative(path: str | Path) -> str:
+    """``path`` relative to the repository when it lies inside it (results and model cards
+    compare across checkouts), else as given."""
+    path = Path(path)
     try:
         return str(path.resolve().relative_to(REPO_ROOT.resolve()))
     except ValueError:

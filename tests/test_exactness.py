@@ -6,21 +6,23 @@ import pytest
 from specdec_lib.exactness import Config, as_frame, shipped_grid
 
 
-def test_grid_passes_the_right_decoder_and_rejects_the_faults(tiny_pair):
-    result = shipped_grid(
-        {"tiny model draft": Config("model", "float32")},
-        faults={
-            "prototype's correction": "tiny model draft",
-            "uncropped target cache": "tiny model draft",
-            "bonus from the wrong row": "tiny model draft",
-        },
-        n=4000,
+def _tiny_grid(pair, name, faults, n):
+    """One configuration of the tiny pair's model draft and ``faults`` on it: K = 1, two tokens."""
+    return shipped_grid(
+        {name: Config("model", "float32")},
+        faults={fault: name for fault in faults},
+        n=n,
         prompt="abc",
         first=None,
         K=1,
         length=2,
-        load=lambda c: tiny_pair,
+        load=lambda c: pair,
     )
+
+
+def test_grid_passes_the_right_decoder_and_rejects_the_faults(tiny_pair):
+    faults = ("prototype's correction", "uncropped target cache", "bonus from the wrong row")
+    result = _tiny_grid(tiny_pair, "tiny model draft", faults, n=4000)
     df = as_frame(result).set_index("name")
     assert df.loc["tiny model draft", "p"] > 1e-3
     assert df.loc["prototype's correction", "p"] < 1e-4
@@ -31,13 +33,4 @@ def test_grid_passes_the_right_decoder_and_rejects_the_faults(tiny_pair):
 
 def test_grid_refuses_an_unknown_failing_arm(tiny_pair):
     with pytest.raises(ValueError, match="faults"):
-        shipped_grid(
-            {"tiny": Config("model", "float32")},
-            faults={"a typo": "tiny"},
-            n=10,
-            prompt="abc",
-            first=None,
-            K=1,
-            length=2,
-            load=lambda c: tiny_pair,
-        )
+        _tiny_grid(tiny_pair, "tiny", ("a typo",), n=10)

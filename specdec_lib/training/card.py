@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..config import REPO_ROOT
+from ..models import repo_relative
 from ..settings import command_line
 from .data import load_manifest, summary
 from .distill import TrainSettings
@@ -27,7 +27,7 @@ def model_card(
     hist = train_record["history"]
     last = hist[-1] if hist else {}
     size_mb = Path(weights).stat().st_size / 1e6
-    weights = _shown(weights)
+    weights = repo_relative(weights)
     default = Path(weights).name == "feature_head.safetensors"
     usage = "draft='trained'" if default else f"draft='trained', head='{weights}'"
     lines = [
@@ -172,15 +172,6 @@ def _eval_command(weights: str, e: dict[str, Any]) -> str:
         flags.append("--temperatures " + " ".join(f"{float(t):g}" for t in e["temperatures"]))
     flags += [f"--{k.replace('_', '-')} {e[k]}" for k in ("K", "width") if e.get(k, 1) != 1]
     return " ".join(["python -m specdec_lib eval-drafter", *flags, "--out <results.json>"])
-
-
-def _shown(path: str | Path) -> str:
-    """A path relative to the repository when it lies inside it (cards travel with the repo)."""
-    path = Path(path)
-    try:
-        return str(path.resolve().relative_to(REPO_ROOT.resolve()))
-    except ValueError:
-        return str(path)
 
 
 def _train_command(s: dict[str, Any], weights: str | Path) -> str:

@@ -17,13 +17,26 @@ greedy decoding uses point masses q_i on the draft's i-th best token, which is t
 Derived and checked by exact enumeration in notebook 01's companion tests
 (``tests/test_candidates.py``) and in notebook 06 §5. ``width`` is the number of
 candidates for the position (the chain's first token and ``width - 1`` alternatives).
+
+A draft tree applies the same rule at every node (:func:`verify_tree`): start at the last token
+before the drafts with ``p`` its target row, try the node's children in the order they were
+drawn, move to the accepted child (whose target row becomes ``p``) or, when every child is
+rejected, emit a token from what is left of ``p``; a node without children ends the step with a
+bonus token from its row. By the argument above each node emits a token of law ``p`` given the
+path to it, provided that its children were drawn from the draft's law given that path (and the
+earlier siblings, without replacement) and independently of the uniforms: the step's output
+follows the target exactly. :func:`chain_tree` builds the tree the decoder drafts: the chain,
+with ``widths[d] - 1`` alternatives beside its token at depth ``d + 1``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import torch
 
-from .checks import non_negative_int
+from .checks import non_negative_int, positive_int
 from .sampling import (
     NAN_MESSAGE,
     Correction,
@@ -39,11 +52,17 @@ from .sampling import (
 )
 
 __all__ = [
+    "best_alternatives",
     "candidate_stage",
+    "chain_tree",
+    "check_widths",
+    "check_tree",
+    "tree_depths",
     "more_candidates",
     "stage_accept",
     "stage_pass_on",
     "verify_candidates",
+    "verify_tree",
 ]
 
 
@@ -180,3 +199,156 @@ def verify_candidates(
             return Verdict(torch.cat([x.view(1), rest.tokens]), 1 + rest.n_accepted), 0
         left = stage_pass_on(left, q, x, correction)
     return Verdict(sample(left, generator).view(1), 0), -1
+
+
+def check_widths(widths: Any) -> tuple[int, ...] | None:
+    """``widths`` (candidates at each draft depth) as a tuple of positive ints, or ``None``."""
+    if widths is None:
+        return None
+    if isinstance(widths, (str, bytes)) or not hasattr(widths, "__iter__"):
+        raise ValueError(
+            f"tree must be a sequence of candidates per depth, e.g. (2, 2), got {widths!r}"
+        )
+    out = tuple(positive_int(w, "tree", "candidates at each draft depth") for w in widths)
+    if not out:
+        raise ValueError("tree must name the candidates of at least one depth, e.g. (2, 2)")
+    return out
+
+
+def check_tree(tokens: torch.Tensor, parents: Any) -> list[int]:
+    """``parents`` as a list, after checking that it describes a tree over ``tokens`` ``[N]``:
+    ``parents[i]`` is ``-1`` (a child of the root, the last token before the drafts) or an
+    earlier node (``0 <= parents[i] < i``), so nodes come in an order where parents come first."""
+    tokens = torch.as_tensor(tokens)
+    if tokens.dim() != 1 or tokens.is_floating_point() or tokens.is_complex():
+        raise ValueError(
+            f"tokens must be a 1-D tensor of token ids, got shape {tuple(tokens.shape)}, "
+            f"dtype {tokens.dtype}"
+        )
+    par = torch.as_tensor(parents).view(-1).tolist()
+    if len(par) != tokens.numel():
+        raise ValueError(f"parents must have one entry per node ({tokens.numel()}), got {len(par)}")
+    for i, j in enumerate(par):
+        if int(j) != j or not -1 <= j < i:
+            raise ValueError(
+                f"parents[{i}] = {j}: each node's parent must be -1 (the root) or an earlier node"
+            )
+    return [int(j) for j in par]
+
+
+def tree_depths(parents: Sequence[int]) -> list[int]:
+    """The depth of each node (``1`` for a child of the root) of a tree in parents-first order."""
+    depth: list[int] = []
+    for j in parents:
+        depth.append(1 if j < 0 else depth[j] + 1)
+    return depth
+
+
+def chain_tree(
+    d_tokens: torch.Tensor,
+    d_probs: torch.Tensor,
+    widths: Sequence[int],
+    generator: torch.Generator | None = None,
+    scores: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, list[int], torch.Tensor]:
+    """The draft tree along a chain: the chain ``d_tokens`` ``[k]`` (drawn from ``d_probs``
+    ``[k, V]``, node ``i`` the child of node ``i - 1``) and, beside its token at depth ``d + 1``,
+    up to ``widths[d] - 1`` alternatives, siblings drawn from ``d_probs[d]`` without replacement
+    (:func:`more_candidates`); depths past ``len(widths)`` get none.
+
+    With ``scores`` ``[k, V]`` (greedy decoding, one-hot ``d_probs``) the alternatives are point
+    masses on the draft's next-best tokens by ``scores[d]`` instead. Returns ``(tokens [N],
+    parents [N], laws [N, V])`` for :func:`verify_tree`, the chain first (nodes ``0..k-1``),
+    then the alternatives, shallowest first. The chain's draws never depend on the alternatives,
+    and the alternatives at a depth depend only on the chain's token there: every node is drawn
+    from the draft's law given its path and its earlier siblings, as :func:`verify_tree` needs.
+    """
+    k = d_tokens.numel()
+    tokens, parents, laws = [d_tokens], list(range(-1, k - 1)), [d_probs]
+    for d in range(min(k, len(widths))):
+        n_more = widths[d] - 1
+        if n_more < 1:
+            continue
+        if scores is None:
+            alts, alt_laws = more_candidates(d_probs[d], d_tokens[d], n_more, generator)
+        else:
+            alts, alt_laws = best_alternatives(scores[d], d_tokens[d], n_more)
+        tokens.append(alts.to(d_tokens.device))
+        parents += [d - 1] * alts.numel()
+        laws.append(alt_laws.to(d_probs.device, d_probs.dtype))
+    return torch.cat(tokens), parents, torch.cat(laws)
+
+
+def best_alternatives(
+    scores: torch.Tensor, first: torch.Tensor, n_more: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Up to ``n_more`` point-mass candidates on the best tokens by ``scores`` ``[V]`` after
+    ``first`` (greedy decoding); tokens scored ``-inf`` are never candidates."""
+    scores = scores.float().clone()
+    scores[first] = float("-inf")
+    top = scores.topk(min(n_more, scores.numel()))
+    alts = top.indices[torch.isfinite(top.values)]
+    laws = torch.zeros((alts.numel(), scores.numel()), device=scores.device)
+    laws[torch.arange(alts.numel()), alts] = 1.0
+    return alts, laws
+
+
+def verify_tree(
+    tokens: torch.Tensor,
+    parents: Sequence[int],
+    laws: torch.Tensor,
+    target_probs: torch.Tensor,
+    generator: torch.Generator | None = None,
+    *,
+    correction: Correction = residual_correction,
+) -> tuple[Verdict, list[int]]:
+    """Recursive rejection down a draft tree.
+
+    Args:
+        tokens: ``[N]`` the tree's draft tokens, parents first.
+        parents: ``[N]`` each node's parent (``-1``: a child of the root, the token before the
+            drafts); a node's children are tried in index order.
+        laws: ``[N, V]`` the law each node was drawn from, given its path and earlier siblings.
+        target_probs: ``[N + 1, V]``: row 0 the target's law after the root, row ``i + 1`` after
+            node ``i`` (given the path to it).
+        generator: source of randomness (one uniform per candidate tried).
+        correction: what is left of ``p`` after a rejection (the residual; anything else is wrong).
+
+    Returns the verdict (the accepted path's tokens and one more: a bonus token from the last
+    accepted node's row when it has no children, else a token from what its rejected children
+    left) and the path (accepted node indices, root to leaf).
+    """
+    tokens = torch.as_tensor(tokens)
+    par = check_tree(tokens, parents)
+    N, V = tokens.numel(), target_probs.shape[-1]
+    laws = torch.as_tensor(laws)
+    if tuple(laws.shape) != (N, V) or tuple(target_probs.shape) != (N + 1, V):
+        raise ValueError(
+            f"laws must be [N, V] = [{N}, {V}] and target_probs [N + 1, V] = [{N + 1}, {V}], got "
+            f"{tuple(laws.shape)} and {tuple(target_probs.shape)}"
+        )
+    device = target_probs.device
+    tokens = tokens.to(device=device, dtype=torch.long)
+    laws = laws.to(device)
+    bad_nan, bad_ids = torch.stack([has_nan(laws, target_probs), ids_outside(tokens, V)]).tolist()
+    if bad_ids:
+        raise ValueError(ids_message("tokens", V))
+    if bad_nan:
+        raise ValueError(NAN_MESSAGE)
+    children: list[list[int]] = [[] for _ in range(N + 1)]  # children[j + 1]: node j's
+    for i, j in enumerate(par):
+        children[j + 1].append(i)
+    path: list[int] = []
+    node, left = -1, target_probs[0]
+    while True:
+        for c in children[node + 1]:
+            a = stage_accept(left, laws[c], tokens[c])
+            u = torch.rand((), generator=generator, device=device, dtype=torch.float64)
+            if float(u) < float(a):
+                path.append(c)
+                node, left = c, target_probs[c + 1]
+                break
+            left = stage_pass_on(left, laws[c], tokens[c], correction)
+        else:  # every child rejected (or none): one token from what is left
+            last = sample(left, generator).view(1)
+            return Verdict(torch.cat([tokens[path], last]), len(path)), path

@@ -25,7 +25,15 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
-from .candidates import more_candidates, verify_candidates
+from .candidates import (
+    best_alternatives,
+    chain_tree,
+    check_widths,
+    more_candidates,
+    tree_depths,
+    verify_candidates,
+    verify_tree,
+)
 from .checks import non_negative_int, positive_int
 from .lm import (
     capture_features,
@@ -212,6 +220,7 @@ class TargetState:
         self.feature_sink = feature_sink
         self.feature_layers = tuple(feature_layers)
         self._alt_feats: torch.Tensor | None = None
+        self._tree: tuple[int, int, Any] | None = None  # (start, nodes, features) until keep
 
     def forward(self, seq: torch.Tensor, n_logits: int) -> torch.Tensor:
         start = self.length if self.use_cache else 0
@@ -293,6 +302,95 @@ class TargetState:
             self.feature_sink(start, chain_feats)
         return chain_logits, alt_logits
 
+    def forward_tree(
+        self, seq: torch.Tensor, tokens: torch.Tensor, parents: Sequence[int]
+    ) -> torch.Tensor:
+        """One pass over the tokens of ``seq`` not yet in the cache and a draft tree after it
+        (``tokens`` ``[N]``, ``parents`` as in :func:`~specdec_lib.candidates.verify_tree`): node
+        ``i`` sits at the position of its depth after ``seq`` and sees ``seq`` and its ancestors
+        only (a tree attention mask).
+
+        Returns the logits after the last token of ``seq`` and after each node, ``[N + 1, V]``.
+        The nodes' cache entries and features wait until :meth:`keep` keeps a path."""
+        N = tokens.numel()
+        depth = torch.tensor(tree_depths(parents), dtype=torch.long, device=seq.device)
+        hooks = (
+            capture_features(self.model, self.feature_layers)
+            if self.feature_sink is not None
+            else contextlib.nullcontext([])
+        )
+        with hooks as captured:
+            if self.use_cache:
+                new = seq[self.length :]
+                n_new, past = new.numel(), self.length
+                # node i sees node j when j is i or one of its ancestors
+                sees = torch.eye(N, dtype=torch.bool, device=seq.device)
+                for i, j in enumerate(parents):
+                    if j >= 0:
+                        sees[i] |= sees[j]
+                keys = torch.arange(past + n_new, device=seq.device)
+                prefix_rows = keys.view(1, -1) <= (
+                    past + torch.arange(n_new, device=seq.device)
+                ).view(-1, 1)
+                mask = torch.cat(
+                    [
+                        torch.cat([prefix_rows, prefix_rows.new_zeros((n_new, N))], dim=1),
+                        torch.cat([prefix_rows.new_ones((N, past + n_new)), sees], dim=1),
+                    ]
+                )
+                positions = torch.cat(
+                    [torch.arange(past, past + n_new, device=seq.device), past + n_new - 1 + depth]
+                )
+                out = self.model(
+                    input_ids=torch.cat([new, tokens.to(seq.device)]).view(1, -1),
+                    attention_mask=mask.view(1, 1, n_new + N, -1),
+                    position_ids=positions.view(1, -1),
+                    cache=self.cache,
+                    use_cache=True,
+                    logits_to_keep=N + 1,
+                )
+                self.cache, logits = out.cache, out.logits[0]
+                self.length = past + n_new
+                self._tree = (past, N, captured[-1][0] if captured else None)
+            else:  # the reference: the sequence, and each node's path, re-encoded on their own
+                rows, feats, paths = [], [], []
+                for i, j in enumerate(parents):
+                    paths.append((paths[j] if j >= 0 else []) + [i])
+                for path in [[]] + paths:
+                    lg, _ = model_forward(self.model, torch.cat([seq, tokens[path]]), None, 1)
+                    rows.append(lg[-1])
+                    if captured:
+                        feats.append(captured[-1][0])
+                logits = torch.stack(rows)
+                self._tree = (0, N, feats if captured else None)
+        return logits
+
+    def keep(self, path: Sequence[int]) -> None:
+        """Keep the nodes ``path`` (root to leaf) of the last :meth:`forward_tree` as the tokens
+        after the sequence: their cache entries move into place, the other nodes' are dropped,
+        and a feature-reading drafter is handed the features of the new and the kept positions."""
+        path = list(path)
+        start, n_nodes, feats = self._tree
+        if self.use_cache:
+            base, m = self.length, len(path)
+            src = base + torch.tensor(path, dtype=torch.long)
+            dst = base + torch.arange(m)
+            for layer in self.cache.layers:
+                layer.keys[..., dst, :] = layer.keys[..., src, :]
+                layer.values[..., dst, :] = layer.values[..., src, :]
+            held = self.cache.get_seq_length()
+            if held > base + m:
+                self.cache.crop(base + m - held)  # transformers 5: a negative count removes
+            self.length = base + m
+            if feats is not None:
+                n_new = feats.shape[0] - n_nodes
+                feats = torch.cat([feats[:n_new], feats[n_new:][path]])
+        elif feats is not None:  # the reference re-encoded each path: take the kept one's pass
+            feats = feats[path[-1] + 1 if path else 0]
+        if self.feature_sink is not None:
+            self.feature_sink(start, feats)
+        self._tree = None
+
     def promote(self, j: int, pos: int) -> None:
         """Keep alternative ``j`` of the last :meth:`forward_with_alternatives` as the token at
         position ``pos``; everything after ``pos`` is dropped."""
@@ -314,6 +412,7 @@ class TargetState:
                 self.cache.crop(n_valid - held)  # transformers 5: a negative count removes
             self.length = min(self.length, n_valid)
         self._alt_feats = None
+        self._tree = None
 
 
 # --------------------------------------------------------------------------------------------
@@ -340,7 +439,9 @@ class Drafter(Protocol):
     ``[m, F]`` (those layers' outputs, concatenated) for positions ``start..start+m-1``, the
     rejected drafts' positions included (``rollback`` follows). ``first_scores``: the logits of
     the first position of the last proposal over the whole vocabulary, or ``None``; greedy
-    decoding with ``width > 1`` ranks the alternatives by them. ``vocab_size`` and ``device``
+    decoding with ``width > 1`` ranks the alternatives by them; ``draft_scores`` (``[k', V]`` or
+    ``None``) are the same for every position of the last proposal (greedy trees rank by them).
+    ``vocab_size`` and ``device``
     (either may be ``None``) let the decoder refuse a draft that does not fit the target.
     """
 
@@ -348,6 +449,7 @@ class Drafter(Protocol):
     device: torch.device | None
     feature_layers: tuple[int, ...] | None
     first_scores: torch.Tensor | None
+    draft_scores: torch.Tensor | None
 
     def reset(self) -> None: ...
 
@@ -367,12 +469,13 @@ class Drafter(Protocol):
 
 class BaseDrafter:
     """The defaults of the :class:`Drafter` protocol: no vocabulary or device to check, no target
-    features, no first-position scores, nothing to reset or roll back."""
+    features, no draft scores, nothing to reset or roll back."""
 
     vocab_size: int | None = None
     device: torch.device | None = None
     feature_layers: tuple[int, ...] | None = None
     first_scores: torch.Tensor | None = None
+    draft_scores: torch.Tensor | None = None
 
     def reset(self) -> None:
         pass
@@ -420,12 +523,13 @@ class ModelDrafter(BaseDrafter):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         if k < 1:
             return ids.new_empty(0), torch.empty(0, self.vocab_size or 0, device=ids.device)
-        tokens, probs = [], []
+        tokens, probs, scores = [], [], []
         seq = ids
         for i in range(k):
             logits = self._state.forward(seq, 1)[-1]
             if i == 0:
                 self.first_scores = logits
+            scores.append(logits)
             q = warp.probs(logits)
             x = sample(q, generator)
             tokens.append(x)
@@ -435,6 +539,7 @@ class ModelDrafter(BaseDrafter):
                 break
             if i + 1 < k:  # the last draft token is fed at the next step, if it survives
                 seq = torch.cat([seq, x.view(1)])
+        self.draft_scores = torch.stack(scores)
         return torch.stack(tokens), torch.stack(probs)
 
     def rollback(self, n_valid: int) -> None:
@@ -554,6 +659,13 @@ class SpeculativeDecoder(_DecoderBase):
             its ``q`` without replacement; under greedy decoding, the draft's next-best tokens when
             the drafter exposes ``first_scores``), checks them all in the same target pass, and
             tries them in turn (:func:`specdec_lib.sampling.verify_candidates`). Still exact.
+        tree: candidates at each draft depth, e.g. ``(2, 2, 1)``: a draft tree along the chain,
+            with ``tree[d] - 1`` alternatives beside the chain's token at depth ``d + 1`` (drawn
+            from the draft's ``q`` there without replacement; under greedy decoding, its next-best
+            tokens when the drafter exposes ``draft_scores``), all checked in one target pass with
+            a tree attention mask and verified by recursive rejection at every node
+            (:func:`specdec_lib.candidates.verify_tree`). Still exact. ``None`` (default): the
+            chain, with ``width`` candidates at the first position.
         use_cache: keep KV caches (default). ``False`` re-encodes the sequence at every pass: the
             same tokens for the same seed, much slower; a reference for tests.
 
@@ -577,11 +689,20 @@ class SpeculativeDecoder(_DecoderBase):
         verifier: Callable[..., Verdict] = verify,
         use_cache: bool = True,
         width: int = 1,
+        tree: Sequence[int] | None = None,
     ) -> None:
         self.K = positive_int(K, "K", "draft tokens per step")
         self.width = positive_int(width, "width", "candidates for the first draft position")
-        if self.width > 1 and verifier is not verify:
-            raise ValueError("width > 1 verifies with verify_candidates: leave verifier unset")
+        self.tree = check_widths(tree)
+        if self.tree is not None and self.width > 1:
+            raise ValueError(
+                f"give either width (candidates at the first position) or tree (candidates at "
+                f"each depth), got width={self.width} and tree={tree}"
+            )
+        if (self.width > 1 or self.tree is not None) and verifier is not verify:
+            raise ValueError(
+                "width > 1 and tree verify by recursive rejection: leave verifier unset"
+            )
         super().__init__(target, temperature, top_k, top_p, seed, tokenizer)
         self.use_cache = bool(use_cache)
         self.drafter = as_drafter(draft, self.use_cache)
@@ -650,6 +771,8 @@ class SpeculativeDecoder(_DecoderBase):
         if k == 0:  # nothing to draft, or a drafter that declined to guess
             d_tokens = torch.empty(0, dtype=torch.long, device=self.device)
             d_probs = None
+        if k > 0 and self.tree is not None:
+            return self._tree_step(target, ids, d_tokens, d_probs, t0)
         alts = self._alternatives(d_tokens, d_probs) if k > 0 and self.width > 1 else None
         t1 = time.perf_counter()
         if alts is None:
@@ -673,6 +796,44 @@ class SpeculativeDecoder(_DecoderBase):
             draft_ms=(t1 - t0) * 1e3,
             verify_ms=(t2 - t1) * 1e3,
             alternatives=alts[0].tolist() if alts is not None else [],
+            branch=branch,
+        )
+        return record, verdict.tokens.to(ids.device)
+
+    def _tree_step(
+        self,
+        target: TargetState,
+        ids: torch.Tensor,
+        d_tokens: torch.Tensor,
+        d_probs: torch.Tensor,
+        t0: float,
+    ) -> tuple[StepRecord, torch.Tensor]:
+        """A step with a draft tree: the chain and its alternatives at every depth in one target
+        pass (a tree mask), recursive rejection down the tree, the kept path promoted."""
+        length, k = ids.numel(), d_tokens.numel()
+        scores = self.drafter.draft_scores if self.warp.greedy else None
+        if self.warp.greedy and scores is None:  # no ranking: no greedy alternatives
+            tokens, parents, laws = d_tokens, list(range(-1, k - 1)), d_probs
+        else:
+            tokens, parents, laws = chain_tree(d_tokens, d_probs, self.tree, self.generator, scores)
+        t1 = time.perf_counter()
+        p = self.warp.probs(target.forward_tree(ids, tokens, parents))
+        verdict, path = verify_tree(tokens, parents, laws, p, self.generator)
+        t2 = time.perf_counter()
+        n = verdict.n_accepted
+        on_chain = sum(1 for i, node in enumerate(path) if node == i)  # chain nodes kept
+        # The drafter's state is valid along the chain's kept part; a feature drafter is then
+        # handed the features of the kept path (an alternative's included) by keep.
+        self.drafter.rollback(length + on_chain)
+        target.keep(path)
+        branch = path[-1] - k + 1 if path and path[-1] >= k else (0 if n else -1)
+        record = StepRecord(
+            draft_tokens=d_tokens.tolist(),
+            accepted=[i < n for i in range(k)],
+            emitted=verdict.tokens.tolist(),
+            draft_ms=(t1 - t0) * 1e3,
+            verify_ms=(t2 - t1) * 1e3,
+            alternatives=tokens[k:].tolist(),
             branch=branch,
         )
         return record, verdict.tokens.to(ids.device)
@@ -722,12 +883,7 @@ class SpeculativeDecoder(_DecoderBase):
             scores = self.drafter.first_scores
             if scores is None:
                 return None
-            scores = scores.float().clone()
-            scores[d_tokens[0]] = float("-inf")
-            top = scores.topk(min(n_more, scores.numel()))
-            alts = top.indices[torch.isfinite(top.values)]
-            laws = torch.zeros((alts.numel(), scores.numel()), device=scores.device)
-            laws[torch.arange(alts.numel()), alts] = 1.0
+            alts, laws = best_alternatives(scores, d_tokens[0], n_more)
         return (alts, laws) if alts.numel() else None
 
 

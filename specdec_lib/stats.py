@@ -136,6 +136,73 @@ def exact_candidates_law(
     return law(p, q.clone(), width)
 
 
+def exact_tree_law(
+    p_fn: Callable[[tuple[int, ...]], Any],
+    q_fn: Callable[[tuple[int, ...]], Any],
+    widths: Sequence[int],
+    K: int,
+    correction: Correction = residual_correction,
+) -> dict[tuple[int, ...], float]:
+    """The exact law of the first ``K + 1`` tokens when one step of a chain tree
+    (:func:`~specdec_lib.candidates.chain_tree`: ``K`` draft depths, ``widths[d]`` candidates at
+    depth ``d + 1``) is verified by :func:`~specdec_lib.candidates.verify_tree` and the tokens
+    the step does not emit are drawn from the target. ``p_fn(prefix)`` and ``q_fn(prefix)`` give
+    the target's and the draft's laws ``[V]`` after a tuple of tokens. For the residual correction
+    the result is the target's own law of ``K + 1`` tokens, ``prod_t p(x_t | x_<t)``.
+
+    Enumerates every ordered draw of every node's candidates (stages by
+    :func:`~specdec_lib.candidates.candidate_stage`, as in :func:`exact_candidates_law`), in float64:
+    tiny vocabularies only."""
+    positive_int(K, "K", "draft depths")
+    for w in widths:
+        positive_int(w, "widths", "candidates at each depth")
+    D = K + 1
+
+    def law(x: Any) -> torch.Tensor:
+        return torch.as_tensor(x, dtype=torch.float64)
+
+    def add(out: dict, part: dict, weight: float) -> None:
+        for seq, pr in part.items():
+            out[seq] = out.get(seq, 0.0) + weight * pr
+
+    def emit(s: tuple[int, ...], probs: torch.Tensor) -> dict:
+        """A token from ``probs`` after ``s``, the rest from the target."""
+        out: dict = {}
+        for y in torch.nonzero(probs).view(-1).tolist():
+            add(out, target_from(s + (y,)), float(probs[y]))
+        return out
+
+    def target_from(s: tuple[int, ...]) -> dict:
+        return {s: 1.0} if len(s) >= D else emit(s, law(p_fn(s)))
+
+    def node(s: tuple[int, ...], d: int) -> dict:
+        """The law once the path ``s`` is accepted and the step stands at depth ``d``."""
+        if d > K:  # a node without children: the bonus token, then the target
+            return target_from(s)
+        w = widths[d - 1] if d - 1 < len(widths) else 1
+
+        def stages(left: torch.Tensor, rest: torch.Tensor, tries: int, first: bool) -> dict:
+            total = float(rest.sum())
+            if tries == 0 or total <= 1e-12:  # every candidate rejected
+                return emit(s, left)
+            qi = rest / total
+            out: dict = {}
+            for x in torch.nonzero(qi).view(-1).tolist():
+                a, passed = candidate_stage(left, qi, torch.tensor(x), correction)
+                # the chain's token goes on down the tree; an alternative has no children
+                add(
+                    out, node(s + (x,), d + 1) if first else target_from(s + (x,)), float(qi[x] * a)
+                )
+                nxt = rest.clone()
+                nxt[x] = 0
+                add(out, stages(passed, nxt, tries - 1, False), float(qi[x] * (1 - a)))
+            return out
+
+        return stages(law(p_fn(s)), law(q_fn(s)).clone(), w, True)
+
+    return node((), 1)
+
+
 def exact_step_law(
     draft_dists: Any, target_dists: Any, correction: Correction = residual_correction
 ):

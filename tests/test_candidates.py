@@ -1,6 +1,9 @@
-"""Several candidates for the first draft position (recursive rejection, ``width > 1``): the exact
-law by enumeration, chi-square tests of the sampled rule and of the decoder on tiny models, a
-wrong correction caught, greedy equality, cache against no cache, and bad input."""
+"""Several candidates for the first draft position (recursive rejection, ``width > 1``) and draft
+trees along the chain (candidates at every depth, ``tree``): the exact law by enumeration,
+chi-square tests of the sampled rule and of the decoder on tiny models, a wrong correction caught,
+greedy equality, cache against no cache, and bad input."""
+
+import itertools
 
 import numpy as np
 import pytest
@@ -8,11 +11,11 @@ import torch
 from conftest import random_dist
 from test_decoding import PROMPT, _continuation_test
 
-from specdec_lib.candidates import more_candidates, verify_candidates
+from specdec_lib.candidates import chain_tree, more_candidates, verify_candidates, verify_tree
 from specdec_lib.decoding import AutoregressiveDecoder, SpeculativeDecoder
 from specdec_lib.drafters import DynamicK
 from specdec_lib.sampling import prototype_correction
-from specdec_lib.stats import chisquare_gof, exact_candidates_law, tv
+from specdec_lib.stats import chisquare_gof, exact_candidates_law, exact_tree_law, tv
 
 
 @pytest.mark.parametrize("V", [2, 5, 9])
@@ -162,3 +165,184 @@ def test_verify_candidates_refuses_ids_outside_the_vocabulary():
         verify_candidates(torch.tensor([1]), p[:1], p, torch.tensor([4]), p[:1], p[:1], None)
     with pytest.raises(ValueError, match="draft_tokens must be token ids"):
         verify_candidates(torch.tensor([-1]), p[:1], p, torch.tensor([2]), p[:1], p[:1], None)
+
+
+# --------------------------------------------------------------------------------------------
+# Draft trees: candidates at every depth
+# --------------------------------------------------------------------------------------------
+
+
+def _context_laws(V, seed, zeros=1):
+    """A toy target p(. | prefix) and draft q(. | prefix) over V tokens that depend on the whole
+    prefix (each drawn from its own seed, so the order of the calls does not matter), some tokens
+    of probability 0 on either side."""
+
+    def law(kind, prefix):
+        g = torch.Generator().manual_seed(hash((seed, kind, V) + prefix) % 2**31)
+        return random_dist(g, V, scale=1.0 if kind == 0 else 3.0, zeros=zeros)
+
+    return (lambda s: law(0, s)), (lambda s: law(1, s))
+
+
+def _target_law(p_fn, V, D):
+    out = {}
+    for seq in itertools.product(range(V), repeat=D):
+        pr = float(np.prod([float(p_fn(seq[:t])[seq[t]]) for t in range(D)]))
+        if pr > 0:
+            out[seq] = pr
+    return out
+
+
+def _law_tv(a, b):
+    return sum(abs(a.get(k, 0.0) - b.get(k, 0.0)) for k in set(a) | set(b)) / 2
+
+
+@pytest.mark.parametrize(
+    "V, widths, K",
+    [(3, (2, 2), 2), (4, (3, 1, 2), 3), (4, (2,), 3), (3, (1, 3), 2), (2, (2, 2), 2)],
+)
+def test_exact_tree_law_is_p(V, widths, K):
+    """The law of the first K + 1 tokens of a chain tree's step (and the target after it) is the
+    target's, exactly (float64 enumeration of every ordered draw)."""
+    for seed in range(2):
+        p_fn, q_fn = _context_laws(V, 10 * V + K + seed)
+        assert _law_tv(exact_tree_law(p_fn, q_fn, widths, K), _target_law(p_fn, V, K + 1)) < 1e-12
+
+
+def test_exact_tree_law_catches_a_wrong_correction():
+    p_fn, q_fn = _context_laws(4, 3)
+    law = exact_tree_law(p_fn, q_fn, (2, 2), 2, prototype_correction)
+    assert _law_tv(law, _target_law(p_fn, 4, 3)) > 0.01
+
+
+def _tree_sample(p_fn, q_fn, widths, K, g, correction=None):
+    """One step of the chain tree on the toy laws, drawn and verified by the library's own
+    functions (chain_tree, verify_tree), then completed from the target to K + 1 tokens."""
+    tokens, probs, s = [], [], ()
+    for _ in range(K):
+        q = q_fn(s)
+        x = torch.multinomial(q, 1, generator=g)[0]
+        tokens.append(x)
+        probs.append(q)
+        s = s + (int(x),)
+    d_tokens, d_probs = torch.stack(tokens), torch.stack(probs)
+    nodes, parents, laws = chain_tree(d_tokens, d_probs, widths, g)
+    paths = []
+    for i, j in enumerate(parents):
+        paths.append((paths[j] if j >= 0 else ()) + (int(nodes[i]),))
+    target = torch.stack([p_fn(())] + [p_fn(path) for path in paths])
+    kw = {} if correction is None else {"correction": correction}
+    verdict, path = verify_tree(nodes, parents, laws, target, g, **kw)
+    out = tuple(verdict.tokens.tolist())
+    assert out[:-1] == tuple(int(nodes[i]) for i in path)
+    while len(out) < K + 1:
+        out += (int(torch.multinomial(p_fn(out), 1, generator=g)[0]),)
+    return out[: K + 1]
+
+
+SEED_POWERED = 41  # toy laws on which the prototype's correction is off by TV 0.16 (asserted)
+
+
+def test_sampled_tree_matches_p_and_wrong_rule_fails():
+    V, widths, K, n = 4, (2, 2), 2, 4000
+    p_fn, q_fn = _context_laws(V, SEED_POWERED, zeros=0)
+    law = _target_law(p_fn, V, K + 1)
+    assert _law_tv(exact_tree_law(p_fn, q_fn, widths, K, prototype_correction), law) > 0.1
+    keys = sorted(law)
+    probs = np.array([law[k] for k in keys])
+    for correction, should_pass in ((None, True), (prototype_correction, False)):
+        g = torch.Generator().manual_seed(5)
+        counts = np.zeros(len(keys))
+        for _ in range(n):
+            counts[keys.index(_tree_sample(p_fn, q_fn, widths, K, g, correction))] += 1
+        res = chisquare_gof(probs=probs, counts=counts)
+        assert (res.pvalue > 1e-3) if should_pass else (res.pvalue < 1e-6), (correction, res)
+
+
+def test_chain_tree_shape():
+    g = torch.Generator().manual_seed(0)
+    q = torch.tensor([[0.5, 0.3, 0.2, 0.0], [0.0, 0.0, 1.0, 0.0], [0.1, 0.4, 0.3, 0.2]])
+    d = torch.tensor([0, 2, 3])
+    tokens, parents, laws = chain_tree(d, q, (3, 2, 2, 5), g)
+    # the chain, two alternatives at depth 1, none at depth 2 (no mass left), one at depth 3
+    assert parents == [-1, 0, 1, -1, -1, 1]
+    assert tokens[:3].tolist() == [0, 2, 3] and sorted(tokens[3:5].tolist()) == [1, 2]
+    assert int(tokens[5]) != 3 and float(laws[5, 3]) == 0.0
+    assert torch.allclose(laws.sum(-1), torch.ones(6))
+    scores = torch.log(q + 1e-9)
+    tokens, parents, laws = chain_tree(d, q, (2, 1, 3), g, scores=scores)
+    assert parents == [-1, 0, 1, -1, 1, 1] and tokens[3:].tolist() == [1, 1, 2]
+    assert laws[3:].max(-1).values.tolist() == [1.0, 1.0, 1.0]
+
+
+@pytest.mark.parametrize("K, tree", [(2, (2, 3)), (3, (1, 2, 2))])
+def test_tree_three_token_law_matches_target(tiny_pair, K, tree):
+    dec = SpeculativeDecoder(tiny_pair.draft, tiny_pair.target, K=K, tree=tree, seed=K, top_k=8)
+    res = _continuation_test(tiny_pair, dec, m=3, n=2500)
+    assert res.pvalue > 1e-3, res
+    r = dec.generate_ids(PROMPT, 60)
+    assert any(s.branch >= 1 for s in r.steps), "no alternative was ever accepted"
+
+
+@pytest.mark.parametrize("K, tree", [(1, (2,)), (3, (2, 2, 2)), (5, (3, 2, 2, 2, 2))])
+def test_tree_greedy_equals_autoregressive(tiny_pair, K, tree):
+    g = torch.Generator().manual_seed(K)
+    ar = AutoregressiveDecoder(tiny_pair.target, temperature=0)
+    sd = SpeculativeDecoder(tiny_pair.draft, tiny_pair.target, K=K, tree=tree, temperature=0)
+    used = 0
+    for _ in range(4):
+        prompt = torch.randint(0, 32, (1, int(torch.randint(1, 8, (1,), generator=g))), generator=g)
+        s = sd.generate_ids(prompt, 40)
+        assert s.tokens == ar.generate_ids(prompt, 40).tokens
+        used += sum(st.branch >= 1 for st in s.steps)
+    assert used > 0, "greedy alternatives were never accepted"
+
+
+@pytest.mark.parametrize("K, tree", [(2, (2, 2)), (3, (3, 1, 2))])
+def test_tree_cache_and_no_cache_give_same_tokens(tiny_pair, K, tree):
+    kw = dict(K=K, tree=tree, temperature=1.0, top_k=20)
+    a_dec = SpeculativeDecoder(tiny_pair.draft, tiny_pair.target, seed=5, **kw)
+    b_dec = SpeculativeDecoder(tiny_pair.draft, tiny_pair.target, seed=5, use_cache=False, **kw)
+    for _ in range(3):
+        a, b = a_dec.generate_ids(PROMPT, 30), b_dec.generate_ids(PROMPT, 30)
+        assert a.tokens == b.tokens
+        assert [s.branch for s in a.steps] == [s.branch for s in b.steps]
+
+
+def test_tree_records(tiny_pair):
+    r = SpeculativeDecoder(
+        tiny_pair.draft, tiny_pair.target, K=3, tree=(2, 2, 2), seed=0
+    ).generate_ids(PROMPT, 60)
+    assert len(r.tokens) == 60
+    for s in r.steps:
+        n = s.n_accepted
+        assert s.emitted[:n] == s.draft_tokens[:n] or s.branch >= 1
+        if s.branch >= 1:  # an alternative at depth n took the chain's place there
+            assert s.emitted[n - 1] == s.alternatives[s.branch - 1]
+            assert s.emitted[: n - 1] == s.draft_tokens[: n - 1]
+        assert len(s.alternatives) <= 3
+
+
+@pytest.mark.parametrize("tree", [(), (0, 2), (2, 1.5), "22", 3])
+def test_bad_tree(tiny_pair, tree):
+    with pytest.raises(ValueError, match="tree"):
+        SpeculativeDecoder(tiny_pair.draft, tiny_pair.target, tree=tree)
+
+
+def test_tree_and_width_refused_together(tiny_pair):
+    with pytest.raises(ValueError, match="either width"):
+        SpeculativeDecoder(tiny_pair.draft, tiny_pair.target, width=2, tree=(2, 2))
+    with pytest.raises(ValueError, match="verifier"):
+        SpeculativeDecoder(tiny_pair.draft, tiny_pair.target, tree=(2,), verifier=lambda *a: None)
+
+
+def test_verify_tree_bad_input():
+    p = torch.full((3, 4), 0.25)
+    with pytest.raises(ValueError, match="parents"):
+        verify_tree(torch.tensor([1, 2]), [0, -1], p[:2], p)
+    with pytest.raises(ValueError, match="parents"):
+        verify_tree(torch.tensor([1, 2]), [-1], p[:2], p)
+    with pytest.raises(ValueError, match=r"\[N \+ 1, V\]"):
+        verify_tree(torch.tensor([1, 2]), [-1, 0], p[:2], p[:2])
+    with pytest.raises(ValueError, match="tokens"):
+        verify_tree(torch.tensor([1, 7]), [-1, 0], p[:2], p)

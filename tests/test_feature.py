@@ -60,6 +60,29 @@ def test_feature_drafter_with_alternatives(tiny_pair, random_head, width):
     assert g.generate_ids(PROMPT, 30).tokens == ar.generate_ids(PROMPT, 30).tokens
 
 
+@pytest.mark.parametrize("tree", [(2, 2), (1, 3)])
+def test_feature_drafter_with_a_tree(tiny_pair, random_head, tree):
+    """An accepted alternative at any depth hands the kept path's target features to the head
+    (keep): the cached and the re-encoding decoders agree step by step, and greedy output (ranked
+    by draft_scores) equals the target's."""
+    kw = dict(K=2, tree=tree, temperature=1.0)
+    a = SpeculativeDecoder(FeatureDrafter(random_head), tiny_pair.target, seed=6, **kw)
+    b = SpeculativeDecoder(
+        FeatureDrafter(random_head), tiny_pair.target, seed=6, use_cache=False, **kw
+    )
+    ra, rb = a.generate_ids(PROMPT, 40), b.generate_ids(PROMPT, 40)
+    assert ra.tokens == rb.tokens
+    assert [s.draft_tokens for s in ra.steps] == [s.draft_tokens for s in rb.steps]
+    assert [s.branch for s in ra.steps] == [s.branch for s in rb.steps]
+    assert any(s.branch >= 1 for s in ra.steps)
+    g = SpeculativeDecoder(
+        FeatureDrafter(random_head), tiny_pair.target, K=2, tree=tree, temperature=0
+    )
+    ar = AutoregressiveDecoder(tiny_pair.target, temperature=0)
+    for prompt in (PROMPT, torch.tensor([0, 2, 2, 2])):
+        assert g.generate_ids(prompt, 30).tokens == ar.generate_ids(prompt, 30).tokens
+
+
 @pytest.mark.parametrize("kind", ["feature", "layers"])
 def test_trained_draft_kinds_law_matches_target(tiny_pair, random_head, kind):
     """The first 2 tokens of 4 follow the target's law (for the feature head, step 1 has no drafts

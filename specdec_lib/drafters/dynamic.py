@@ -85,6 +85,10 @@ class DynamicK(BaseDrafter):
     def first_scores(self) -> torch.Tensor | None:
         return self.drafter.first_scores
 
+    @property
+    def draft_scores(self) -> torch.Tensor | None:
+        return self.drafter.draft_scores
+
     def observe(self, start: int, features: torch.Tensor) -> None:
         self.drafter.observe(start, features)
 

@@ -50,7 +50,7 @@ class FeatureDrafter(BaseDrafter):
         self._feats: torch.Tensor | None = None  # true target features h_0..h_{m-1}
         self._cache = DynamicCache()
         self._done = 0  # head positions 1.._done are in the cache (built from true features)
-        self._first_logits: torch.Tensor | None = None
+        self._logits: list[torch.Tensor] = []  # the subset logits of each draft position
 
     def observe(self, start: int, features: torch.Tensor) -> None:
         if self._feats is None:
@@ -72,11 +72,17 @@ class FeatureDrafter(BaseDrafter):
     def first_scores(self) -> torch.Tensor | None:
         """The logits of the first draft position of the last proposal, over the whole
         vocabulary (``-inf`` outside the subset): the decoder ranks greedy alternatives by them."""
-        if self._first_logits is None:
-            return None
-        sub = self._first_logits.float()
-        full = sub.new_full((self.vocab_size,), float("-inf"))
-        return full.index_copy_(0, self.head.subset.to(full.device), sub)
+        return self._full(self._logits[:1])[0] if self._logits else None
+
+    @property
+    def draft_scores(self) -> torch.Tensor | None:
+        """:attr:`first_scores` for every draft position of the last proposal, ``[k, V]``."""
+        return self._full(self._logits) if self._logits else None
+
+    def _full(self, rows: list[torch.Tensor]) -> torch.Tensor:
+        sub = torch.stack(rows).float()
+        full = sub.new_full((sub.shape[0], self.vocab_size), float("-inf"))
+        return full.index_copy_(1, self.head.subset.to(full.device), sub)
 
     def _draw(
         self, hidden: torch.Tensor, warp: Warp, generator: torch.Generator | None, first: bool
@@ -87,7 +93,8 @@ class FeatureDrafter(BaseDrafter):
         # probability 0), at a sixth of the cost; so is drawing within the subset.
         logits = self.head.logits(hidden)[0]
         if first:
-            self._first_logits = logits  # kept as is; first_scores converts it when asked
+            self._logits = []
+        self._logits.append(logits)  # kept as is; draft_scores converts them when asked
         sub = warp.probs(logits)
         subset = self.head.subset.to(sub.device)
         x = subset[sample(sub, generator)]

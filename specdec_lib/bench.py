@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .candidates import check_widths
 from .checks import one_of, positive_int, probability
 from .config import DEFAULT_PROMPTS, REPO_ROOT
 from .decoding import AutoregressiveDecoder, SpeculativeDecoder, TargetState, as_drafter
@@ -33,7 +34,7 @@ from .models import DRAFTS, PAIRS, TRAINED_DRAFTS, ModelPair, default_draft, loa
 from .results import atomic_write_json, load_prompts, provenance, read_json
 from .sampling import Warp
 from .settings import setting
-from .theory import expected_tokens_per_step
+from .theory import expected_tokens_per_step, tree_tokens_per_step
 
 __all__ = [
     "METHODS",
@@ -41,6 +42,8 @@ __all__ = [
     "BenchSettings",
     "EvalSettings",
     "acceptance",
+    "best_trees",
+    "tree_rates",
     "evaluate_drafter",
     "fastest_draft",
     "identical_outputs",
@@ -112,6 +115,11 @@ class BenchSettings:
         "candidates for the first draft position, checked in one pass (speculative only: "
         "transformers' assisted generation has one)",
     )
+    tree: list[int] | None = setting(
+        None,
+        "candidates at each draft depth, e.g. 2 2 1: a draft tree along the chain, checked in one "
+        "pass (speculative only; replaces width, which is then 1)",
+    )
     stop_at_eos: bool = setting(
         False,
         "end a cell at the target's end-of-sequence token (Spec-Bench's convention) instead of "
@@ -144,6 +152,9 @@ class BenchSettings:
         one_of(self.schedule, "schedule", SCHEDULES)
         probability(self.threshold, "threshold", one=False)
         positive_int(self.width, "width", "candidates for the first draft position")
+        if self.tree is not None:
+            self.tree = list(check_widths(self.tree))
+            self.width = 1
         one_of(self.pair, "pair", PAIRS)
         # Store the draft by name, so that a run records the draft it measured.
         if self.draft is None:
@@ -256,18 +267,55 @@ def measure_pass_costs(
     }
 
 
-def predicted_from_costs(alpha: float, K: int, costs: dict[str, Any], width: int = 1) -> float:
+def predicted_from_costs(
+    alpha: float, K: int, costs: dict[str, Any], width: int = 1, tree: Sequence[int] | None = None
+) -> float:
     """Predicted speedup from the i.i.d. model: ``E(alpha, K)`` tokens per step over ``K`` draft
-    passes and one target pass over ``K + width`` tokens (``alpha`` per position, with all the
+    passes and one target pass over the step's tokens (``alpha`` per position, with all the
     position's candidates counted)."""
-    return float(expected_tokens_per_step(alpha, K) / step_cost(K, costs, width))
+    return float(expected_tokens_per_step(alpha, K) / step_cost(K, costs, width, tree))
 
 
-def step_cost(K: int, costs: dict[str, Any], width: int = 1) -> float:
-    """One step's cost in target passes over one token: ``K`` draft passes and one target pass
-    over ``K + width`` tokens."""
+def drafted_widths(K: int, tree: Sequence[int]) -> list[int]:
+    """The candidates at each of the ``K`` depths of a chain tree (``1`` past ``tree``'s end)."""
+    return [tree[d] if d < len(tree) else 1 for d in range(K)]
+
+
+def drafted_tokens(K: int, width: int = 1, tree: Sequence[int] | None = None) -> int:
+    """Draft tokens a step puts in the target's pass: ``K + width - 1`` for the chain with
+    ``width`` first-position candidates, every node of the chain tree for ``tree``."""
+    return K + width - 1 if tree is None else sum(drafted_widths(K, tree))
+
+
+def predicted_tree_speedup(
+    rates: dict[str, Any], K: int, tree: Sequence[int], costs: dict[str, Any]
+) -> float:
+    """The cost model's speedup of the chain tree ``tree`` at draft length ``K``: expected tokens
+    per step (:func:`~specdec_lib.theory.tree_tokens_per_step` at the rates of
+    :func:`tree_rates`, which must cover ``K`` depths and ``tree``'s widths) over the step's
+    cost (:func:`step_cost`)."""
+    E, cost = _tree_prediction(rates, K, drafted_widths(K, tree), costs)
+    return E / cost
+
+
+def _tree_prediction(
+    rates: dict[str, Any], K: int, widths: Sequence[int], costs: dict[str, Any]
+) -> tuple[float, float]:
+    """(expected tokens per step, step cost) of the chain tree ``widths`` at the rates given."""
+    beta = np.nan_to_num(np.asarray(rates["beta"], dtype=float))[:K]
+    gamma = np.nan_to_num(np.asarray(rates["gamma"], dtype=float))
+    g = [gamma[d, w - 1] for d, w in enumerate(widths)]
+    return tree_tokens_per_step(beta, g), step_cost(K, costs, tree=widths)
+
+
+def step_cost(
+    K: int, costs: dict[str, Any], width: int = 1, tree: Sequence[int] | None = None
+) -> float:
+    """One step's cost in target passes over one token: ``K`` draft passes (a chain tree's
+    alternatives come from the chain's own rows) and one target pass over the last token and the
+    drafts (:func:`drafted_tokens`)."""
     t = costs["t_target_s"]
-    return (K * costs["t_draft_s"] + t[K + width - 1]) / t[0]
+    return (K * costs["t_draft_s"] + t[drafted_tokens(K, width, tree)]) / t[0]
 
 
 # --------------------------------------------------------------------------------------------
@@ -328,6 +376,7 @@ class _Runner:
                 pair.target,
                 K=K if settings.schedule != "heuristic" else max(16, K),
                 width=settings.width,
+                tree=settings.tree,
                 temperature=w.temperature,
                 top_k=w.top_k,
                 top_p=w.top_p,
@@ -405,6 +454,8 @@ class _Runner:
             # Compact step log: (drafted, accepted, emitted tokens), for per-position acceptance
             # and the token-level view of notebook 04.
             cell["steps"] = [[len(st.draft_tokens), st.n_accepted, st.emitted] for st in r.steps]
+            if self.s.tree is not None:  # which alternative, counted within its depth, was kept
+                cell["alt_index"] = [st.alt_index for st in r.steps]
             cell["draft_ms"] = sum(st.draft_ms for st in r.steps)
             cell["verify_ms"] = sum(st.verify_ms for st in r.steps)
         return cell
@@ -436,6 +487,77 @@ def _rates(reached: np.ndarray, accepted: np.ndarray) -> list[float]:
 
 def _accept_by_position(cells: Iterable[dict[str, Any]], K: int) -> list[float]:
     return _rates(*_position_counts(cells, K))
+
+
+def tree_rates(cells: Iterable[dict[str, Any]], K: int, width: int) -> dict[str, Any]:
+    """What a chain tree's steps say about every narrower chain tree, per depth ``d = 1..K``.
+
+    From cells of a run with ``width`` candidates at every depth (``tree = [width] * K``):
+    ``beta[d-1]``, the chain's acceptance at depth ``d`` once reached, and ``gamma[d-1][w-1]``,
+    the probability that one of the first ``w - 1`` alternatives is accepted once the chain's
+    token is rejected there (``w = 1..width``; ``gamma[.][0] = 0``). Alternatives are tried in the
+    order they are drawn, so the first ``w - 1`` of them are exactly a narrower tree's: one wide
+    run measures them all. Also returns the counts behind each rate."""
+    positive_int(K, "K")
+    positive_int(width, "width")
+    reached = np.zeros(K, dtype=np.int64)
+    chain = np.zeros(K, dtype=np.int64)
+    rejected = np.zeros(K, dtype=np.int64)
+    alt = np.zeros((K, width), dtype=np.int64)  # alt[d, j]: alternative j + 1 kept at depth d + 1
+    for c in cells:
+        for (drafted, n_acc, _), j in zip(c["steps"], c["alt_index"], strict=True):
+            if drafted < K:  # a clamped step near the end of the output: not this tree
+                continue
+            on_chain = n_acc - 1 if j else n_acc  # chain tokens accepted
+            reached[: min(on_chain + 1, K)] += 1
+            chain[:on_chain] += 1
+            if on_chain < K:
+                rejected[on_chain] += 1
+                if j:
+                    alt[on_chain, j - 1] += 1
+    with np.errstate(invalid="ignore", divide="ignore"):
+        beta = chain / reached
+        kept = np.concatenate([np.zeros((K, 1), dtype=np.int64), np.cumsum(alt, axis=1)[:, :-1]], 1)
+        gamma = kept / rejected[:, None]
+    return {
+        "beta": beta.tolist(),
+        "gamma": gamma.tolist(),
+        "reached": reached.tolist(),
+        "chain_accepted": chain.tolist(),
+        "chain_rejected": rejected.tolist(),
+        "alternative_kept": alt.tolist(),
+    }
+
+
+def best_trees(
+    rates: dict[str, Any], costs: dict[str, Any], *, max_tokens: int | None = None
+) -> list[dict[str, Any]]:
+    """Every chain tree the rates of :func:`tree_rates` cover (``K`` up to theirs, up to their
+    width at each depth), ranked by the cost model's predicted speedup: expected tokens per step
+    (:func:`~specdec_lib.theory.tree_tokens_per_step`) over the step's cost (:func:`step_cost`).
+    ``max_tokens`` caps the drafts in the target's pass (default: what ``costs`` measured)."""
+    import itertools
+
+    K_max, W = np.asarray(rates["gamma"]).shape
+    cap = len(costs["t_target_s"]) - 1 if max_tokens is None else max_tokens
+    out = []
+    for K in range(1, K_max + 1):
+        for widths in itertools.product(range(1, W + 1), repeat=K):
+            n = drafted_tokens(K, tree=widths)
+            if n > cap:
+                continue
+            E, cost = _tree_prediction(rates, K, widths, costs)
+            out.append(
+                {
+                    "K": K,
+                    "tree": list(widths),
+                    "drafted": n,
+                    "tokens_per_step": E,
+                    "step_cost": cost,
+                    "predicted_speedup": E / cost,
+                }
+            )
+    return sorted(out, key=lambda r: -r["predicted_speedup"])
 
 
 def _against_baseline(result: dict[str, Any]):
@@ -482,6 +604,7 @@ def summarize(result: dict[str, Any]) -> list[dict[str, Any]]:
     prompts = result["prompts"]
     costs = result.get("costs")
     width = int(result["settings"]["width"])
+    tree = result["settings"].get("tree")
     identical = identical_outputs(result)
     groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for key, cell in result["cells"].items():
@@ -529,11 +652,17 @@ def summarize(result: dict[str, Any]) -> list[dict[str, Any]]:
             rec["alpha_iid"] = accepted / judged if judged else float("nan")
             rec["tau"] = n_tok / sum(c["n_steps"] for c in cells)
             rec["alpha_by_position"] = _accept_by_position(cells, K)
-            if costs:
+            if costs and tree is not None:
+                # the chain tree's own model, at the rates its steps show (tree_tokens_per_step)
+                rates = tree_rates(cells, K, max(drafted_widths(K, tree)))
+                rec["tree_rates"] = rates
+                rec["predicted_speedup"] = predicted_tree_speedup(rates, K, tree, costs)
+            elif costs:
                 rec["predicted_speedup"] = predicted_from_costs(rec["alpha_iid"], K, costs, width)
+            if costs:
                 rec["efficiency"] = rec["speedup"] / rec["predicted_speedup"]
-                # The same cost model with the measured tokens per step instead of the i.i.d. E.
-                rec["predicted_speedup_from_tau"] = rec["tau"] / step_cost(K, costs, width)
+                # The same cost model with the measured tokens per step instead of the modelled E.
+                rec["predicted_speedup_from_tau"] = rec["tau"] / step_cost(K, costs, width, tree)
             rec["draft_share"] = sum(c["draft_ms"] for c in cells) / (1e3 * secs)
         per_prompt = []
         for p in sorted({c["prompt"] for c in cells}):
@@ -848,7 +977,7 @@ def run_benchmark(
     if result["costs"] is None:
         result["costs"] = measure_pass_costs(
             pair,
-            max(settings.K) + settings.width,
+            max(drafted_tokens(K, settings.width, settings.tree) for K in settings.K) + 1,
             context=settings.cost_context,
             reps=settings.cost_reps,
         )

@@ -146,7 +146,7 @@ def _exactness(args: argparse.Namespace) -> None:
 
 
 def default_out(settings: BenchSettings) -> Path:
-    """``data/results/bench_<pair>[_<draft>][_<schedule>][_w<width>][_<head>]_<dtype>_<T>[...].json``
+    """``data/results/bench_<pair>[_<draft>][_<schedule>][_w<width>|_tree<w1-w2..>][_<head>]_<dtype>_<T>[...].json``
     (the early exit, the first draft measured, has no draft part)."""
     s = settings
     t = "greedy" if s.temperature == 0 else f"T{s.temperature:g}"
@@ -156,6 +156,8 @@ def default_out(settings: BenchSettings) -> Path:
         draft += f"_{s.schedule}"
     if s.width > 1:
         draft += f"_w{s.width}"
+    if s.tree is not None:
+        draft += "_tree" + "-".join(map(str, s.tree))
     if s.head is not None:
         draft += f"_{Path(s.head).stem}"
     extra += "_eos" if s.stop_at_eos else ""

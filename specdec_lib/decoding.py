@@ -38,6 +38,7 @@ from .checks import non_negative_int, positive_int
 from .lm import (
     capture_features,
     context_length,
+    last_rows,
     model_device,
     model_forward,
     synchronize,
@@ -76,6 +77,18 @@ class StepRecord:
     verify_ms: float
     alternatives: list[int] = field(default_factory=list)  # other first-position candidates
     branch: int = 0  # j >= 1: alternative j was accepted; -1: every candidate rejected
+    alt_depths: list[int] = field(default_factory=list)  # a tree's: each alternative's depth
+
+    @property
+    def alt_index(self) -> int:
+        """Which alternative was accepted, counted within its depth (``1`` for the first one
+        tried after the chain's token), or ``0`` when none was."""
+        if self.branch < 1:
+            return 0
+        if not self.alt_depths:  # width: every alternative sits at the first position
+            return self.branch
+        depth = self.alt_depths[self.branch - 1]
+        return self.branch - sum(1 for d in self.alt_depths if d < depth)
 
     @property
     def n_accepted(self) -> int:
@@ -279,7 +292,7 @@ class TargetState:
                     position_ids=positions.view(1, -1),
                     cache=self.cache,
                     use_cache=True,
-                    logits_to_keep=n_logits + m,
+                    logits_to_keep=last_rows(n_logits + m, n_new + m, seq.device),
                 )
                 self.cache, logits = out.cache, out.logits[0]
                 self.length = seq.numel()
@@ -347,7 +360,7 @@ class TargetState:
                     position_ids=positions.view(1, -1),
                     cache=self.cache,
                     use_cache=True,
-                    logits_to_keep=N + 1,
+                    logits_to_keep=last_rows(N + 1, n_new + N, seq.device),
                 )
                 self.cache, logits = out.cache, out.logits[0]
                 self.length = past + n_new
@@ -835,6 +848,7 @@ class SpeculativeDecoder(_DecoderBase):
             verify_ms=(t2 - t1) * 1e3,
             alternatives=tokens[k:].tolist(),
             branch=branch,
+            alt_depths=[parents[i] + 2 for i in range(k, tokens.numel())],
         )
         return record, verdict.tokens.to(ids.device)
 

@@ -55,11 +55,12 @@ __all__ = ["CONFIGS", "FAULTS", "Config", "ExactnessSettings", "as_frame", "ship
 @dataclass(frozen=True)
 class Config:
     """One shipped configuration: the default pair's draft by name (``head``: other saved weights
-    of a trained draft), dtype, width and warp."""
+    of a trained draft), dtype, width or draft tree, and warp."""
 
     draft: str
     dtype: str
     width: int = 1
+    tree: tuple[int, ...] | None = None
     temperature: float = 1.0
     top_k: int | None = None
     top_p: float | None = None
@@ -198,7 +199,14 @@ def shipped_grid(
             laws[key] = exact_continuation_law(
                 pair.target, ref_ids, c.warp, ref_length, min_prob=min_prob
             )
-        kw = dict(K=K, width=c.width, temperature=c.temperature, top_k=c.top_k, top_p=c.top_p)
+        kw = dict(
+            K=K,
+            width=c.width,
+            tree=c.tree,
+            temperature=c.temperature,
+            top_k=c.top_k,
+            top_p=c.top_p,
+        )
         if fault == "prototype's correction":
             dec: Any = SpeculativeDecoder(pair.draft, pair.target, verifier=_prototype_verify, **kw)
         elif fault == "uncropped target cache":

@@ -25,7 +25,7 @@ from scipy import stats as sps
 
 from .candidates import candidate_stage
 from .checks import positive_int, real
-from .lm import model_device
+from .lm import last_rows, model_device
 from .sampling import (
     Correction,
     Verdict,
@@ -270,7 +270,8 @@ def exact_continuation_law(
             batch = torch.stack(
                 [torch.cat([ids, torch.tensor(pr, dtype=torch.long)]) for pr in chunk]
             ).to(device)
-            logits = target(input_ids=batch, use_cache=False, logits_to_keep=1).logits[:, -1]
+            keep = last_rows(1, batch.shape[1], batch.device)
+            logits = target(input_ids=batch, use_cache=False, logits_to_keep=keep).logits[:, -1]
             probs = warp.probs(logits).double().cpu()
             for row, pr in enumerate(chunk):
                 mass = law[pr] * probs[row]
@@ -414,7 +415,8 @@ def sample_continuations(
     device = ids.device
     prompt_cache = None
     if use_cache:
-        out = target(input_ids=ids.view(1, -1), use_cache=True, logits_to_keep=1)
+        keep = last_rows(1, ids.numel(), device)
+        out = target(input_ids=ids.view(1, -1), use_cache=True, logits_to_keep=keep)
         prompt_cache, first_logits = out.cache, out.logits[:, -1]
     groups: dict[tuple[int, ...], int] = {(): n}
     for step in range(length):
@@ -428,12 +430,14 @@ def sample_continuations(
             elif use_cache:
                 cache = copy.deepcopy(prompt_cache)
                 cache.batch_repeat_interleave(len(chunk))
+                keep = last_rows(1, rows.shape[1], device)
                 logits = target(
-                    input_ids=rows, cache=cache, use_cache=True, logits_to_keep=1
+                    input_ids=rows, cache=cache, use_cache=True, logits_to_keep=keep
                 ).logits[:, -1]
             else:
                 batch = torch.cat([ids.expand(len(chunk), -1), rows], dim=1)
-                logits = target(input_ids=batch, use_cache=False, logits_to_keep=1).logits[:, -1]
+                keep = last_rows(1, batch.shape[1], device)
+                logits = target(input_ids=batch, use_cache=False, logits_to_keep=keep).logits[:, -1]
             probs = warp.probs(logits)
             for row, prefix in enumerate(chunk):
                 draws = torch.multinomial(

@@ -14,6 +14,7 @@ import numpy as np
 
 __all__ = [
     "expected_tokens_per_step",
+    "tree_tokens_per_step",
     "optimal_K",
     "predicted_speedup",
     "walltime_speedup",
@@ -47,6 +48,35 @@ def expected_tokens_per_step(alpha, K):
     with np.errstate(divide="ignore", invalid="ignore"):
         e = np.where(a < 1, (1 - a ** (k + 1)) / np.where(a < 1, 1 - a, 1.0), k + 1.0)
     return e.item() if e.ndim == 0 else e
+
+
+def tree_tokens_per_step(beta: Sequence[float], gamma: Sequence[float]) -> float:
+    """E[tokens per step] of a chain tree (the chain, with alternatives beside it at each depth).
+
+    ``beta[d]``: the probability that the chain's token at depth ``d + 1`` is accepted once the
+    step reaches it; ``gamma[d]``: the probability that one of that depth's alternatives is
+    accepted once the chain's token there is rejected (``0`` without alternatives). A step that
+    reaches depth ``d`` ends there with ``d + 1`` tokens when an alternative is accepted (it, then
+    the target's token after it) and ``d`` otherwise; past the last depth ``K`` it ends with
+    ``K + 1``:
+
+        E = sum_d R_d (1 - beta_d) (d + gamma_d) + R_{K+1} (K + 1),  R_1 = 1,  R_{d+1} = R_d beta_d.
+
+    With ``gamma = 0`` and ``beta = alpha`` at every depth this is :func:`expected_tokens_per_step`.
+    """
+    b = np.asarray(beta, dtype=float)
+    g = np.asarray(gamma, dtype=float)
+    if b.ndim != 1 or b.shape != g.shape:
+        raise ValueError(
+            f"beta and gamma must be 1-D of the same length (one per depth), got {b.shape} and {g.shape}"
+        )
+    for name, v in (("beta", b), ("gamma", g)):
+        if np.any(~np.isfinite(v)) or np.any((v < 0) | (v > 1)):
+            raise ValueError(f"{name} must hold probabilities in [0, 1], got {v.tolist()}")
+    K = b.shape[0]
+    reach = np.concatenate([[1.0], np.cumprod(b)])  # R_1 .. R_{K+1}
+    depth = np.arange(1, K + 1)
+    return float(np.sum(reach[:K] * (1 - b) * (depth + g)) + reach[K] * (K + 1))
 
 
 def walltime_speedup(alpha, K, c):

@@ -2,6 +2,7 @@
 after an interruption, and one-line errors. No timing is asserted (speed is a benchmark, not a test)."""
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -62,6 +63,41 @@ def test_benchmark_with_width(tmp_path, prompts_file, tiny_pair):
     assert len(res["costs"]["t_target_s"]) == 2 + 3  # the pass over K + width tokens
     spec = {r["K"]: r for r in res["runs"] if r["method"] == "speculative"}
     assert set(spec) == {1, 2} and all(r["predicted_speedup"] > 0 for r in spec.values())
+
+
+def test_benchmark_with_a_tree(tmp_path, prompts_file, tiny_pair):
+    s = _settings(prompts_file, tree=[3, 2], methods=["autoregressive", "speculative"])
+    res = run_benchmark(s, tmp_path / "t.json", progress=False, pair=tiny_pair)
+    assert res["settings"]["tree"] == [3, 2] and res["settings"]["width"] == 1
+    assert len(res["costs"]["t_target_s"]) == 1 + 3 + 2  # the last token and every node at K = 2
+    cells = [c for k, c in res["cells"].items() if k.startswith("speculative")]
+    assert all(len(c["alt_index"]) == len(c["steps"]) for c in cells)
+    spec = {r["K"]: r for r in res["runs"] if r["method"] == "speculative"}
+    assert all(r["predicted_speedup_from_tau"] > 0 for r in spec.values())
+    assert bench.drafted_tokens(1, tree=[3, 2]) == 3 and bench.drafted_tokens(4, tree=[3, 2]) == 7
+
+
+def test_tree_rates_and_the_shape_chosen_by_the_cost_model():
+    # steps of a tree [3, 3] at K = 2: (drafted, accepted, emitted) and the alternative kept
+    steps = [[2, 2, []], [2, 1, []], [2, 1, []], [2, 0, []], [2, 2, []], [1, 0, []]]
+    alt_index = [0, 0, 2, 0, 1, 0]
+    r = bench.tree_rates([{"steps": steps, "alt_index": alt_index}], K=2, width=3)
+    # depth 1: 5 steps reach it, the chain's token is kept in 3 (steps 0, 1, 4); of the 2
+    # rejections one keeps alternative 2 (step 2), none keeps alternative 1 first
+    assert r["reached"] == [5, 3] and r["chain_accepted"] == [3, 1]
+    assert r["chain_rejected"] == [2, 2] and r["alternative_kept"] == [[0, 1, 0], [1, 0, 0]]
+    np.testing.assert_allclose(r["gamma"], [[0, 0, 0.5], [0, 0.5, 0.5]])
+    costs = {"t_draft_s": 0.1, "t_target_s": [1.0, 1.0, 1.1, 1.2, 1.3, 1.5, 2.0]}
+    ranked = bench.best_trees(r, costs)
+    assert (
+        len(ranked) == 3 + 9 and ranked[0]["predicted_speedup"] >= ranked[-1]["predicted_speedup"]
+    )
+    top = ranked[0]
+    assert math.isclose(
+        top["predicted_speedup"],
+        top["tokens_per_step"] / bench.step_cost(top["K"], costs, tree=top["tree"]),
+    )
+    assert all(t["drafted"] <= 3 for t in bench.best_trees(r, costs, max_tokens=3))
 
 
 def test_interrupted_run_resumes(tmp_path, prompts_file, tiny_pair, monkeypatch):

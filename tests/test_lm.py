@@ -37,3 +37,17 @@ def test_facts_the_decoders_check(tiny_pair):
     assert model_device(t) == torch.device("cpu") and model_device(object()) is None
     assert isinstance(final_norm(t), torch.nn.Module)
     synchronize(torch.device("cpu"))  # a no-op on a CPU
+
+
+def test_last_rows_index_the_positions_kept(tiny_pair):
+    """An index tensor (a densely strided copy, the fast bfloat16 kernel on a CPU) gives the same
+    logits as transformers' own slice."""
+    from specdec_lib.lm import last_rows, model_forward
+
+    assert last_rows(3, 3) == 3
+    assert last_rows(2, 5).tolist() == [3, 4]
+    ids = torch.tensor([0, 5, 9, 3, 17, 4])
+    with torch.inference_mode():
+        got, _ = model_forward(tiny_pair.target, ids, None, 2)
+        ref = tiny_pair.target(input_ids=ids.view(1, -1)).logits[0, -2:]
+    torch.testing.assert_close(got, ref)

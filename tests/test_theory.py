@@ -4,11 +4,13 @@ import numpy as np
 import pytest
 import torch
 
+from specdec_lib.candidates import chain_tree, verify_tree
 from specdec_lib.sampling import verify
 from specdec_lib.theory import (
     expected_tokens_per_step,
     optimal_K,
     predicted_speedup,
+    tree_tokens_per_step,
     walltime_speedup,
 )
 
@@ -47,3 +49,43 @@ def test_walltime_and_optimal_K():
 def test_bad_alpha(bad):
     with pytest.raises(ValueError, match="alpha"):
         expected_tokens_per_step(bad, 3)
+
+
+def test_tree_tokens_reduce_to_the_chain():
+    for a, K in ((0.0, 3), (0.6, 4), (1.0, 2)):
+        assert math.isclose(
+            tree_tokens_per_step([a] * K, [0.0] * K), expected_tokens_per_step(a, K)
+        )
+    # an alternative always accepted at depth 1: one more token whenever the chain stops there
+    assert math.isclose(tree_tokens_per_step([0.5], [1.0]), 0.5 * 2 + 0.5 * 2)
+
+
+def test_tree_tokens_monte_carlo():
+    """Steps of a chain tree (2, 2, 2) with the same p and q at every node: the mean tokens per
+    step match the formula at the rates the same steps show."""
+    K, n = 3, 4000
+    p = torch.tensor([0.5, 0.3, 0.2, 0.0])
+    q = torch.tensor([0.1, 0.2, 0.3, 0.4])
+    g = torch.Generator().manual_seed(1)
+    reached, chain, rejected, alt, total = np.zeros(K), np.zeros(K), np.zeros(K), np.zeros(K), 0
+    for _ in range(n):
+        d = torch.multinomial(q, K, replacement=True, generator=g)
+        nodes, parents, laws = chain_tree(d, q.expand(K, -1), (2, 2, 2), g)
+        verdict, path = verify_tree(nodes, parents, laws, p.expand(len(nodes) + 1, -1), g)
+        total += len(verdict.tokens)
+        on_chain = sum(1 for i, node in enumerate(path) if node == i)
+        reached[: min(on_chain + 1, K)] += 1
+        chain[:on_chain] += 1
+        if on_chain < K:
+            rejected[on_chain] += 1
+            alt[on_chain] += len(path) > on_chain
+    E = tree_tokens_per_step(chain / reached, alt / rejected)
+    assert abs(total / n - E) < 0.03 * E
+
+
+@pytest.mark.parametrize(
+    "beta, gamma", [([0.5], [0.1, 0.2]), ([1.5], [0.0]), ([0.5], [float("nan")])]
+)
+def test_tree_tokens_bad_rates(beta, gamma):
+    with pytest.raises(ValueError, match="beta|gamma"):
+        tree_tokens_per_step(beta, gamma)

@@ -297,7 +297,9 @@ class LayerDraft(_SubsetOutput):
         from types import SimpleNamespace
 
         h, cache = self.hidden(input_ids, cache, use_cache)
-        if logits_to_keep:
+        if isinstance(logits_to_keep, torch.Tensor):  # positions, as lm.last_rows gives them
+            h = h[:, logits_to_keep]
+        elif logits_to_keep:
             h = h[:, -logits_to_keep:]
         sub = self.logits(h)
         full = sub.new_full((*sub.shape[:-1], self.config.vocab_size), float("-inf"))

@@ -46,6 +46,7 @@ __all__ = [
     "tree_rates",
     "evaluate_drafter",
     "fastest_draft",
+    "fastest_shape",
     "identical_outputs",
     "measure_pass_costs",
     "native_bfloat16",
@@ -110,15 +111,16 @@ class BenchSettings:
         choices=SCHEDULES,
     )
     threshold: float = setting(0.4, "confidence threshold of --schedule threshold")
-    width: int = setting(
-        2,
+    width: int | None = setting(
+        None,
         "candidates for the first draft position, checked in one pass (speculative only: "
-        "transformers' assisted generation has one)",
+        "transformers' assisted generation has one; default: the fastest measured, "
+        "fastest_shape)",
     )
     tree: list[int] | None = setting(
         None,
-        "candidates at each draft depth, e.g. 2 2 1: a draft tree along the chain, checked in one "
-        "pass (speculative only; replaces width, which is then 1)",
+        "candidates at each draft depth, e.g. 4 4: a draft tree along the chain, checked in one "
+        "pass (speculative only; default: the fastest measured, fastest_shape)",
     )
     stop_at_eos: bool = setting(
         False,
@@ -151,15 +153,23 @@ class BenchSettings:
             self.dtype = "bfloat16" if native_bfloat16(self.device) else "float32"
         one_of(self.schedule, "schedule", SCHEDULES)
         probability(self.threshold, "threshold", one=False)
-        positive_int(self.width, "width", "candidates for the first draft position")
+        positive_int(self.width, "width", "candidates for the first draft position", optional=True)
         if self.tree is not None:
             self.tree = list(check_widths(self.tree))
-            self.width = 1
+            if self.width not in (None, 1):
+                raise ValueError(
+                    f"give either width (candidates at the first position) or tree (candidates "
+                    f"at each depth), got width={self.width} and tree={self.tree}"
+                )
         one_of(self.pair, "pair", PAIRS)
         # Store the draft by name, so that a run records the draft it measured.
         if self.draft is None:
             self.draft = fastest_draft(self.pair, self.device, self.dtype)
         one_of(self.draft, "draft", PAIRS[self.pair])
+        # Stored resolved too: the chain's width, or a tree and width 1.
+        if self.width is None and self.tree is None:
+            self.width, self.tree = fastest_shape(self.draft)
+        self.width = self.width or 1
         if self.head is not None:
             if self.draft not in TRAINED_DRAFTS:
                 raise ValueError(
@@ -182,6 +192,21 @@ def fastest_draft(pair: str, device: str, dtype: str) -> str:
     if pair == "default":
         return "trained-int8" if (device, dtype) == ("cpu", "bfloat16") else "trained"
     return default_draft(pair)
+
+
+# The chain tree the cost model ranks first for the trained head, and that measured fastest
+# (notebook 06, section 9).
+FASTEST_TREE = (4, 3)
+
+
+def fastest_shape(draft: str) -> tuple[int, list[int] | None]:
+    """``(width, tree)`` ``bench`` measures when neither is given: the fastest exact shape
+    measured for the draft. For the trained head (notebook 06 §9), the chain tree
+    :data:`FASTEST_TREE`; for the other drafts, the chain with two first-position candidates
+    (notebook 06 §6)."""
+    if draft in TRAINED_DRAFTS:
+        return 1, list(FASTEST_TREE)
+    return 2, None
 
 
 def resolve_device(device: str) -> str:

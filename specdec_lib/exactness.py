@@ -85,6 +85,7 @@ CONFIGS: dict[str, Config] = {
     "ttt-int8-bf16-w2": Config(
         "trained-int8", "bfloat16", width=2, head="data/drafter/feature_head_ttt.safetensors"
     ),
+    "trained-int8-bf16-tree4-3": Config("trained-int8", "bfloat16", tree=(4, 3)),
 }
 # The arms that must fail, on the headline draft at width 1 (the prototype's rule plugs into
 # verify, which width 1 uses).

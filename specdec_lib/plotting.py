@@ -46,6 +46,7 @@ __all__ = [
     "pass_costs",
     "pilot_curves",
     "position_rates",
+    "tree_acceptance",
     "power_vs_n",
     "predicted_by_drafter",
     "prototype_bias",
@@ -1158,6 +1159,42 @@ def position_rates(rates: pd.DataFrame, *, title: str) -> Figure:
         title=title,
     )
     ax.legend(loc="lower left", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def tree_acceptance(rates: pd.DataFrame, *, title: str) -> Figure:
+    """Notebook 06, ``06_tree_acceptance``: the probability that a draft depth yields a token once
+    the step reaches it, against the candidates checked there, one line per depth, one panel per
+    value of ``panel`` (``rates``: ``panel``, ``depth``, ``candidates``, ``rate``, ``lo``, ``hi``:
+    its 95% interval, drawn as error bars; points dodged sideways)."""
+    panels = list(dict.fromkeys(rates["panel"]))
+    depths = sorted(set(rates["depth"]))
+    colors = dict(zip(depths, _CURVE_COLORS, strict=False))
+    fig, axes = plt.subplots(
+        1, len(panels), figsize=(5.2 * len(panels), 4.0), sharey=True, squeeze=False
+    )
+    for ax, panel in zip(axes[0], panels, strict=True):
+        here = rates[rates["panel"] == panel]
+        for i, depth in enumerate(depths):
+            d = here[here["depth"] == depth].sort_values("candidates")
+            x = d["candidates"].to_numpy(float) + (i - (len(depths) - 1) / 2) * 0.08
+            err = np.vstack([d["rate"] - d["lo"], d["hi"] - d["rate"]]).clip(min=0)
+            ax.errorbar(
+                x,
+                d["rate"],
+                yerr=err,
+                fmt="o-",
+                ms=4,
+                capsize=2,
+                color=colors[depth],
+                label=f"depth {depth}",
+            )
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set(xlabel="candidates checked at the depth", title=panel, ylim=(0, 1))
+    axes[0][0].set_ylabel("P(the depth yields a token | reached)\nbars: 95% Wilson interval")
+    axes[0][0].legend(loc="lower right", fontsize=9)
+    fig.suptitle(title)
     fig.tight_layout()
     return fig
 

@@ -260,11 +260,30 @@ def test_device_and_dtype_resolved_and_recorded(monkeypatch):
 def test_defaults_are_the_fastest_configuration_measured(monkeypatch):
     monkeypatch.setattr(bench, "native_bfloat16", lambda device: True)
     s = BenchSettings().validate()
-    assert (s.draft, s.width, s.dtype) == ("trained-int8", 2, "bfloat16")
+    assert (s.draft, s.width, s.tree, s.dtype) == (
+        "trained-int8",
+        1,
+        list(bench.FASTEST_TREE),
+        "bfloat16",
+    )
     monkeypatch.setattr(bench, "native_bfloat16", lambda device: False)
     s = BenchSettings().validate()  # int8 weights run only in bfloat16 on a CPU
-    assert (s.draft, s.width, s.dtype) == ("trained", 2, "float32")
-    assert BenchSettings(pair="tiny-random").validate().draft == "model"
+    assert (s.draft, s.width, s.tree, s.dtype) == (
+        "trained",
+        1,
+        list(bench.FASTEST_TREE),
+        "float32",
+    )
+    s = BenchSettings(pair="tiny-random").validate()
+    assert (s.draft, s.width, s.tree) == ("model", 2, None)
+    # a shape given is kept: a width alone is the chain, a tree alone has width 1
+    assert (BenchSettings(width=3).validate().tree, BenchSettings(width=3).validate().width) == (
+        None,
+        3,
+    )
+    assert BenchSettings(tree=[2, 2]).validate().width == 1
+    with pytest.raises(ValueError, match="either width"):
+        BenchSettings(width=2, tree=[2, 2]).validate()
 
 
 def test_identical_outputs_counts_cells_equal_to_the_baseline():

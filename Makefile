@@ -91,6 +91,10 @@ BENCH_TTT := $(PY) -m specdec_lib bench --pair default --draft trained-int8 --dt
 	--head data/drafter/feature_head_ttt.safetensors --K 1 2 3 4 --width 2 --max-new-tokens 50 \
 	--repeats 2 --seed 0 \
 	--methods autoregressive speculative hf_autoregressive
+# Draft trees (notebook 06, section 9): two wide trees, whose steps give the rates of every narrower
+# tree, then the tree the cost model chooses beside two first-position candidates, side by side.
+BENCH_TREE := $(PY) -m specdec_lib bench --pair default --draft trained-int8 --dtype bfloat16 \
+	--max-new-tokens 50 --seed 0 --methods autoregressive speculative
 bench: install
 	$(BENCH) --temperature 1.0 --out data/results/bench_default_float32_T1.json
 	$(BENCH) --temperature 0 --out data/results/bench_default_float32_greedy.json
@@ -106,6 +110,22 @@ bench: install
 	  --out data/results/bench_default_trained-int8_w2_feature_head_ttt_bfloat16_T1.json
 	$(BENCH_TTT) --temperature 0 \
 	  --out data/results/bench_default_trained-int8_w2_feature_head_ttt_bfloat16_greedy.json
+	$(BENCH_TREE) --K 4 --tree 4 4 4 4 --repeats 1 --temperature 1.0 \
+	  --out data/results/bench_default_trained-int8_tree4-4-4-4_bfloat16_T1.json
+	$(BENCH_TREE) --K 4 --tree 4 4 4 4 --repeats 1 --temperature 0 \
+	  --out data/results/bench_default_trained-int8_tree4-4-4-4_bfloat16_greedy.json
+	$(BENCH_TREE) --K 2 --tree 8 8 --repeats 1 --temperature 1.0 \
+	  --out data/results/bench_default_trained-int8_tree8-8_bfloat16_T1.json
+	$(BENCH_TREE) --K 2 --tree 8 8 --repeats 1 --temperature 0 \
+	  --out data/results/bench_default_trained-int8_tree8-8_bfloat16_greedy.json
+	$(BENCH_TREE) --K 1 2 3 --tree 4 3 --repeats 2 --temperature 1.0 \
+	  --out data/results/bench_default_trained-int8_tree4-3_bfloat16_T1.json
+	$(BENCH_TREE) --K 1 2 3 --width 2 --repeats 2 --temperature 1.0 \
+	  --out data/results/bench_default_trained-int8_w2_bfloat16_T1_beside-tree.json
+	$(BENCH_TREE) --K 1 2 3 --tree 4 3 --repeats 2 --temperature 0 \
+	  --out data/results/bench_default_trained-int8_tree4-3_bfloat16_greedy.json
+	$(BENCH_TREE) --K 1 2 3 --width 2 --repeats 2 --temperature 0 \
+	  --out data/results/bench_default_trained-int8_w2_bfloat16_greedy_beside-tree.json
 	# Not a benchmark: every shipped configuration against exact laws (notebook 02, section 9).
 	$(PY) -m specdec_lib exactness --out data/results/exactness_shipped.json
 

@@ -75,7 +75,7 @@ class StepRecord:
     emitted: list[int]  # accepted prefix + one corrected or bonus token (cut at EOS)
     draft_ms: float
     verify_ms: float
-    alternatives: list[int] = field(default_factory=list)  # other first-position candidates
+    alternatives: list[int] = field(default_factory=list)  # the other candidates (width or tree)
     branch: int = 0  # j >= 1: alternative j was accepted; -1: every candidate rejected
     alt_depths: list[int] = field(default_factory=list)  # a tree's: each alternative's depth
 

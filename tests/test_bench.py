@@ -160,7 +160,8 @@ def test_hf_assisted_uses_the_requested_K(prompts_file, tiny_pair):
     calls = {"n": 0}
     hook = tiny_pair.draft.register_forward_hook(lambda *a: calls.__setitem__("n", calls["n"] + 1))
     try:
-        runner = bench._Runner(tiny_pair, _settings(prompts_file, K=[1, 4], max_new_tokens=40))
+        settings = _settings(prompts_file, K=[1, 4], max_new_tokens=40).validate()
+        runner = bench._Runner(tiny_pair, settings)
         ids = tiny_pair.tokenizer("abc", return_tensors="pt").input_ids[0]
         before = dict(vars(tiny_pair.draft.generation_config))
         counts = {}

@@ -76,6 +76,25 @@ def test_greedy_with_alternatives_default(default_pair, K, width):
     assert branches > 0
 
 
+def test_greedy_with_a_tree_default(default_pair):
+    """The chain tree bench uses by default, ranked by the trained draft's scores at every depth,
+    on the real model in float32: token for token the autoregressive output."""
+    from specdec_lib.bench import FASTEST_TREE
+
+    tok = default_pair.tokenizer
+    ar = AutoregressiveDecoder(default_pair.target, temperature=0)
+    sd = SpeculativeDecoder(
+        default_pair.draft, default_pair.target, K=2, tree=FASTEST_TREE, temperature=0
+    )
+    branches = 0
+    for prompt in PROMPTS[:3]:
+        ids = tok(prompt, return_tensors="pt").input_ids
+        r = sd.generate_ids(ids, 24)
+        assert r.tokens == ar.generate_ids(ids, 24).tokens, prompt
+        branches += sum(s.branch >= 1 for s in r.steps)
+    assert branches > 0
+
+
 def test_default_sampling_reproducible(default_pair):
     tok = default_pair.tokenizer
     kw = dict(K=3, temperature=1.0, top_p=0.9, tokenizer=tok)

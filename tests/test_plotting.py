@@ -371,6 +371,21 @@ def _notebook_05():
             {"title": "t"},
             1,
         ),
+        (
+            plotting.tree_acceptance,
+            (
+                pd.DataFrame(
+                    {
+                        "panel": ["T = 1"] * 4 + ["greedy"] * 4,
+                        "depth": [1, 1, 2, 2] * 2,
+                        "candidates": [1, 2, 1, 2] * 2,
+                        "rate": [0.4, 0.5, 0.3, 0.4, 0.45, 0.6, 0.3, 0.45],
+                    }
+                ).assign(lo=lambda d: d.rate - 0.05, hi=lambda d: d.rate + 0.05),
+            ),
+            {"title": "t"},
+            2,
+        ),
     ]
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import statistics
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,6 +53,7 @@ __all__ = [
     "per_prompt_frame",
     "run_benchmark",
     "runs_frame",
+    "speculative_runs",
     "speedup_interval",
     "summarize",
 ]
@@ -773,6 +774,19 @@ def speedup_interval(
         rng=np.random.default_rng(seed),
     )
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def speculative_runs(files: Mapping[tuple[str, str], Any]):
+    """The speculative rows of several runs side by side (notebooks 05 and 06): ``files`` maps
+    ``(panel, config)`` to a stored run; each run's rows, with their intervals
+    (:func:`runs_frame`), are labelled by its ``panel`` and ``config``."""
+    import pandas as pd
+
+    frames = []
+    for (panel, config), path in files.items():
+        df = runs_frame(read_json(path), intervals=True)
+        frames.append(df[df.method == "speculative"].assign(panel=panel, config=config))
+    return pd.concat(frames, ignore_index=True)
 
 
 def runs_frame(result: dict[str, Any], *, intervals: bool = False):

@@ -75,6 +75,9 @@ def test_benchmark_with_a_tree(tmp_path, prompts_file, tiny_pair):
     spec = {r["K"]: r for r in res["runs"] if r["method"] == "speculative"}
     assert all(r["predicted_speedup_from_tau"] > 0 for r in spec.values())
     assert bench.drafted_tokens(1, tree=[3, 2]) == 3 and bench.drafted_tokens(4, tree=[3, 2]) == 7
+    side = bench.speculative_runs({("T = 1", "tree"): tmp_path / "t.json"})
+    assert side.K.tolist() == [1, 2] and set(side.config) == {"tree"}
+    assert (side.speedup_low <= side.speedup_high).all()
 
 
 def test_tree_rates_and_the_shape_chosen_by_the_cost_model():

@@ -33,9 +33,9 @@
 #   rejection, bonus token) against the target's exact law of those three tokens;
 # * what **bfloat16** changes: how often greedy outputs part from autoregressive ones, and why;
 # * and **every configuration we ship** (the trained feature head in bfloat16 and with int8 weights,
-#   two candidates for the first position, prompt lookup, top-k and top-p), in the decoder, against
-#   exact laws, next to three decoders that must fail: the prototype's rule, a target cache left
-#   uncropped after a rejection, and a bonus token drawn from the wrong row.
+#   two candidates for the first position, a draft tree, prompt lookup, top-k and top-p), in the
+#   decoder, against exact laws, next to three decoders that must fail: the prototype's rule, a
+#   target cache left uncropped after a rejection, and a bonus token drawn from the wrong row.
 #
 # References: Y. Leviathan, M. Kalman, Y. Matias, *Fast Inference from Transformers via Speculative
 # Decoding*, 2022 ([arXiv:2211.17192](https://arxiv.org/abs/2211.17192)); C. Chen et al.,
@@ -1264,8 +1264,9 @@ print(
 # The drafts the series recommends differ from the early exit in every way that could hide a bug: a
 # feature-level head (notebook 05) whose $q$ is zero outside its token subset, the same head with
 # int8 weights, the head fine-tuned on its own drafts (notebook 06 §7), two candidates for the
-# first position (recursive rejection), prompt lookup (a $q$ that is one-hot on the looked-up
-# token), bfloat16, top-k and top-p. Each configuration runs as a
+# first position (recursive rejection), a draft tree with candidates at both depths (notebook 06
+# §9: recursive rejection at every node, the kept path moved into place in the target's cache),
+# prompt lookup (a $q$ that is one-hot on the looked-up token), bfloat16, top-k and top-p. Each configuration runs as a
 # `SpeculativeDecoder` with $K = 2$, and its outputs are tested against the target's exact law in
 # the same dtype and warp.
 #
@@ -1319,6 +1320,9 @@ shipped_df["detectable TV"] = [  # of one position's test, at its Bonferroni sha
     stats.detectable_tv(k, b, level=shipped_level / len(ps))
     for k, b, ps in zip(shipped_df.kept, shipped_df.bins, shipped_df.p_by_position, strict=True)
 ]
+shipped_df["tree"] = [
+    ", ".join(map(str, t)) if isinstance(t, list) else "" for t in shipped_df["tree"]
+]
 shipped_df["warp"] = [
     "T=1"
     + (f", top-k {k:.0f}" if k == k and k else "")
@@ -1341,7 +1345,8 @@ shipped_df["p by position"] = [
 shipped_df["bins by position"] = [" / ".join(map(str, b)) for b in shipped_df.bins_by_position]
 formatted(
     shipped_df[
-        ["name", "draft", "dtype", "width", "warp", "kept", "alpha", "bonus_steps", "steps"]
+        ["name", "draft", "dtype", "width", "tree", "warp", "kept", "alpha", "bonus_steps"]
+        + ["steps"]
         + ["bins by position", "p by position", "p", "p_holm", "detectable TV"]
     ].set_index("name"),
     {"alpha": "{:.2f}", "p": "{:.2g}", "p_holm": "{:.3f}", "detectable TV": "{:.3f}"},
@@ -1462,8 +1467,8 @@ display(
                 f"{ties.top2_gap.median():.3f} at a divergence against {np.median(gaps):.2f} over all "
                 "positions).",
                 f"* Every configuration we ship ({len(shipped_family)}: the early exit, the trained "
-                "head in float32 and bfloat16, with int8 weights, with two candidates, with top-k and "
-                "top-p, fine-tuned on its own drafts, and prompt lookup) passes against the exact law of the tokens its draft "
+                "head in float32 and bfloat16, with int8 weights, with two candidates, with a draft "
+                "tree, with top-k and top-p, fine-tuned on its own drafts, and prompt lookup) passes against the exact law of the tokens its draft "
                 f"proposes (smallest p-value after Holm {shipped_family.p_holm.min():.2f}); through "
                 "the same test the decoders that must fail are rejected: "
                 + ", ".join(f"{name} ($p$ = {p:.1g})" for name, p in faults_p.items())

@@ -236,7 +236,8 @@ display(
 # * **two candidates for the first position** (width 2): a pass over one more token checks a second
 #   draft token side by side with the first, tried in turn by recursive rejection (SpecInfer), which
 #   keeps the output law exactly $p$ (derived and checked in notebook 06 §5). A position counts as
-#   accepted when either candidate is.
+#   accepted when either candidate is. Candidates at every depth of the chain, a draft tree whose
+#   shape the cost model chooses, are notebook 06 §9.
 
 # %%
 EVALS = {

@@ -521,7 +521,11 @@ SPEED = {
     ("greedy", ONE): "bench_default_trained-int8_w2_bfloat16_greedy.json",
     ("greedy", TTT_NAME): "bench_default_trained-int8_w2_feature_head_ttt_bfloat16_greedy.json",
 }
-ttt_speed = bench.speculative_runs({key: RESULTS / f for key, f in SPEED.items()})
+frames = []
+for (panel, config), f in SPEED.items():
+    df = runs_frame(read_json(RESULTS / f), intervals=True)
+    frames.append(df[df.method == "speculative"].assign(panel=panel, config=config))
+ttt_speed = pd.concat(frames)
 ttt_speed.set_index(["panel", "config", "K"])[cols + ["efficiency"]]
 
 # %%
@@ -749,14 +753,16 @@ ranked = pd.DataFrame(rank_rows)
 ranked["tree"] = ranked["tree"].map(tuple)
 pooled = ranked.pivot_table(index="tree", columns=["panel", "probe"], values="predicted_speedup")
 pooled = pooled.dropna()  # shapes both runs cover: K <= 2, up to 4 candidates
-pooled.columns = [f"{panel}, {probe}" for panel, probe in pooled.columns]
 pooled["mean"] = pooled.mean(axis=1)
 pooled = pooled.sort_values("mean", ascending=False)
 pooled.head(8)
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print("the benchmark's default tree is the top of the pooled ranking:", pooled.index[0] == bench.FASTEST_TREE)
+print(
+    "the benchmark's default tree is the top of the pooled ranking:",
+    pooled.index[0] == bench.FASTEST_TREE,
+)
 
 # %%
 CHOSEN = tuple(bench.FASTEST_TREE)
@@ -765,7 +771,8 @@ probe_eff = {
         rec["efficiency"]
         for panel in TEMPS
         for rec in read_json(
-            RESULTS / f"bench_default_trained-int8_tree{PROBES[probe][0]}_bfloat16_{TEMPS[panel]}.json"
+            RESULTS
+            / f"bench_default_trained-int8_tree{PROBES[probe][0]}_bfloat16_{TEMPS[panel]}.json"
         )["runs"]
         if rec["method"] == "speculative"
     ]
@@ -779,7 +786,8 @@ display(
         f"first-position candidates at {pooled.loc[[(2, 1)], 'mean'].iloc[0]:.2f}×. The wide runs "
         "themselves, with 16 drafted tokens each, measured "
         + " and ".join(
-            f"{min(e):.2f}–{max(e):.2f} of their predictions ({probe})" for probe, e in probe_eff.items()
+            f"{min(e):.2f}–{max(e):.2f} of their predictions ({probe})"
+            for probe, e in probe_eff.items()
         )
         + "."
     )
@@ -794,25 +802,42 @@ display(
 
 # %%
 TREE_RUNS = {
-    ("T = 1", "chain, 2 candidates at the first position"): "bench_default_trained-int8_w2_bfloat16_T1_beside-tree.json",
-    ("T = 1", f"chain tree {CHOSEN}"): f"bench_default_trained-int8_tree{'-'.join(map(str, CHOSEN))}_bfloat16_T1.json",
-    ("greedy", "chain, 2 candidates at the first position"): "bench_default_trained-int8_w2_bfloat16_greedy_beside-tree.json",
-    ("greedy", f"chain tree {CHOSEN}"): f"bench_default_trained-int8_tree{'-'.join(map(str, CHOSEN))}_bfloat16_greedy.json",
+    (
+        "T = 1",
+        "chain, 2 candidates at the first position",
+    ): "bench_default_trained-int8_w2_bfloat16_T1_beside-tree.json",
+    (
+        "T = 1",
+        f"chain tree {CHOSEN}",
+    ): f"bench_default_trained-int8_tree{'-'.join(map(str, CHOSEN))}_bfloat16_T1.json",
+    (
+        "greedy",
+        "chain, 2 candidates at the first position",
+    ): "bench_default_trained-int8_w2_bfloat16_greedy_beside-tree.json",
+    (
+        "greedy",
+        f"chain tree {CHOSEN}",
+    ): f"bench_default_trained-int8_tree{'-'.join(map(str, CHOSEN))}_bfloat16_greedy.json",
 }
-tree_speed = bench.speculative_runs({key: RESULTS / f for key, f in TREE_RUNS.items()})
+frames = []
+for (panel, config), f in TREE_RUNS.items():
+    df = runs_frame(read_json(RESULTS / f), intervals=True)
+    frames.append(df[df.method == "speculative"].assign(panel=panel, config=config))
+tree_speed = pd.concat(frames)
 tree_speed.set_index(["panel", "config", "K"])[cols + ["efficiency"]]
 
 # %%
 fig = plotting.speedup_intervals(
-    tree_speed,
-    title=f"The chain tree {CHOSEN} against two first-position candidates "
-    "(int8 head, bfloat16, 20 prompts, two repeats)",
+    tree_speed, title="A chain tree against two first-position candidates (int8 head, bfloat16)"
 )
 savefig("06_tree_speedup", fig)
 
 # %%
 tbest = (
-    tree_speed.sort_values("speedup").groupby(["panel", "config"]).tail(1).set_index(["panel", "config"])
+    tree_speed.sort_values("speedup")
+    .groupby(["panel", "config"])
+    .tail(1)
+    .set_index(["panel", "config"])
 )
 
 
@@ -852,11 +877,12 @@ def lever_row(lever: str, panel: str, a, b) -> dict:
     }
 
 
-eos_best = (
-    pd.concat(frames_eos).sort_values("speedup").groupby("stop").tail(1).set_index("stop")
-)
+eos_best = pd.concat(frames_eos).sort_values("speedup").groupby("stop").tail(1).set_index("stop")
 levers = pd.DataFrame(
-    [lever_row("training-time test (§7)", p, best.loc[(p, ONE)], best.loc[(p, TTT_NAME)]) for p in TEMPS]
+    [
+        lever_row("training-time test (§7)", p, best.loc[(p, ONE)], best.loc[(p, TTT_NAME)])
+        for p in TEMPS
+    ]
     + [lever_row("draft tree (§9)", p, tbest.loc[(p, TW2)], tbest.loc[(p, TT)]) for p in TEMPS]
     + [
         lever_row(

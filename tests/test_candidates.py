@@ -278,10 +278,10 @@ def test_chain_tree_shape():
 @pytest.mark.parametrize("K, tree", [(2, (2, 3)), (3, (1, 2, 2))])
 def test_tree_three_token_law_matches_target(tiny_pair, K, tree):
     dec = SpeculativeDecoder(tiny_pair.draft, tiny_pair.target, K=K, tree=tree, seed=K, top_k=8)
-    res = _continuation_test(tiny_pair, dec, m=3, n=2000)
+    res = _continuation_test(tiny_pair, dec, m=3, n=1500)
     assert res.pvalue > 1e-3, res
-    r = dec.generate_ids(PROMPT, 60)
-    assert any(s.branch >= 1 for s in r.steps), "no alternative was ever accepted"
+    kept = (s.branch >= 1 for _ in range(20) for s in dec.generate_ids(PROMPT, 60).steps)
+    assert any(kept), "no alternative was ever accepted"
 
 
 @pytest.mark.parametrize("K, tree", [(1, (2,)), (3, (2, 2, 2)), (5, (3, 2, 2, 2, 2))])

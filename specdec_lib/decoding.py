@@ -252,6 +252,32 @@ class TargetState:
         self.length = seq.numel()
         return logits
 
+    def _feature_hooks(self) -> Any:
+        """Capture the feature layers' outputs of the passes inside, when a drafter reads them."""
+        if self.feature_sink is None:
+            return contextlib.nullcontext([])
+        return capture_features(self.model, self.feature_layers)
+
+    @staticmethod
+    def _causal_rows(past: int, n_new: int, n_keys: int, device: Any) -> torch.Tensor:
+        """``[n_new, n_keys]``: the new tokens at positions ``past..past+n_new-1`` each see the
+        keys up to their own position (keys after the sequence, such as drafts beside it, never)."""
+        keys = torch.arange(n_keys, device=device)
+        return keys.view(1, -1) <= (past + torch.arange(n_new, device=device)).view(-1, 1)
+
+    def _move_into_place(self, src: Sequence[int], base: int) -> None:
+        """Cache entries ``src`` become positions ``base, base + 1, ...``; everything after them is
+        dropped."""
+        src_t = torch.tensor(list(src), dtype=torch.long)
+        dst = base + torch.arange(len(src_t))
+        for layer in self.cache.layers:
+            layer.keys[..., dst, :] = layer.keys[..., src_t, :]
+            layer.values[..., dst, :] = layer.values[..., src_t, :]
+        held = self.cache.get_seq_length()
+        if held > base + len(src_t):
+            self.cache.crop(base + len(src_t) - held)  # transformers 5: a negative count removes
+        self.length = base + len(src_t)
+
     def forward_with_alternatives(
         self, seq: torch.Tensor, n_logits: int, alts: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -264,19 +290,12 @@ class TargetState:
         :meth:`promote` keeps one or :meth:`rollback` drops them."""
         m, pos = alts.numel(), seq.numel() - n_logits + 1
         start = self.length if self.use_cache else 0
-        hooks = (
-            capture_features(self.model, self.feature_layers)
-            if self.feature_sink is not None
-            else contextlib.nullcontext([])
-        )
-        with hooks as captured:
+        with self._feature_hooks() as captured:
             if self.use_cache:
                 new = seq[self.length :]
                 n_new, past = new.numel(), self.length
                 keys = torch.arange(past + n_new + m, device=seq.device)
-                chain_rows = keys.view(1, -1) <= (
-                    past + torch.arange(n_new, device=seq.device)
-                ).view(-1, 1)
+                chain_rows = self._causal_rows(past, n_new, past + n_new + m, seq.device)
                 own = past + n_new + torch.arange(m, device=seq.device)
                 alt_rows = (keys.view(1, -1) < pos) | (keys.view(1, -1) == own.view(-1, 1))
                 mask = torch.cat([chain_rows, alt_rows]).view(1, 1, n_new + m, -1)
@@ -327,12 +346,7 @@ class TargetState:
         The nodes' cache entries and features wait until :meth:`keep` keeps a path."""
         N = tokens.numel()
         depth = torch.tensor(tree_depths(parents), dtype=torch.long, device=seq.device)
-        hooks = (
-            capture_features(self.model, self.feature_layers)
-            if self.feature_sink is not None
-            else contextlib.nullcontext([])
-        )
-        with hooks as captured:
+        with self._feature_hooks() as captured:
             if self.use_cache:
                 new = seq[self.length :]
                 n_new, past = new.numel(), self.length
@@ -341,16 +355,9 @@ class TargetState:
                 for i, j in enumerate(parents):
                     if j >= 0:
                         sees[i] |= sees[j]
-                keys = torch.arange(past + n_new, device=seq.device)
-                prefix_rows = keys.view(1, -1) <= (
-                    past + torch.arange(n_new, device=seq.device)
-                ).view(-1, 1)
-                mask = torch.cat(
-                    [
-                        torch.cat([prefix_rows, prefix_rows.new_zeros((n_new, N))], dim=1),
-                        torch.cat([prefix_rows.new_ones((N, past + n_new)), sees], dim=1),
-                    ]
-                )
+                prefix_rows = self._causal_rows(past, n_new, past + n_new + N, seq.device)
+                node_rows = torch.cat([sees.new_ones((N, past + n_new)), sees], dim=1)
+                mask = torch.cat([prefix_rows, node_rows])
                 positions = torch.cat(
                     [torch.arange(past, past + n_new, device=seq.device), past + n_new - 1 + depth]
                 )
@@ -385,16 +392,7 @@ class TargetState:
         path = list(path)
         start, n_nodes, feats = self._tree
         if self.use_cache:
-            base, m = self.length, len(path)
-            src = base + torch.tensor(path, dtype=torch.long)
-            dst = base + torch.arange(m)
-            for layer in self.cache.layers:
-                layer.keys[..., dst, :] = layer.keys[..., src, :]
-                layer.values[..., dst, :] = layer.values[..., src, :]
-            held = self.cache.get_seq_length()
-            if held > base + m:
-                self.cache.crop(base + m - held)  # transformers 5: a negative count removes
-            self.length = base + m
+            self._move_into_place([self.length + i for i in path], self.length)
             if feats is not None:
                 n_new = feats.shape[0] - n_nodes
                 feats = torch.cat([feats[:n_new], feats[n_new:][path]])
@@ -408,12 +406,7 @@ class TargetState:
         """Keep alternative ``j`` of the last :meth:`forward_with_alternatives` as the token at
         position ``pos``; everything after ``pos`` is dropped."""
         if self.use_cache:
-            src = self.length + j
-            for layer in self.cache.layers:
-                layer.keys[..., pos, :] = layer.keys[..., src, :]
-                layer.values[..., pos, :] = layer.values[..., src, :]
-            self.cache.crop(pos + 1 - self.cache.get_seq_length())
-            self.length = pos + 1
+            self._move_into_place([self.length + j], pos)
         if self.feature_sink is not None:
             self.feature_sink(pos, self._alt_feats[j : j + 1])
         self._alt_feats = None

@@ -104,24 +104,36 @@ def test_two_token_law_matches_target(tiny_pair, K, width, temperature, top_p):
     assert any(s.branch >= 1 for s in r.steps), "no alternative was ever accepted"
 
 
-@pytest.mark.parametrize("K, width", [(1, 2), (1, 4), (3, 2), (5, 3)])
-def test_greedy_equals_autoregressive(tiny_pair, K, width):
-    g = torch.Generator().manual_seed(K + width)
-    ar = AutoregressiveDecoder(tiny_pair.target, temperature=0)
-    sd = SpeculativeDecoder(tiny_pair.draft, tiny_pair.target, K=K, width=width, temperature=0)
+def _greedy_check(pair, seed, n_prompts, n_alternatives, **shape):
+    """Greedy speculative output equals the autoregressive output on random prompts, with at most
+    ``n_alternatives`` alternatives per step, and some alternative is accepted."""
+    g = torch.Generator().manual_seed(seed)
+    ar = AutoregressiveDecoder(pair.target, temperature=0)
+    sd = SpeculativeDecoder(pair.draft, pair.target, temperature=0, **shape)
     used = 0
-    for _ in range(5):
+    for _ in range(n_prompts):
         prompt = torch.randint(0, 32, (1, int(torch.randint(1, 8, (1,), generator=g))), generator=g)
         s = sd.generate_ids(prompt, 40)
         assert s.tokens == ar.generate_ids(prompt, 40).tokens
         used += sum(st.branch >= 1 for st in s.steps)
-        assert all(len(st.alternatives) <= width - 1 for st in s.steps)
+        assert all(len(st.alternatives) <= n_alternatives for st in s.steps)
     assert used > 0, "greedy alternatives were never accepted"
 
 
-@pytest.mark.parametrize("K, width", [(1, 2), (3, 3)])
-def test_cache_and_no_cache_give_same_tokens(tiny_pair, K, width):
-    kw = dict(K=K, width=width, temperature=1.0, top_k=20)
+@pytest.mark.parametrize("K, width", [(1, 2), (1, 4), (3, 2), (5, 3)])
+def test_greedy_equals_autoregressive(tiny_pair, K, width):
+    _greedy_check(tiny_pair, K + width, 5, width - 1, K=K, width=width)
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [dict(K=1, width=2), dict(K=3, width=3), dict(K=2, tree=(2, 2)), dict(K=3, tree=(3, 1, 2))],
+    ids=["w2", "w3", "tree2-2", "tree3-1-2"],
+)
+def test_cache_and_no_cache_give_same_tokens(tiny_pair, shape):
+    """Width at the first position and trees at every depth: the cached decoder (promote, keep)
+    and the re-encoding reference agree token for token and branch for branch."""
+    kw = dict(**shape, temperature=1.0, top_k=20)
     a_dec = SpeculativeDecoder(tiny_pair.draft, tiny_pair.target, seed=5, **kw)
     b_dec = SpeculativeDecoder(tiny_pair.draft, tiny_pair.target, seed=5, use_cache=False, **kw)
     for _ in range(3):
@@ -286,27 +298,8 @@ def test_tree_three_token_law_matches_target(tiny_pair, K, tree):
 
 @pytest.mark.parametrize("K, tree", [(1, (2,)), (3, (2, 2, 2)), (5, (3, 2, 2, 2, 2))])
 def test_tree_greedy_equals_autoregressive(tiny_pair, K, tree):
-    g = torch.Generator().manual_seed(K)
-    ar = AutoregressiveDecoder(tiny_pair.target, temperature=0)
-    sd = SpeculativeDecoder(tiny_pair.draft, tiny_pair.target, K=K, tree=tree, temperature=0)
-    used = 0
-    for _ in range(4):
-        prompt = torch.randint(0, 32, (1, int(torch.randint(1, 8, (1,), generator=g))), generator=g)
-        s = sd.generate_ids(prompt, 40)
-        assert s.tokens == ar.generate_ids(prompt, 40).tokens
-        used += sum(st.branch >= 1 for st in s.steps)
-    assert used > 0, "greedy alternatives were never accepted"
-
-
-@pytest.mark.parametrize("K, tree", [(2, (2, 2)), (3, (3, 1, 2))])
-def test_tree_cache_and_no_cache_give_same_tokens(tiny_pair, K, tree):
-    kw = dict(K=K, tree=tree, temperature=1.0, top_k=20)
-    a_dec = SpeculativeDecoder(tiny_pair.draft, tiny_pair.target, seed=5, **kw)
-    b_dec = SpeculativeDecoder(tiny_pair.draft, tiny_pair.target, seed=5, use_cache=False, **kw)
-    for _ in range(3):
-        a, b = a_dec.generate_ids(PROMPT, 30), b_dec.generate_ids(PROMPT, 30)
-        assert a.tokens == b.tokens
-        assert [s.branch for s in a.steps] == [s.branch for s in b.steps]
+    alternatives = sum(w - 1 for w in tree[:K])
+    _greedy_check(tiny_pair, K, 4, alternatives, K=K, tree=tree)
 
 
 def test_tree_records(tiny_pair):

@@ -40,32 +40,17 @@ def test_feature_drafter_cache_matches_no_cache(tiny_pair, random_head):
     assert [s.draft_tokens for s in ra.steps] == [s.draft_tokens for s in rb.steps]
 
 
-@pytest.mark.parametrize("width", [2, 3])
-def test_feature_drafter_with_alternatives(tiny_pair, random_head, width):
-    """An accepted alternative hands its target features to the head (promote): the cached and
-    the re-encoding decoders agree step by step, and greedy output equals the target's."""
-    kw = dict(K=2, width=width, temperature=1.0)
-    a = SpeculativeDecoder(FeatureDrafter(random_head), tiny_pair.target, seed=6, **kw)
-    b = SpeculativeDecoder(
-        FeatureDrafter(random_head), tiny_pair.target, seed=6, use_cache=False, **kw
-    )
-    ra, rb = a.generate_ids(PROMPT, 40), b.generate_ids(PROMPT, 40)
-    assert ra.tokens == rb.tokens
-    assert [s.draft_tokens for s in ra.steps] == [s.draft_tokens for s in rb.steps]
-    assert any(s.branch >= 1 for s in ra.steps)
-    g = SpeculativeDecoder(
-        FeatureDrafter(random_head), tiny_pair.target, K=2, width=width, temperature=0
-    )
-    ar = AutoregressiveDecoder(tiny_pair.target, temperature=0)
-    assert g.generate_ids(PROMPT, 30).tokens == ar.generate_ids(PROMPT, 30).tokens
-
-
-@pytest.mark.parametrize("tree", [(2, 2), (1, 3)])
-def test_feature_drafter_with_a_tree(tiny_pair, random_head, tree):
-    """An accepted alternative at any depth hands the kept path's target features to the head
-    (keep): the cached and the re-encoding decoders agree step by step, and greedy output (ranked
-    by draft_scores) equals the target's."""
-    kw = dict(K=2, tree=tree, temperature=1.0)
+@pytest.mark.parametrize(
+    "shape",
+    [dict(width=2), dict(width=3), dict(tree=(2, 2)), dict(tree=(1, 3))],
+    ids=["w2", "w3", "tree2-2", "tree1-3"],
+)
+def test_feature_drafter_with_alternatives(tiny_pair, random_head, shape):
+    """An accepted alternative, at the first position (promote) or at any depth of a tree (keep),
+    hands the kept positions' target features to the head: the cached and the re-encoding
+    decoders agree step by step, and greedy output (ranked by the draft's scores) equals the
+    target's."""
+    kw = dict(K=2, temperature=1.0, **shape)
     a = SpeculativeDecoder(FeatureDrafter(random_head), tiny_pair.target, seed=6, **kw)
     b = SpeculativeDecoder(
         FeatureDrafter(random_head), tiny_pair.target, seed=6, use_cache=False, **kw
@@ -76,7 +61,7 @@ def test_feature_drafter_with_a_tree(tiny_pair, random_head, tree):
     assert [s.branch for s in ra.steps] == [s.branch for s in rb.steps]
     assert any(s.branch >= 1 for s in ra.steps)
     g = SpeculativeDecoder(
-        FeatureDrafter(random_head), tiny_pair.target, K=2, tree=tree, temperature=0
+        FeatureDrafter(random_head), tiny_pair.target, K=2, temperature=0, **shape
     )
     ar = AutoregressiveDecoder(tiny_pair.target, temperature=0)
     for prompt in (PROMPT, torch.tensor([0, 2, 2, 2])):

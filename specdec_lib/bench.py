@@ -14,6 +14,7 @@ speedup at acceptance ``alpha`` is ``E[tokens per step] / ((K t_draft + t_target
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import statistics
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -293,13 +294,12 @@ def measure_pass_costs(
     }
 
 
-def predicted_from_costs(
-    alpha: float, K: int, costs: dict[str, Any], width: int = 1, tree: Sequence[int] | None = None
-) -> float:
+def predicted_from_costs(alpha: float, K: int, costs: dict[str, Any], width: int = 1) -> float:
     """Predicted speedup from the i.i.d. model: ``E(alpha, K)`` tokens per step over ``K`` draft
-    passes and one target pass over the step's tokens (``alpha`` per position, with all the
-    position's candidates counted)."""
-    return float(expected_tokens_per_step(alpha, K) / step_cost(K, costs, width, tree))
+    passes and one target pass over ``K + width`` tokens (``alpha`` per position, with all the
+    position's candidates counted). A chain tree has its own model:
+    :func:`predicted_tree_speedup`."""
+    return float(expected_tokens_per_step(alpha, K) / step_cost(K, costs, width))
 
 
 def drafted_widths(K: int, tree: Sequence[int]) -> list[int]:
@@ -562,8 +562,6 @@ def best_trees(
     width at each depth), ranked by the cost model's predicted speedup: expected tokens per step
     (:func:`~specdec_lib.theory.tree_tokens_per_step`) over the step's cost (:func:`step_cost`).
     ``max_tokens`` caps the drafts in the target's pass (default: what ``costs`` measured)."""
-    import itertools
-
     K_max, W = np.asarray(rates["gamma"]).shape
     cap = len(costs["t_target_s"]) - 1 if max_tokens is None else max_tokens
     out = []

@@ -35,15 +35,18 @@ from .models import DRAFTS, PAIRS, TRAINED_DRAFTS, ModelPair, default_draft, loa
 from .results import atomic_write_json, load_prompts, provenance, read_json
 from .sampling import Warp
 from .settings import setting
-from .theory import expected_tokens_per_step, tree_tokens_per_step
+from .theory import best_tree, expected_tokens_per_step, tree_tokens_per_step
 
 __all__ = [
+    "DEFAULT_METHODS",
     "METHODS",
     "SCHEDULES",
     "BenchSettings",
     "EvalSettings",
     "acceptance",
     "best_trees",
+    "rank_rates",
+    "tree_ceiling",
     "tree_rates",
     "evaluate_drafter",
     "fastest_draft",
@@ -59,7 +62,16 @@ __all__ = [
     "summarize",
 ]
 
-METHODS = ("autoregressive", "speculative", "hf_assisted", "hf_autoregressive")
+METHODS = (
+    "autoregressive",
+    "speculative",
+    "hf_assisted",
+    "hf_autoregressive",
+    "autoregressive_inverse_cdf",
+)
+# The last is the greedy baseline drawing by inverse CDF from a one-hot row instead of taking the
+# argmax (notebook 06 measures what the argmax saves): not measured unless asked for.
+DEFAULT_METHODS = METHODS[:4]
 SCHEDULES = ("fixed", "heuristic", "threshold")
 DTYPES = ("float32", "bfloat16", "float16")
 DEVICES = ("auto", "cpu", "cuda")
@@ -102,7 +114,7 @@ class BenchSettings:
     prompts: str = setting(
         str(DEFAULT_PROMPTS), 'JSON {"prompts": [{"category": ..., "text": ...}, ...]}'
     )
-    methods: list[str] = setting(list(METHODS), "methods measured", choices=METHODS)
+    methods: list[str] = setting(list(DEFAULT_METHODS), "methods measured", choices=METHODS)
     threads: int | None = setting(None, "torch threads (default: torch's)")
     cost_context: int = setting(64, "context length at which the pass costs are timed")
     cost_reps: int = setting(15, "rounds of the pass-cost timing")
@@ -148,6 +160,11 @@ class BenchSettings:
                 "methods must include 'autoregressive' (the baseline every speedup is relative to)"
             )
         Warp(self.temperature, self.top_k, self.top_p)  # validates the warps
+        if "autoregressive_inverse_cdf" in self.methods and self.temperature != 0:
+            raise ValueError(
+                "methods: 'autoregressive_inverse_cdf' is the greedy baseline without the argmax; "
+                f"it needs temperature 0, got {self.temperature}"
+            )
         # Stored resolved, so that a run records where and in what it ran.
         self.device = resolve_device(self.device)
         self.dtype = one_of(self.dtype, "dtype", DTYPES + ("auto",))
@@ -366,6 +383,8 @@ def _cell_seed(seed: int, prompt: int, repeat: int) -> int:
 
 def _configs(settings: BenchSettings) -> list[tuple[str, int]]:
     configs: list[tuple[str, int]] = [("autoregressive", 0)]
+    if "autoregressive_inverse_cdf" in settings.methods:
+        configs.append(("autoregressive_inverse_cdf", 0))
     if "hf_autoregressive" in settings.methods:
         configs.append(("hf_autoregressive", 0))
     for K in settings.K:
@@ -395,6 +414,9 @@ class _Runner:
         w = settings.warp
         self.ar = AutoregressiveDecoder(
             pair.target, temperature=w.temperature, top_k=w.top_k, top_p=w.top_p
+        )
+        self.ar_inverse_cdf = AutoregressiveDecoder(
+            pair.target, temperature=w.temperature, top_k=w.top_k, top_p=w.top_p, argmax=False
         )
         self.spec = {
             K: SpeculativeDecoder(
@@ -463,6 +485,8 @@ class _Runner:
         n = self.s.max_new_tokens
         if method == "autoregressive":
             r = self.ar.generate_ids(ids, n, self.eos, seed=seed)
+        elif method == "autoregressive_inverse_cdf":
+            r = self.ar_inverse_cdf.generate_ids(ids, n, self.eos, seed=seed)
         elif method == "speculative":
             r = self.spec[K].generate_ids(ids, n, self.eos, seed=seed)
         elif method == "hf_assisted":
@@ -582,6 +606,52 @@ def best_trees(
                 }
             )
     return sorted(out, key=lambda r: -r["predicted_speedup"])
+
+
+def rank_rates(rates: dict[str, Any]) -> list[list[float]]:
+    """The rates of :func:`tree_rates` by candidate rank: ``m[d][i]``, the probability that the
+    ``(i+1)``-th candidate at depth ``d + 1`` (``i = 0``: the chain's token) is the one accepted
+    once the step reaches that depth, ``beta`` for the first and ``(1 - beta) * (gamma[w] -
+    gamma[w - 1])`` for the others: the input of :func:`~specdec_lib.theory.best_tree`."""
+    beta = np.nan_to_num(np.asarray(rates["beta"], dtype=float))
+    gamma = np.nan_to_num(np.asarray(rates["gamma"], dtype=float))
+    alt = (1 - beta)[:, None] * np.diff(gamma, axis=1)
+    return np.concatenate([beta[:, None], alt], axis=1).tolist()
+
+
+def tree_ceiling(
+    rates: dict[str, Any], costs: dict[str, Any], *, max_nodes: int | None = None
+) -> list[dict[str, Any]]:
+    """How fast a tree of ``n`` drafted nodes could be, for ``n = 1..max_nodes`` (default: what
+    ``costs`` measured): the best ``n``-node tree of :func:`~specdec_lib.theory.best_tree` at the
+    rank rates of :func:`rank_rates`, over one target pass on ``n + 1`` tokens and one draft pass
+    per depth, at the depth limit that gives the best ratio. A ceiling, optimistic on three counts: every node's candidates are taken to be
+    accepted at the rates the chain shows at its depth (the deepest measured depth's rates serve
+    deeper ones), the draft is taken to grow a whole depth of the tree for the cost of one chain
+    pass, and the host's work per node is left out."""
+    m = rank_rates(rates)
+    t, t_draft = costs["t_target_s"], costs["t_draft_s"]
+    cap = len(t) - 1 if max_nodes is None else positive_int(max_nodes, "max_nodes")
+    if cap > len(t) - 1:
+        raise ValueError(f"max_nodes: costs cover up to {len(t) - 1} drafted nodes, got {cap}")
+    out = []
+    for n in range(1, cap + 1):
+        best = None
+        for D in range(1, n + 1):
+            tree = best_tree(m, n, max_depth=D)
+            cost = (max(tree["depths"]) * t_draft + t[n]) / t[0]
+            rec = {
+                "nodes": n,
+                "depth": max(tree["depths"]),
+                "tokens_per_step": tree["tokens_per_step"],
+                "step_cost": cost,
+                "predicted_speedup": tree["tokens_per_step"] / cost,
+                "parents": tree["parents"],
+            }
+            if best is None or rec["predicted_speedup"] > best["predicted_speedup"]:
+                best = rec
+        out.append(best)
+    return out
 
 
 def _against_baseline(result: dict[str, Any]):
@@ -735,11 +805,13 @@ def speedup_interval(
     confidence: float = 0.95,
     n_resamples: int = 2000,
     seed: int = 0,
+    baseline: str = "autoregressive",
 ) -> tuple[float, float]:
     """A bootstrap interval over prompts for the speedup of ``(method, K)`` in ``result``.
 
-    The speedup is pooled tokens per second over pooled tokens per second of the autoregressive
-    baseline on the same prompts (what :func:`summarize` reports); prompts are resampled in pairs
+    The speedup is pooled tokens per second over pooled tokens per second of the ``baseline``
+    method (one of the ``K = 0`` methods; by default the autoregressive baseline, what
+    :func:`summarize` reports) on the same prompts; prompts are resampled in pairs
     (a prompt's cells of both methods, all repeats, go together), by ``scipy.stats.bootstrap``
     (BCa). The interval speaks of these prompts' population, at this machine's timing noise."""
     from scipy import stats as sps
@@ -750,14 +822,16 @@ def speedup_interval(
     sums: dict[tuple[str, int], np.ndarray] = {}
     for key, cell in result["cells"].items():
         m, k, p, _rep = key.split("|")
-        if (m, int(k)) in {(method, K), ("autoregressive", 0)}:
+        if (m, int(k)) in {(method, K), (baseline, 0)}:
             row = sums.setdefault((m, int(p)), np.zeros(2))
             row += (len(cell["tokens"]), cell["elapsed_s"])
-    prompts = sorted({p for m, p in sums if m == method} & {p for m, p in sums if m != method})
-    if len(prompts) < 2:
-        raise ValueError(f"no ({method!r}, K={K}) cells beside a baseline on two prompts or more")
+    prompts = sorted({p for m, p in sums if m == method} & {p for m, p in sums if m == baseline})
+    if method == baseline or len(prompts) < 2:
+        raise ValueError(
+            f"no ({method!r}, K={K}) cells beside {baseline!r} cells on two prompts or more"
+        )
     ours = np.array([sums[method, p] for p in prompts])
-    base = np.array([sums["autoregressive", p] for p in prompts])
+    base = np.array([sums[baseline, p] for p in prompts])
 
     def ratio(a_tok, a_s, b_tok, b_s):
         return (a_tok.sum() / a_s.sum()) / (b_tok.sum() / b_s.sum())

@@ -908,9 +908,13 @@ class AutoregressiveDecoder(_DecoderBase):
         seed: int | None = None,
         tokenizer: Any = None,
         use_cache: bool = True,
+        argmax: bool = True,
     ) -> None:
         super().__init__(target, temperature, top_k, top_p, seed, tokenizer)
         self.use_cache = bool(use_cache)
+        # False: greedy decoding draws by inverse CDF from the one-hot row, like any warp (the
+        # same tokens, a little slower): kept to measure what taking the argmax saves.
+        self.argmax = bool(argmax)
 
     @torch.inference_mode()
     def generate_ids(
@@ -933,7 +937,7 @@ class AutoregressiveDecoder(_DecoderBase):
         while len(out) < max_new_tokens and not eos_reached:
             t0 = time.perf_counter()
             logits = target.forward(ids, 1)
-            if self.warp.greedy:  # the argmax itself, not an inverse-CDF draw from a one-hot row
+            if self.warp.greedy and self.argmax:  # not an inverse-CDF draw from a one-hot row
                 x = logits.argmax(dim=-1).view(1)
                 bad_row = (torch.isnan(logits) | torch.isposinf(logits)).any()
             else:

@@ -7,6 +7,7 @@ step, ``c`` cost of one draft pass relative to one target pass.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -15,6 +16,8 @@ import numpy as np
 __all__ = [
     "expected_tokens_per_step",
     "tree_tokens_per_step",
+    "best_tree",
+    "required_alpha",
     "optimal_K",
     "predicted_speedup",
     "walltime_speedup",
@@ -77,6 +80,90 @@ def tree_tokens_per_step(beta: Sequence[float], gamma: Sequence[float]) -> float
     reach = np.concatenate([[1.0], np.cumprod(b)])  # R_1 .. R_{K+1}
     depth = np.arange(1, K + 1)
     return float(np.sum(reach[:K] * (1 - b) * (depth + g)) + reach[K] * (K + 1))
+
+
+def best_tree(m: Sequence[Sequence[float]], n: int, max_depth: int | None = None) -> dict:
+    """The tree of ``n`` drafted nodes with the most expected tokens per step, when the draft's
+    candidates are accepted by rank: ``m[d][i]`` is the probability that the ``(i+1)``-th candidate
+    a node proposes at depth ``d + 1`` is the one accepted, once the step reaches that node (the
+    last row serves every deeper depth). Each node's children are its ranks ``0, 1, ...``.
+
+    A node is on the accepted path with probability ``v`` = the product of ``m`` along its path,
+    and a step emits one token more than the drafted nodes it accepts, so
+
+        E[tokens per step] = 1 + sum over the tree's nodes of v(node).
+
+    ``v`` never grows from a node to its child, so the ``n`` largest values form a tree: taken in
+    order from a heap (best-first, as EAGLE-2 grows its trees), they are the best ``n``-node tree.
+    The same holds among the nodes no deeper than ``max_depth`` (default: no limit). The chain
+    trees of :func:`tree_tokens_per_step` are the trees whose alternatives are leaves.
+
+    Returns ``parents`` (``-1``: the step's last token), ``depths``, ``ranks``, the node values
+    ``v`` and ``tokens_per_step``."""
+    rows = [np.asarray(r, dtype=float) for r in m]
+    if not rows or any(r.ndim != 1 or r.size == 0 for r in rows):
+        raise ValueError("m must hold one non-empty row of rank probabilities per depth")
+    for d, r in enumerate(rows):
+        if np.any(~np.isfinite(r)) or np.any(r < 0) or r.sum() > 1 + 1e-9:
+            raise ValueError(f"m[{d}] must hold probabilities >= 0 that sum to <= 1, got {r}")
+    n = int(n)
+    if n < 0:
+        raise ValueError(f"n must be an integer >= 0, got {n!r}")
+    if max_depth is not None and int(max_depth) < 1:
+        raise ValueError(f"max_depth must be an integer >= 1 or None, got {max_depth!r}")
+    deepest = float("inf") if max_depth is None else int(max_depth)
+    parents: list[int] = []
+    depths: list[int] = []
+    ranks: list[int] = []
+    values: list[float] = []
+    heap = [(-v, 0, i, -1) for i, v in enumerate(rows[0])]  # (-value, depth - 1, rank, parent)
+    heapq.heapify(heap)
+    while heap and len(values) < n:
+        neg_v, d, i, parent = heapq.heappop(heap)
+        node = len(values)
+        parents.append(parent)
+        depths.append(d + 1)
+        ranks.append(i)
+        values.append(-neg_v)
+        if d + 2 > deepest:
+            continue
+        row = rows[min(d + 1, len(rows) - 1)]
+        for j, mj in enumerate(row):
+            heapq.heappush(heap, (neg_v * mj, d + 1, j, node))
+    return {
+        "parents": parents,
+        "depths": depths,
+        "ranks": ranks,
+        "values": values,
+        "tokens_per_step": 1.0 + float(np.sum(values)),
+    }
+
+
+def required_alpha(
+    speedup: float, t_draft: float, t_target: Sequence[float], *, tol: float = 1e-6
+) -> float:
+    """The smallest acceptance rate ``alpha`` (the same at every position, one candidate each) at
+    which a chain reaches ``speedup`` at its best ``K``, by :func:`predicted_speedup` with the
+    measured pass costs (``t_target[n - 1]``: a target pass on ``n`` tokens; ``K`` up to
+    ``len(t_target) - 1``). The predicted speedup grows with ``alpha``, so this is a bisection;
+    ``nan`` when even ``alpha = 1`` falls short."""
+    t = [float(x) for x in t_target]
+    if len(t) < 2:
+        raise ValueError("t_target must hold the pass costs on 1 and more tokens")
+    if not speedup > 0:
+        raise ValueError(f"speedup must be > 0, got {speedup!r}")
+    Ks = range(1, len(t))
+
+    def best(a: float) -> float:
+        return max(predicted_speedup(a, K, t_draft, t) for K in Ks)
+
+    if best(1.0) < speedup:
+        return float("nan")
+    lo, hi = 0.0, 1.0
+    while hi - lo > tol:
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if best(mid) < speedup else (lo, mid)
+    return hi
 
 
 def walltime_speedup(alpha, K, c):

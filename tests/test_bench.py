@@ -103,6 +103,41 @@ def test_tree_rates_and_the_shape_chosen_by_the_cost_model():
     assert all(t["drafted"] <= 3 for t in bench.best_trees(r, costs, max_tokens=3))
 
 
+def test_tree_ceiling_is_the_best_tree_over_its_costs():
+    steps = [[2, 2, []], [2, 1, []], [2, 1, []], [2, 0, []], [2, 2, []], [2, 0, []]]
+    alt_index = [0, 0, 2, 0, 1, 1]
+    r = bench.tree_rates([{"steps": steps, "alt_index": alt_index}], K=2, width=3)
+    m = bench.rank_rates(r)
+    for d in range(2):  # the ranks add up to the depth's acceptance with every candidate
+        assert m[d][0] == r["beta"][d]
+        assert math.isclose(sum(m[d]), r["beta"][d] + (1 - r["beta"][d]) * r["gamma"][d][-1])
+    costs = {"t_draft_s": 0.1, "t_target_s": [1.0, 1.0, 1.1, 1.2, 1.3, 1.5, 2.0]}
+    ceiling = bench.tree_ceiling(r, costs)
+    assert [c["nodes"] for c in ceiling] == [1, 2, 3, 4, 5, 6]
+    for c in ceiling:
+        assert len(c["parents"]) == c["nodes"]
+        assert math.isclose(c["predicted_speedup"], c["tokens_per_step"] / c["step_cost"])
+    # no chain tree of the same size yields more tokens per step
+    for t in bench.best_trees(r, costs):
+        assert ceiling[t["drafted"] - 1]["tokens_per_step"] >= t["tokens_per_step"] - 1e-12
+    assert len(bench.tree_ceiling(r, costs, max_nodes=2)) == 2
+    with pytest.raises(ValueError, match="max_nodes"):
+        bench.tree_ceiling(r, costs, max_nodes=7)
+
+
+def test_greedy_baselines_agree_token_for_token(tmp_path, prompts_file, tiny_pair):
+    s = _settings(
+        prompts_file,
+        K=[1],
+        temperature=0.0,
+        methods=["autoregressive", "autoregressive_inverse_cdf"],
+    )
+    res = run_benchmark(s, tmp_path / "g.json", progress=False, pair=tiny_pair)
+    runs = {r["method"]: r for r in res["runs"]}
+    assert runs["autoregressive_inverse_cdf"]["identical_to_autoregressive"] == 1.0
+    assert "autoregressive_inverse_cdf" not in BenchSettings().methods  # only when asked for
+
+
 def test_interrupted_run_resumes(tmp_path, prompts_file, tiny_pair, monkeypatch):
     out = tmp_path / "b.json"
     real_write = bench.atomic_write_json
@@ -150,6 +185,7 @@ def test_other_settings_refused(tmp_path, prompts_file, tiny_pair):
         (dict(pair="tiny-random", draft="early-exit"), "draft"),  # not a draft of that pair
         (dict(draft="early-exit", head="data/drafter/feature_head.safetensors"), "head"),
         (dict(head="/nonexistent/head.safetensors"), "head"),
+        (dict(methods=["autoregressive", "autoregressive_inverse_cdf"]), "temperature 0"),
     ],
 )
 def test_bad_settings(settings, name):
@@ -323,6 +359,14 @@ def test_speedup_interval_brackets_the_pooled_speedup():
     assert low < high
     with pytest.raises(ValueError, match="two prompts"):
         speedup_interval({"cells": cells}, "speculative", 3)
+    # against another K = 0 method: a baseline 1.25x slower than the first
+    for p in range(12):
+        slower = 1.25 * cells[f"autoregressive|0|{p}|0"]["elapsed_s"]
+        cells[f"slow|0|{p}|0"] = {"tokens": [0] * 20, "elapsed_s": slower}
+    low, high = speedup_interval({"cells": cells}, "autoregressive", 0, baseline="slow")
+    assert low <= 1.25 <= high and high - low < 1e-6
+    with pytest.raises(ValueError, match="'slow'"):
+        speedup_interval({"cells": cells}, "slow", 0, baseline="slow")
 
 
 def test_pool_repeats_merges_runs_under_distinct_repeats():

@@ -7,9 +7,11 @@ import torch
 from specdec_lib.candidates import chain_tree, verify_tree
 from specdec_lib.sampling import verify
 from specdec_lib.theory import (
+    best_tree,
     expected_tokens_per_step,
     optimal_K,
     predicted_speedup,
+    required_alpha,
     tree_tokens_per_step,
     walltime_speedup,
 )
@@ -89,3 +91,65 @@ def test_tree_tokens_monte_carlo():
 def test_tree_tokens_bad_rates(beta, gamma):
     with pytest.raises(ValueError, match="beta|gamma"):
         tree_tokens_per_step(beta, gamma)
+
+
+def _closed_subtrees(ranks: int, n: int):
+    """Every set of ``n`` nodes closed under taking parents, nodes named by their rank paths."""
+    seen = set()
+
+    def grow(nodes: frozenset):
+        if nodes in seen:
+            return
+        seen.add(nodes)
+        if len(nodes) == n:
+            yield nodes
+            return
+        frontier = {(i,) for i in range(ranks)} | {p + (i,) for p in nodes for i in range(ranks)}
+        for node in frontier - nodes:
+            yield from grow(nodes | {node})
+
+    yield from grow(frozenset())
+
+
+@pytest.mark.parametrize("n", [1, 2, 4, 5])
+def test_best_tree_is_the_best_by_enumeration(n):
+    m = [[0.45, 0.2, 0.1], [0.3, 0.25, 0.05], [0.6, 0.1, 0.0]]
+
+    def value(path):
+        return math.prod(m[min(d, len(m) - 1)][i] for d, i in enumerate(path))
+
+    best = max(sum(value(p) for p in nodes) for nodes in _closed_subtrees(3, n))
+    tree = best_tree(m, n)
+    assert math.isclose(tree["tokens_per_step"], 1 + best)
+    assert len(tree["parents"]) == n
+    for node, (parent, depth) in enumerate(zip(tree["parents"], tree["depths"], strict=True)):
+        assert parent < node and depth == (1 if parent < 0 else tree["depths"][parent] + 1)
+
+
+def test_best_tree_holds_the_chain_and_the_chain_tree():
+    # one candidate per node: the best K-node tree is the chain, E(alpha, K)
+    chain = best_tree([[0.7]], 4)
+    assert chain["depths"] == [1, 2, 3, 4]
+    assert math.isclose(chain["tokens_per_step"], expected_tokens_per_step(0.7, 4))
+    # a chain tree (2, 2): its nodes' values sum to tree_tokens_per_step's E
+    b, g = [0.5, 0.4], [0.3, 0.2]
+    m = [[b[0], (1 - b[0]) * g[0]], [b[1], (1 - b[1]) * g[1]]]
+    values = [b[0], m[0][1], b[0] * b[1], b[0] * m[1][1]]
+    assert math.isclose(1 + sum(values), tree_tokens_per_step(b, g))
+
+
+@pytest.mark.parametrize("m, n", [([], 2), ([[0.7, 0.5]], 2), ([[-0.1]], 1), ([[0.5]], -1)])
+def test_best_tree_bad_arguments(m, n):
+    with pytest.raises(ValueError, match="m|n"):
+        best_tree(m, n)
+
+
+def test_required_alpha():
+    # free drafts and a flat target cost: the speedup is E(alpha, K), best at the largest K
+    a = required_alpha(2.0, 0.0, [1.0] * 5)
+    assert math.isclose(expected_tokens_per_step(a, 4), 2.0, rel_tol=1e-4)
+    assert math.isnan(required_alpha(6.0, 0.0, [1.0] * 5))  # K <= 4: at most 5 tokens a step
+    with pytest.raises(ValueError, match="speedup"):
+        required_alpha(0.0, 0.0, [1.0] * 5)
+    with pytest.raises(ValueError, match="t_target"):
+        required_alpha(2.0, 0.0, [1.0])

@@ -126,6 +126,12 @@ bench: install
 	  --out data/results/bench_default_trained-int8_tree4-3_bfloat16_greedy.json
 	$(BENCH_TREE) --K 1 2 3 --width 2 --repeats 2 --temperature 0 \
 	  --out data/results/bench_default_trained-int8_w2_bfloat16_greedy_beside-tree.json
+	# The greedy baseline by argmax beside the inverse-CDF draw it replaced (notebook 06, section 8).
+	$(BENCH_TREE) --K 2 --tree 4 3 --repeats 2 --temperature 0 \
+	  --methods autoregressive autoregressive_inverse_cdf speculative \
+	  --out data/results/bench_default_trained-int8_tree4-3_bfloat16_greedy_argmax.json
+	# Target passes over up to 64 tokens on this CPU, for the ceiling of any draft tree (section 10).
+	$(PY) -m specdec_lib device-costs --device cpu --n-max 64 --out data/results
 	# Not a benchmark: every shipped configuration against exact laws (notebook 02, section 9).
 	$(PY) -m specdec_lib exactness --out data/results/exactness_shipped.json
 

@@ -28,7 +28,8 @@
 # 7. training the head on its own drafts (a training-time test), measured by position and by
 #    speed;
 # 8. fixed-length generations against generations that stop at the end of the sequence;
-# 9. draft trees: candidates at every depth, the shape chosen by the cost model, measured.
+# 9. draft trees: candidates at every depth, the shape chosen by the cost model, measured;
+# 10. how far any tree could go with this draft, and the acceptance a faster speedup needs.
 #
 # The names are those of notebook 05: $p$ the target's law, $q$ the draft's, $K$ the draft length,
 # $\alpha$ the acceptance rate, $c = t_\text{draft} / t_\text{target}(1)$ the draft's cost.
@@ -38,7 +39,7 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
-from specdec_lib import bench, plotting
+from specdec_lib import bench, plotting, theory
 from specdec_lib.bench import runs_frame
 from specdec_lib.config import DATA_DIR, RESULTS_DIR, quick
 from specdec_lib.plotting import savefig
@@ -615,6 +616,29 @@ display(
 )
 
 # %% [markdown]
+# **The greedy baseline takes the argmax.** Under greedy decoding the autoregressive baseline
+# emits the argmax of the target's logits. Drawing by inverse CDF from the one-hot row instead, as
+# the sampler does at $T > 0$, emits the same tokens for a little more work per token. Both
+# baselines, side by side with the tree of §9 at $K = 2$ (20 prompts, two repeats;
+# `bench --temperature 0 --K 2 --tree 4 3 --methods autoregressive autoregressive_inverse_cdf
+# speculative`):
+
+# %%
+ARGMAX = read_json(RESULTS / "bench_default_trained-int8_tree4-3_bfloat16_greedy_argmax.json")
+argmax_runs = {(r["method"], r["K"]): r for r in ARGMAX["runs"]}
+AR_CDF = "autoregressive_inverse_cdf"
+argmax_ratio = argmax_runs["autoregressive", 0]["speedup"] / argmax_runs[AR_CDF, 0]["speedup"]
+argmax_ci = bench.speedup_interval(ARGMAX, "autoregressive", 0, baseline=AR_CDF)
+display(
+    Markdown(
+        f"Taking the argmax makes the baseline {argmax_ratio:.3f}× as fast "
+        f"[{argmax_ci[0]:.3f}, {argmax_ci[1]:.3f}] as drawing from the one-hot row, and the two "
+        f"emit the same tokens in {argmax_runs[AR_CDF, 0]['identical_to_autoregressive']:.0%} "
+        "of the cells; every greedy speedup in this series is over the faster of the two."
+    )
+)
+
+# %% [markdown]
 # ## 9. Draft trees: candidates at every depth
 #
 # §5 checks several candidates for the first position. The same rule applies at every depth.
@@ -753,6 +777,7 @@ ranked = pd.DataFrame(rank_rows)
 ranked["tree"] = ranked["tree"].map(tuple)
 pooled = ranked.pivot_table(index="tree", columns=["panel", "probe"], values="predicted_speedup")
 pooled = pooled.dropna()  # shapes both runs cover: K <= 2, up to 4 candidates
+pooled.columns = [f"{panel}, {probe}" for panel, probe in pooled.columns]
 pooled["mean"] = pooled.mean(axis=1)
 pooled = pooled.sort_values("mean", ascending=False)
 pooled.head(8)
@@ -866,6 +891,7 @@ display(
 # measured side by side (same machine, same prompts, each run against its own autoregressive
 # baseline), with the 95% interval over prompts:
 
+
 # %%
 def lever_row(lever: str, panel: str, a, b) -> dict:
     return {
@@ -878,6 +904,16 @@ def lever_row(lever: str, panel: str, a, b) -> dict:
 
 
 eos_best = pd.concat(frames_eos).sort_values("speedup").groupby("stop").tail(1).set_index("stop")
+
+
+def against(baseline: str) -> pd.Series:
+    """The tree's speedup at K = 2 in the argmax run, over one of its two baselines."""
+    tokens_per_s = argmax_runs["speculative", 2]["tokens_per_s"]
+    low, high = bench.speedup_interval(ARGMAX, "speculative", 2, baseline=baseline)
+    speedup = tokens_per_s / argmax_runs[baseline, 0]["tokens_per_s"]
+    return pd.Series({"speedup": speedup, "speedup_low": low, "speedup_high": high, "K": 2})
+
+
 levers = pd.DataFrame(
     [
         lever_row("training-time test (§7)", p, best.loc[(p, ONE)], best.loc[(p, TTT_NAME)])
@@ -887,10 +923,121 @@ levers = pd.DataFrame(
     + [
         lever_row(
             "stop at EOS (§8)", "T = 1", eos_best.loc["fixed length"], eos_best.loc["stop at EOS"]
-        )
+        ),
+        lever_row(
+            "argmax in the baseline (§8)", "greedy", against(AR_CDF), against("autoregressive")
+        ),
     ]
 )
 levers.set_index(["lever", "panel"])
+
+# %% [markdown]
+# The argmax is a lever on the baseline: it makes the comparison fairer and every greedy speedup
+# a little smaller.
+#
+# ## 10. How far a tree can go with this draft
+#
+# A chain tree leaves its alternatives without children. A tree that grows at every node (the
+# token trees of SpecInfer, the dynamic trees of EAGLE-2) is exact by the same walk down the tree,
+# and can only hold more tokens per step. How many more? Rank the candidates a node proposes, and
+# let $m_d(i)$ be the probability that its $i$-th is the one accepted once the step reaches a node
+# at depth $d$: $m_d(1) = \beta_d$ and $m_d(i) = (1 - \beta_d)(\gamma_d(i) - \gamma_d(i - 1))$
+# (`bench.rank_rates`). A node lies on the accepted path with probability $v$, the product of $m$
+# along its path, and a step emits one token more than the nodes it accepts:
+#
+# $$E[\text{tokens per step}] = 1 + \sum_{\text{nodes}} v(\text{node}).$$
+#
+# $v$ never grows from a node to its child, so the $n$ largest values form a tree, and it is the
+# best tree of $n$ nodes (`theory.best_tree`, which grows it best-first as EAGLE-2 does; tested
+# against every tree of up to five nodes). `bench.tree_ceiling` divides its tokens per step by
+# the cost of a step: one draft pass per depth and one target pass over $n + 1$ tokens, from a
+# separate run that times target passes over up to 64 tokens on this CPU
+# (`python -m specdec_lib device-costs --device cpu --n-max 64`, with the int8 head's draft
+# cost; made non-decreasing in $n$ by `bench.monotone_costs`, since a pass over more tokens never
+# costs less). The ranks are those of the wide run: 8 candidates at 2 depths, so at most 8
+# children per node. The result is a
+# ceiling, optimistic on three counts: every node's candidates are accepted at the rates the chain
+# shows at its depth, with depth 2's rates serving every deeper depth; the draft grows a whole
+# depth of the tree for the price of one chain pass; and the host's work per node is free.
+
+# %%
+DEVICE_COSTS = read_json(RESULTS / "device_costs_cpu.json")
+CEILING_COSTS = bench.monotone_costs(
+    {
+        "t_target_s": DEVICE_COSTS["costs"]["t_target_s"],
+        "t_draft_s": DEVICE_COSTS["draft_costs"]["int8"]["t_draft_s"],
+    }
+)
+WIDE = "8 candidates × 2 depths"
+curve_rows, ceilings = [], {}
+for panel in TEMPS:
+    r, _ = probe_rates[panel, WIDE]
+    ceiling = bench.tree_ceiling(r, CEILING_COSTS)
+    ceilings[panel] = max(ceiling, key=lambda c: c["predicted_speedup"])
+    curve_rows += [
+        {"panel": panel, "curve": "best tree of n nodes: the ceiling"}
+        | {"nodes": c["nodes"], "predicted_speedup": c["predicted_speedup"]}
+        for c in ceiling
+    ]
+    chain_trees = pd.DataFrame(bench.best_trees(r, CEILING_COSTS))  # K <= 2, up to 8 per depth
+    best_chain = chain_trees.groupby("drafted").predicted_speedup.max()
+    curve_rows += [
+        {"panel": panel, "curve": "best chain tree of n nodes (K ≤ 2)"}
+        | {"nodes": n, "predicted_speedup": v}
+        for n, v in best_chain.items()
+    ]
+curves = pd.DataFrame(curve_rows)
+measured_tree = tree_speed[tree_speed.config == TT].assign(
+    nodes=lambda d: [bench.drafted_tokens(int(k), tree=CHOSEN) for k in d.K],
+    label=f"chain tree {CHOSEN}, measured (K = 1, 2, 3)",
+)
+pd.DataFrame(ceilings).T[["nodes", "depth", "tokens_per_step", "step_cost", "predicted_speedup"]]
+
+# %%
+fig = plotting.tree_ceiling(
+    curves,
+    measured_tree,
+    title="How fast a draft tree could be with this head (cost model, pass costs of this CPU)",
+)
+savefig("06_tree_ceiling", fig)
+
+# %% [markdown]
+# Past a few nodes a node's $v$ is smaller than what it adds to the pass, so the ceiling flattens
+# and falls. What would move it is the draft's acceptance itself. The acceptance $\alpha$, the
+# same at every position, that a chain needs for a given speedup at its best $K$ on these pass
+# costs (`theory.required_alpha`), beside the head's chain acceptance at depth 1 in the wide runs:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+for panel, c in ceilings.items():
+    beta_1 = probe_rates[panel, WIDE][0]["beta"][0]
+    print(
+        f"{panel}: ceiling {c['predicted_speedup']:.2f}x ({c['nodes']} nodes, depth {c['depth']}),"
+        f" the head's depth-1 acceptance {beta_1:.2f}"
+    )
+for target_speedup in (1.5, 2.0, 2.5, 3.0):
+    a = theory.required_alpha(
+        target_speedup, CEILING_COSTS["t_draft_s"], CEILING_COSTS["t_target_s"]
+    )
+    print(f"a chain reaches {target_speedup:.1f}x from alpha = {a:.2f}")
+
+# %%
+best_measured = tree_speed[tree_speed.config == TT].groupby("panel").speedup.max()
+display(
+    Markdown(
+        " ".join(
+            f"{panel}: the best tree with up to 8 candidates per node is predicted at "
+            f"{c['predicted_speedup']:.2f}× ({c['nodes']} nodes, {c['tokens_per_step']:.2f} "
+            f"tokens per step); the chosen chain tree measured {best_measured[panel]:.2f}×."
+            for panel, c in ceilings.items()
+        )
+        + f" A chain needs $\\alpha$ = "
+        f"{theory.required_alpha(2.0, CEILING_COSTS['t_draft_s'], CEILING_COSTS['t_target_s']):.2f}"
+        " for 2× on this CPU, where this head's top candidate is accepted at about "
+        f"{min(probe_rates[p, WIDE][0]['beta'][0] for p in TEMPS):.2f}–"
+        f"{max(probe_rates[p, WIDE][0]['beta'][0] for p in TEMPS):.2f}."
+    )
+)
 
 # %% [markdown]
 # ## Discussion
@@ -911,4 +1058,5 @@ levers.set_index(["lever", "panel"])
 # by the same recursive rejection, applied at every node, and buys tokens per step with
 # candidates that cost no draft pass; what it gains in speed depends on what a pass over more
 # tokens costs on the machine, which is why section 9 chooses the shape with the cost model from
-# that machine's measured pass costs.
+# that machine's measured pass costs. Section 10 bounds what any tree could add with this head:
+# beyond the chain tree, the lever left is the draft's acceptance itself.

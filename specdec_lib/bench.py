@@ -45,6 +45,7 @@ __all__ = [
     "EvalSettings",
     "acceptance",
     "best_trees",
+    "monotone_costs",
     "rank_rates",
     "tree_ceiling",
     "tree_rates",
@@ -606,6 +607,16 @@ def best_trees(
                 }
             )
     return sorted(out, key=lambda r: -r["predicted_speedup"])
+
+
+def monotone_costs(costs: dict[str, Any]) -> dict[str, Any]:
+    """``costs`` with ``t_target`` made non-decreasing in the tokens of the pass, by least squares
+    (scipy's isotonic regression): a pass over more tokens never costs less, so a dip between
+    neighbouring sizes is timing noise, which a maximum over tree sizes would otherwise chase."""
+    from scipy.optimize import isotonic_regression
+
+    t = np.asarray(costs["t_target_s"], dtype=float)
+    return {**costs, "t_target_s": isotonic_regression(t).x.tolist()}
 
 
 def rank_rates(rates: dict[str, Any]) -> list[list[float]]:

@@ -22,7 +22,7 @@ import seaborn as sns
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
-from matplotlib.ticker import MaxNLocator
+from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from .config import FIGURES_DIR
 from .results import atomic_write
@@ -47,6 +47,7 @@ __all__ = [
     "pilot_curves",
     "position_rates",
     "tree_acceptance",
+    "tree_ceiling",
     "power_vs_n",
     "predicted_by_drafter",
     "prototype_bias",
@@ -1194,6 +1195,60 @@ def tree_acceptance(rates: pd.DataFrame, *, title: str) -> Figure:
         ax.set(xlabel="candidates checked at the depth", title=panel, ylim=(0, 1))
     axes[0][0].set_ylabel("P(the depth yields a token | reached)\nbars: 95% Wilson interval")
     axes[0][0].legend(loc="lower right", fontsize=9)
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def tree_ceiling(curves: pd.DataFrame, measured: pd.DataFrame, *, title: str) -> Figure:
+    """Notebook 06, ``06_tree_ceiling``: predicted speedup against the draft tokens a target pass
+    checks, one panel per value of ``panel``. ``curves`` (``panel``, ``curve``, ``nodes``,
+    ``predicted_speedup``) are cost-model lines, the first ``curve`` drawn as the ceiling (its
+    maximum marked); ``measured`` (``panel``, ``nodes``, ``speedup``, ``speedup_low``,
+    ``speedup_high``, ``label``) are measured runs with their 95% intervals."""
+    panels = list(dict.fromkeys(curves["panel"]))
+    names = list(dict.fromkeys(curves["curve"]))
+    styles = [
+        dict(color=COLORS["theory"], lw=2.0),
+        dict(color=COLORS["other"], lw=1.6, ls="--"),
+    ]
+    fig, axes = plt.subplots(
+        1, len(panels), figsize=(5.6 * len(panels), 4.2), sharey=True, squeeze=False
+    )
+    for ax, panel in zip(axes[0], panels, strict=True):
+        ax.axhline(1.0, color="#bbbbbb", lw=0.8, zorder=0)
+        for name, style in zip(names, styles, strict=False):
+            c = curves[(curves["panel"] == panel) & (curves["curve"] == name)].sort_values("nodes")
+            ax.plot(c["nodes"], c["predicted_speedup"], label=name, **style)
+            if name == names[0]:
+                top = c.loc[c["predicted_speedup"].idxmax()]
+                ax.plot(top["nodes"], top["predicted_speedup"], "v", color=style["color"], ms=7)
+                ax.annotate(
+                    f"{top['predicted_speedup']:.2f}× at {top['nodes']:.0f} nodes",
+                    (top["nodes"], top["predicted_speedup"]),
+                    xytext=(8, 8),
+                    textcoords="offset points",
+                    fontsize=9,
+                    color=style["color"],
+                )
+        m = measured[measured["panel"] == panel]
+        for label, d in m.groupby("label", sort=False):
+            err = np.vstack([d["speedup"] - d["speedup_low"], d["speedup_high"] - d["speedup"]])
+            ax.errorbar(
+                d["nodes"],
+                d["speedup"],
+                yerr=err.clip(min=0),
+                fmt="o",
+                ms=5,
+                capsize=3,
+                color=COLORS["speculative"],
+                label=label,
+            )
+        ax.set(xlabel="draft tokens checked per target pass (tree nodes)", title=panel)
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    axes[0][0].set_ylabel("speedup over autoregressive decoding")
+    axes[0][0].legend(loc="lower right", fontsize=8.5)
     fig.suptitle(title)
     fig.tight_layout()
     return fig

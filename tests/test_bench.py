@@ -121,6 +121,10 @@ def test_tree_ceiling_is_the_best_tree_over_its_costs():
     for t in bench.best_trees(r, costs):
         assert ceiling[t["drafted"] - 1]["tokens_per_step"] >= t["tokens_per_step"] - 1e-12
     assert len(bench.tree_ceiling(r, costs, max_nodes=2)) == 2
+    noisy = {"t_draft_s": 0.1, "t_target_s": [1.0, 1.2, 1.1, 1.3]}
+    smooth = bench.monotone_costs(noisy)
+    np.testing.assert_allclose(smooth["t_target_s"], [1.0, 1.15, 1.15, 1.3])
+    assert smooth["t_draft_s"] == 0.1 and bench.monotone_costs(costs) == costs
     with pytest.raises(ValueError, match="max_nodes"):
         bench.tree_ceiling(r, costs, max_nodes=7)
 

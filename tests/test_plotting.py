@@ -386,6 +386,31 @@ def _notebook_05():
             {"title": "t"},
             2,
         ),
+        (
+            plotting.tree_ceiling,
+            (
+                pd.DataFrame(
+                    {
+                        "panel": ["T = 1"] * 6 + ["greedy"] * 6,
+                        "curve": (["ceiling"] * 3 + ["chain trees"] * 3) * 2,
+                        "nodes": [1, 2, 4] * 4,
+                        "predicted_speedup": [1.2, 1.4, 1.3, 1.2, 1.3, 1.25] * 2,
+                    }
+                ),
+                pd.DataFrame(
+                    {
+                        "panel": ["T = 1", "greedy"],
+                        "nodes": [2, 2],
+                        "speedup": [1.25, 1.3],
+                        "speedup_low": [1.2, 1.25],
+                        "speedup_high": [1.3, 1.35],
+                        "label": ["measured"] * 2,
+                    }
+                ),
+            ),
+            {"title": "t"},
+            2,
+        ),
     ]
 
 

@@ -44,7 +44,7 @@ from .lm import (
     synchronize,
     vocab_size,
 )
-from .sampling import NAN_MESSAGE, Verdict, Warp, has_nan, sample, verify
+from .sampling import NAN_MESSAGE, Verdict, Warp, bad_rows, has_nan, sample, verify
 
 __all__ = [
     "AutoregressiveDecoder",
@@ -938,8 +938,8 @@ class AutoregressiveDecoder(_DecoderBase):
             t0 = time.perf_counter()
             logits = target.forward(ids, 1)
             if self.warp.greedy and self.argmax:  # not an inverse-CDF draw from a one-hot row
-                x = logits.argmax(dim=-1).view(1)
-                bad_row = (torch.isnan(logits) | torch.isposinf(logits)).any()
+                x = logits.float().argmax(dim=-1).view(1)  # as Warp.probs takes it
+                bad_row = bad_rows(logits).any()
             else:
                 p = self.warp.probs(logits)
                 x = sample(p, self.generator)  # [1]

@@ -44,6 +44,7 @@ __all__ = [
     "sample",
     "step_distributions",
     "check_verify_inputs",
+    "bad_rows",
     "has_nan",
     "verify",
 ]
@@ -111,14 +112,16 @@ class Warp:
         than a plausible-looking distribution; :func:`verify` and the decoders detect that at their
         one host read per step and raise, so such a row is never sampled from. No host sync here.
         """
-        bad = (torch.isnan(logits) | torch.isposinf(logits)).any(dim=-1, keepdim=True)
+        bad = bad_rows(logits)
         if self.greedy:
-            idx = logits.argmax(dim=-1, keepdim=True)
+            # float32 first: the same index (the conversion is exact), and on a CPU bfloat16's
+            # argmax over a vocabulary-wide row costs twice the conversion and float32's together
+            idx = logits.float().argmax(dim=-1, keepdim=True)
             probs = torch.zeros(logits.shape, dtype=torch.float32, device=logits.device)
             probs.scatter_(-1, idx, 1.0)
         else:
             probs = torch.softmax(self.logits(logits), dim=-1)
-        return probs.masked_fill(bad, float("nan"))
+        return probs.masked_fill_(bad, float("nan"))  # probs is this call's own: in place
 
     def describe(self) -> str:
         if self.greedy:
@@ -131,11 +134,22 @@ class Warp:
         return ", ".join(parts)
 
 
+def bad_rows(logits: torch.Tensor) -> torch.Tensor:
+    """``[..., 1]`` bool (no host sync): does the row hold a NaN or a ``+inf``? Read from the row's
+    maximum, which is NaN when the row holds one (``amax`` propagates NaN) and ``+inf`` when it
+    holds that: one reduction, where ``(isnan | isposinf).any()`` makes two passes and two
+    vocabulary-wide masks (several times slower on a CPU, in bfloat16 most)."""
+    top = logits.amax(dim=-1, keepdim=True)
+    return torch.isnan(top) | torch.isposinf(top)
+
+
 def has_nan(*tensors: torch.Tensor) -> torch.Tensor:
-    """A 0-d bool tensor (no host sync): does any of ``tensors`` hold a NaN?"""
+    """A 0-d bool tensor (no host sync): does any of ``tensors`` hold a NaN? (Read from each
+    tensor's maximum, which ``amax`` makes NaN when the tensor holds one.)"""
     flag = torch.zeros((), dtype=torch.bool, device=tensors[0].device)
     for t in tensors:
-        flag = flag | torch.isnan(t).any()
+        if t.numel():
+            flag = flag | torch.isnan(t.amax())
     return flag
 
 

@@ -37,6 +37,8 @@ def test_benchmark_structure(tmp_path, prompts_file, tiny_pair):
     prov = on_disk["provenance"]
     for key in ("device", "cpu", "torch", "transformers", "git_commit", "date", "seed", "settings"):
         assert key in prov
+    assert prov["allocator"] == bench.reuse_freed_memory()  # glibc here: what was set, else why not
+    assert prov["allocator"].startswith(("glibc mallopt", "unchanged"))
     runs = {(r["method"], r["K"]): r for r in res["runs"]}
     assert set(runs) == {
         ("autoregressive", 0),

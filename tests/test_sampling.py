@@ -264,6 +264,34 @@ def test_warp_nan_row_becomes_nan():
     assert torch.isnan(probs[0]).all() and not torch.isnan(probs[1]).any()
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("V", [1, 7, 33, 49152])
+def test_bad_rows_and_has_nan_find_every_nan_and_plus_inf(dtype, V):
+    """One reduction instead of two masks, so checked everywhere in a row: first, last, and
+    across the widths a vectorised kernel works in; -inf (a masked logit) is not bad."""
+    from specdec_lib.sampling import bad_rows, has_nan
+
+    base = torch.zeros(2, V, dtype=dtype)
+    base[:, 0] = float("-inf")
+    assert not bad_rows(base).any() and not has_nan(base, base[:0])
+    for j in sorted({0, 1, V // 2, V - 2, V - 1} & set(range(V))):
+        for value in (float("nan"), float("inf")):
+            x = base.clone()
+            x[1, j] = value
+            assert bad_rows(x)[:, 0].tolist() == [False, True]
+            assert bool(has_nan(base, x)) == (value != value)
+        y = base.clone()
+        y[1, j] = float("-inf")
+        assert not bad_rows(y).any()
+
+
+def test_greedy_probs_take_the_first_argmax_in_every_dtype():
+    logits = torch.tensor([[0.5, 2.0, 2.0, -1.0], [3.0, 3.0, 1.0, 0.0]])
+    for dtype in (torch.float32, torch.bfloat16):
+        probs = Warp(0.0).probs(logits.to(dtype))
+        assert probs.argmax(-1).tolist() == [1, 0] and probs.sum(-1).tolist() == [1.0, 1.0]
+
+
 def test_step_distributions_match_verify_frequencies():
     """verify samples from step_distributions: the empirical acceptance at K=1 matches."""
     g = torch.Generator().manual_seed(7)

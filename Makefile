@@ -126,6 +126,13 @@ bench: install
 	  --out data/results/bench_default_trained-int8_tree4-3_bfloat16_greedy.json
 	$(BENCH_TREE) --K 1 2 3 --width 2 --repeats 2 --temperature 0 \
 	  --out data/results/bench_default_trained-int8_w2_bfloat16_greedy_beside-tree.json
+	# Host work per step: the chosen tree without and with freed memory kept for reuse (section 9).
+	set -e; for T in 1.0 0; do tag=$$([ $$T = 0 ] && echo greedy || echo T1); \
+	  $(BENCH_TREE) --K 1 2 3 --tree 4 3 --repeats 2 --temperature $$T --no-reuse-memory \
+	    --out data/results/bench_default_trained-int8_tree4-3_bfloat16_$${tag}_memory-fresh.json; \
+	  $(BENCH_TREE) --K 1 2 3 --tree 4 3 --repeats 2 --temperature $$T \
+	    --out data/results/bench_default_trained-int8_tree4-3_bfloat16_$${tag}_memory-reuse.json; \
+	done
 	# The greedy baseline by argmax beside the inverse-CDF draw it replaced (notebook 06, section 8).
 	$(BENCH_TREE) --K 2 --tree 4 3 --repeats 2 --temperature 0 \
 	  --methods autoregressive autoregressive_inverse_cdf speculative \

@@ -634,7 +634,7 @@ display(
         f"Taking the argmax makes the baseline {argmax_ratio:.3f}× as fast "
         f"[{argmax_ci[0]:.3f}, {argmax_ci[1]:.3f}] as drawing from the one-hot row, and the two "
         f"emit the same tokens in {argmax_runs[AR_CDF, 0]['identical_to_autoregressive']:.0%} "
-        "of the cells; every greedy speedup in this series is over the faster of the two."
+        "of the cells; every greedy speedup in this series is over the argmax baseline."
     )
 )
 

@@ -256,9 +256,9 @@ def reuse_freed_memory() -> str:
     which a buffer is mapped from the system on its own to 32 MiB, and the free memory kept before
     the heap is trimmed to 128 MiB. Without it, a buffer the size of a few vocabulary-wide rows
     (a pass's logits, the warped ``p`` and ``q``) is mapped afresh and page-faulted in at every
-    step: on this project's CPU, warping eight rows of 49,152 logits took about 1.9 ms instead of
-    0.5 ms. The setting holds for the whole process, so for every method of a run alike (the
-    allocator tuning that PyTorch's CPU performance guide makes with jemalloc or tcmalloc).
+    step, which can take longer than the arithmetic on it. The setting holds for the whole
+    process, so for every method of a run alike (the allocator tuning that PyTorch's CPU
+    performance guide makes with jemalloc or tcmalloc). Notebook 06 §9 measures what it adds.
 
     Returns what was set, for the run's record, or why nothing was."""
     import ctypes

@@ -115,7 +115,7 @@ class Warp:
         bad = bad_rows(logits)
         if self.greedy:
             # float32 first: the same index (the conversion is exact), and on a CPU bfloat16's
-            # argmax over a vocabulary-wide row costs twice the conversion and float32's together
+            # argmax over a vocabulary-wide row costs more than the conversion and float32's
             idx = logits.float().argmax(dim=-1, keepdim=True)
             probs = torch.zeros(logits.shape, dtype=torch.float32, device=logits.device)
             probs.scatter_(-1, idx, 1.0)
@@ -138,7 +138,7 @@ def bad_rows(logits: torch.Tensor) -> torch.Tensor:
     """``[..., 1]`` bool (no host sync): does the row hold a NaN or a ``+inf``? Read from the row's
     maximum, which is NaN when the row holds one (``amax`` propagates NaN) and ``+inf`` when it
     holds that: one reduction, where ``(isnan | isposinf).any()`` makes two passes and two
-    vocabulary-wide masks (several times slower on a CPU, in bfloat16 most)."""
+    vocabulary-wide masks."""
     top = logits.amax(dim=-1, keepdim=True)
     return torch.isnan(top) | torch.isposinf(top)
 

@@ -537,17 +537,22 @@ fig = plotting.speedup_intervals(
 savefig("06_ttt_speedup", fig)
 
 # %%
-best = (
-    ttt_speed.sort_values("speedup")
-    .groupby(["panel", "config"])
-    .tail(1)
-    .set_index(["panel", "config"])
-)
+def best_over_K(frame: pd.DataFrame, by: tuple[str, ...] = ("panel", "config")) -> pd.DataFrame:
+    """Each group's row at its best speedup over K, indexed by the group."""
+    return frame.sort_values("speedup").groupby(list(by)).tail(1).set_index(list(by))
 
 
-def best_at(panel: str, config: str) -> str:
-    b = best.loc[(panel, config)]
-    return f"{b.speedup:.2f}× [{b.speedup_low:.2f}, {b.speedup_high:.2f}] at $K$ = {b.K:.0f}"
+def with_interval(b: pd.Series) -> str:
+    """A speedup and its 95% interval over prompts."""
+    return f"{b.speedup:.2f}× [{b.speedup_low:.2f}, {b.speedup_high:.2f}]"
+
+
+def best_at(table: pd.DataFrame, panel: str, config: str) -> str:
+    b = table.loc[(panel, config)]
+    return f"{with_interval(b)} at $K$ = {b.K:.0f}"
+
+
+best = best_over_K(ttt_speed)
 
 
 overlap = all(
@@ -558,8 +563,8 @@ overlap = all(
 display(
     Markdown(
         " ".join(
-            f"{panel}: the best $K$ gives {best_at(panel, ONE)} with the head trained for one "
-            f"step, and {best_at(panel, TTT_NAME)} after the training-time test."
+            f"{panel}: the best $K$ gives {best_at(best, panel, ONE)} with the head trained for "
+            f"one step, and {best_at(best, panel, TTT_NAME)} after the training-time test."
             for panel in ("T = 1", "greedy")
         )
         + (
@@ -858,26 +863,14 @@ fig = plotting.speedup_intervals(
 savefig("06_tree_speedup", fig)
 
 # %%
-tbest = (
-    tree_speed.sort_values("speedup")
-    .groupby(["panel", "config"])
-    .tail(1)
-    .set_index(["panel", "config"])
-)
-
-
-def best_of(panel: str, config: str) -> str:
-    b = tbest.loc[(panel, config)]
-    return f"{b.speedup:.2f}× [{b.speedup_low:.2f}, {b.speedup_high:.2f}] at $K$ = {b.K:.0f}"
-
-
+tbest = best_over_K(tree_speed)
 TW2, TT = (c for _, c in list(TREE_RUNS)[:2])
 eff = tree_speed[tree_speed.config == TT].efficiency
 tau2 = tree_speed[tree_speed.K == 2].set_index(["panel", "config"]).tau
 display(
     Markdown(
         " ".join(
-            f"{panel}: {best_of(panel, TT)} with the tree, {best_of(panel, TW2)} with two "
+            f"{panel}: {best_at(tbest, panel, TT)} with the tree, {best_at(tbest, panel, TW2)} with two "
             f"first-position candidates; at $K = 2$ the tree yields {tau2[panel, TT]:.2f} tokens "
             f"per target pass against {tau2[panel, TW2]:.2f}."
             for panel in TEMPS
@@ -910,18 +903,13 @@ memory = bench.speculative_runs(
 memory.set_index(["panel", "config", "K"])[cols + ["efficiency"]]
 
 # %%
-mbest = memory.sort_values("speedup").groupby(["panel", "config"]).tail(1)
-mbest = mbest.set_index(["panel", "config"])
+mbest = best_over_K(memory)
 meff = memory.groupby("config").efficiency
 display(
     Markdown(
         " ".join(
-            f"{panel}: {mbest.loc[(panel, 'buffers reused')].speedup:.2f}× "
-            f"[{mbest.loc[(panel, 'buffers reused')].speedup_low:.2f}, "
-            f"{mbest.loc[(panel, 'buffers reused')].speedup_high:.2f}] with buffers reused, "
-            f"{mbest.loc[(panel, 'fresh buffers')].speedup:.2f}× "
-            f"[{mbest.loc[(panel, 'fresh buffers')].speedup_low:.2f}, "
-            f"{mbest.loc[(panel, 'fresh buffers')].speedup_high:.2f}] without, at the best $K$."
+            f"{panel}: {with_interval(mbest.loc[(panel, 'buffers reused')])} with buffers reused, "
+            f"{with_interval(mbest.loc[(panel, 'fresh buffers')])} without, at the best $K$."
             for panel in TEMPS
         )
         + " Measured over predicted: "
@@ -952,13 +940,13 @@ def lever_row(lever: str, panel: str, a, b) -> dict:
     return {
         "lever": lever,
         "panel": panel,
-        "before": f"{a.speedup:.2f}× [{a.speedup_low:.2f}, {a.speedup_high:.2f}] (K = {a.K:.0f})",
-        "after": f"{b.speedup:.2f}× [{b.speedup_low:.2f}, {b.speedup_high:.2f}] (K = {b.K:.0f})",
+        "before": f"{with_interval(a)} (K = {a.K:.0f})",
+        "after": f"{with_interval(b)} (K = {b.K:.0f})",
         "gain": b.speedup - a.speedup,
     }
 
 
-eos_best = pd.concat(frames_eos).sort_values("speedup").groupby("stop").tail(1).set_index("stop")
+eos_best = best_over_K(pd.concat(frames_eos), by=("stop",))
 
 
 def against(baseline: str) -> pd.Series:

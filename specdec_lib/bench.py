@@ -670,10 +670,11 @@ def tree_ceiling(
     """How fast a tree of ``n`` drafted nodes could be, for ``n = 1..max_nodes`` (default: what
     ``costs`` measured): the best ``n``-node tree of :func:`~specdec_lib.theory.best_tree` at the
     rank rates of :func:`rank_rates`, over one target pass on ``n + 1`` tokens and one draft pass
-    per depth, at the depth limit that gives the best ratio. A ceiling, optimistic on three counts: every node's candidates are taken to be
-    accepted at the rates the chain shows at its depth (the deepest measured depth's rates serve
-    deeper ones), the draft is taken to grow a whole depth of the tree for the cost of one chain
-    pass, and the host's work per node is left out."""
+    per depth, at the depth limit that gives the best ratio. A ceiling, optimistic on three
+    counts: every node's candidates are taken to be accepted at the rates the chain shows at its
+    depth (the deepest measured depth's rates serve deeper ones), the draft is taken to grow a
+    whole depth of the tree for the cost of one chain pass, and the host's work per node is left
+    out."""
     m = rank_rates(rates)
     t, t_draft = costs["t_target_s"], costs["t_draft_s"]
     cap = len(t) - 1 if max_nodes is None else positive_int(max_nodes, "max_nodes")
@@ -682,12 +683,13 @@ def tree_ceiling(
     out = []
     for n in range(1, cap + 1):
         best = None
-        for D in range(1, n + 1):
-            tree = best_tree(m, n, max_depth=D)
-            cost = (max(tree["depths"]) * t_draft + t[n]) / t[0]
+        for limit in range(1, n + 1):
+            tree = best_tree(m, n, max_depth=limit)
+            depth = max(tree["depths"])
+            cost = (depth * t_draft + t[n]) / t[0]
             rec = {
                 "nodes": n,
-                "depth": max(tree["depths"]),
+                "depth": depth,
                 "tokens_per_step": tree["tokens_per_step"],
                 "step_cost": cost,
                 "predicted_speedup": tree["tokens_per_step"] / cost,
@@ -695,6 +697,8 @@ def tree_ceiling(
             }
             if best is None or rec["predicted_speedup"] > best["predicted_speedup"]:
                 best = rec
+            if depth < limit:  # the limit no longer binds: deeper limits give this same tree
+                break
         out.append(best)
     return out
 

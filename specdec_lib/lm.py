@@ -9,18 +9,23 @@ transformers causal LM.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from typing import Any
 
 import torch
+from transformers.models.llama.modeling_llama import LlamaDecoderLayer
 
 __all__ = [
+    "CACHE_KW",
+    "cache_kwargs",
     "capture_features",
     "context_length",
     "final_norm",
     "last_rows",
     "model_device",
     "model_forward",
+    "output_cache",
     "synchronize",
     "vocab_size",
 ]
@@ -53,6 +58,25 @@ def context_length(model: Any) -> int | None:
     return None
 
 
+# The KV cache's keyword, in a model's (and a decoder layer's) arguments and in its output: transformers
+# up to 5.2x calls it ``past_key_values``, later releases ``cache`` (still accepting the old name,
+# with a warning). A layer handed the wrong name silently runs without a cache, so every call in
+# the library goes through these two helpers.
+CACHE_KW = "cache" if "cache" in inspect.signature(LlamaDecoderLayer.forward).parameters else (
+    "past_key_values"
+)
+
+
+def cache_kwargs(cache: Any) -> dict[str, Any]:
+    """``{CACHE_KW: cache}``: the KV cache as the installed transformers names it."""
+    return {CACHE_KW: cache}
+
+
+def output_cache(out: Any) -> Any:
+    """The KV cache a model's output carries, under the installed transformers' name."""
+    return getattr(out, CACHE_KW)
+
+
 def model_forward(
     model: Any, ids: torch.Tensor, cache: Any, n_logits: int
 ) -> tuple[torch.Tensor, Any]:
@@ -61,8 +85,8 @@ def model_forward(
     Returns the logits of the last ``n_logits`` positions, ``[n_logits, V]``, and the cache.
     """
     keep = last_rows(n_logits, ids.numel(), ids.device)
-    out = model(input_ids=ids.view(1, -1), cache=cache, use_cache=True, logits_to_keep=keep)
-    return out.logits[0, -n_logits:], out.cache
+    out = model(input_ids=ids.view(1, -1), use_cache=True, logits_to_keep=keep, **cache_kwargs(cache))
+    return out.logits[0, -n_logits:], output_cache(out)
 
 
 def last_rows(n: int, length: int, device: torch.device | None = None) -> int | torch.Tensor:

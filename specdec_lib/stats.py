@@ -25,7 +25,7 @@ from scipy import stats as sps
 
 from .candidates import candidate_stage
 from .checks import positive_int, real
-from .lm import last_rows, model_device
+from .lm import last_rows, model_device, output_cache
 from .sampling import (
     Correction,
     Verdict,
@@ -417,7 +417,7 @@ def sample_continuations(
     if use_cache:
         keep = last_rows(1, ids.numel(), device)
         out = target(input_ids=ids.view(1, -1), use_cache=True, logits_to_keep=keep)
-        prompt_cache, first_logits = out.cache, out.logits[:, -1]
+        prompt_cache, first_logits = output_cache(out), out.logits[:, -1]
     groups: dict[tuple[int, ...], int] = {(): n}
     for step in range(length):
         prefixes = list(groups)

@@ -36,11 +36,11 @@ def test_environment_yml_agrees_with_pyproject():
 
 # The layers of the README's "Architecture": a module imports only from its own layer or below.
 LAYERS = {
-    1: ["checks", "config", "settings", "lm", "results", "plotting", "theory"],
+    1: ["checks", "config", "settings", "lm", "results", "plotting", "style", "theory"],
     2: ["sampling", "candidates", "stats"],
     3: ["decoding"],
     4: ["drafters", "models", "faults"],
-    5: ["bench", "device_costs", "exactness", "training", "cli", "__main__", "__init__"],
+    5: ["bench", "device_costs", "exactness", "training", "figures", "cli", "__main__", "__init__"],
 }
 LAYER_OF = {name: layer for layer, names in LAYERS.items() for name in names}
 
@@ -87,6 +87,7 @@ def test_imports_point_down_only():
             assert LAYER_OF[dep] <= LAYER_OF[unit], f"{unit} (layer {LAYER_OF[unit]}) imports {dep}"
             if dep == "training":
                 assert unit in ("cli", "training"), f"{unit} imports training"
+            assert dep != "figures", f"{unit} imports figures: only the notebooks do"
 
 
 def test_top_level_layout():

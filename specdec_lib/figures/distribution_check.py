@@ -1,0 +1,216 @@
+"""The figures of notebook 02, the distribution check (``notebooks/02_distribution_check.ipynb``):
+observed frequencies against the exact law, the p-values' uniformity, the tests' power against
+the sample size, and every shipped configuration against the target's exact law.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+
+from ..style import COLORS
+
+__all__ = ["exactness_grid", "frequency_fit", "power_vs_n", "pvalue_uniformity"]
+
+
+def frequency_fit(
+    table: pd.DataFrame,
+    *,
+    title: str,
+    reference_label: str,
+    observed_label: str,
+    color: str = "speculative",
+    law_label: str | None = None,
+) -> Figure:
+    """Notebook 02, ``02_next_token_fit``, ``02_sequences`` and ``02_prototype_bias``: observed
+    frequencies against a reference law, bin by bin.
+
+    ``table`` has one row per bin (the most probable tokens or sequences, then the pooled rest):
+    ``label``, ``reference`` (bars), ``observed`` (points, ±2 ``se`` bars, in ``COLORS[color]``) and
+    optionally ``law``, a second law drawn as horizontal ticks (labelled ``law_label``).
+    """
+    x = np.arange(len(table))
+    fig, ax = plt.subplots(figsize=(11, 4))
+    ax.bar(x, table.reference, 0.8, color=COLORS["target"], alpha=0.35, label=reference_label)
+    ax.errorbar(
+        x,
+        table.observed,
+        yerr=2 * table.se,
+        fmt="o",
+        ms=4,
+        color=COLORS[color],
+        capsize=2,
+        label=observed_label,
+    )
+    if "law" in table:
+        ax.plot(x, table.law, "_", ms=12, mew=2, color=COLORS["wrong"], label=law_label)
+    ax.set_xticks(x, table.label, rotation=90, fontsize=7)
+    ax.set(title=title, ylabel="frequency")
+    ax.legend(fontsize=8)
+    return fig
+
+
+def pvalue_uniformity(pvals, band: tuple[np.ndarray, np.ndarray], *, n_samples: int) -> Figure:
+    """Notebook 02, ``02_pvalues``: are the p-values of tests under ``H_0`` uniform? Their
+    histogram against the uniform density (left), and their QQ plot against ``U(0, 1)`` inside
+    ``band``, the pointwise 95 % band of the sorted values (right). ``n_samples``: the sample size
+    of each test, for the title."""
+    pvals = np.asarray(pvals)
+    n = len(pvals)
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 4))
+    ax0.hist(
+        pvals,
+        bins=10,
+        range=(0, 1),
+        density=True,
+        color=COLORS["speculative"],
+        alpha=0.8,
+        edgecolor="white",
+        label=f"speculative sampling ({n} tests)",
+    )
+    ax0.axhline(1, color=COLORS["theory"], lw=1.2, ls="--", label="uniform")
+    ax0.set(
+        title=f"p-values of next-token tests (N = {n_samples:,} each)",
+        xlabel="p-value",
+        ylabel="density",
+    )
+    ax0.legend(loc="upper right")
+    expected = np.arange(1, n + 1) / (n + 1)
+    ax1.fill_between(
+        expected, *band, color=COLORS["theory"], alpha=0.2, label="95% band under $H_0$"
+    )
+    ax1.plot([0, 1], [0, 1], color=COLORS["theory"], lw=1)
+    ax1.plot(
+        expected,
+        np.sort(pvals),
+        "o",
+        ms=3.5,
+        color=COLORS["speculative"],
+        label="speculative sampling",
+    )
+    ax1.set(
+        title="QQ plot against U(0, 1)",
+        xlabel="uniform quantile",
+        ylabel="sorted p-values",
+        xlim=(0, 1),
+        ylim=(0, 1),
+    )
+    ax1.legend(loc="upper left")
+    fig.tight_layout()
+    return fig
+
+
+def power_vs_n(
+    n_grid,
+    curves: Mapping[str, Sequence[float]],
+    *,
+    tv: Mapping[str, float],
+    dashed: Mapping[str, tuple[str, Sequence[float]]],
+    dotted: Mapping[str, Sequence[float]],
+    simulated: Mapping[str, Sequence[tuple[int, float, float]]],
+    n_modes: Mapping[str, int],
+    n_used: int,
+    n_sim: int,
+    title: str,
+) -> Figure:
+    """Notebook 02, ``02_power_vs_n``: the power of a test against the sample size ``N``.
+
+    ``curves[name]``: power against each bias (labelled with its total variation ``tv[name]``),
+    one colour each; ``dashed[label] = (name, values)``: a variant of curve ``name``, in its colour;
+    ``dotted[label]``: further curves, grey; ``simulated[name]``: ``(N, simulated power,
+    approximation)`` points, in the colour of the curve of that name (grey if none). Vertical lines
+    mark the ``N`` of each mode (``n_modes``), solid for ``n_used``; the horizontal line is power
+    0.9.
+    """
+    # distinct hues only (the draft's orange is too close to the vermillion of "wrong")
+    palette = [COLORS[k] for k in ("target", "wrong", "speculative", "hf", "other")]
+    color = dict(zip(curves, palette, strict=False))
+    fig, ax = plt.subplots(figsize=(10, 4.6))
+    for name, values in curves.items():
+        ax.semilogx(n_grid, values, color=color[name], label=f"{name} (TV {tv[name]:.3f})")
+    for label, (name, values) in dashed.items():
+        ax.semilogx(n_grid, values, color=color[name], ls="--", lw=1.2, label=label)
+    for label, values in dotted.items():
+        ax.semilogx(n_grid, values, color=COLORS["theory"], ls=":", label=label)
+    for name, pts in simulated.items():
+        ax.plot(
+            [n for n, _, _ in pts],
+            [sim for _, sim, _ in pts],
+            "o",
+            ms=6,
+            mfc="white",
+            color=color.get(name, COLORS["theory"]),
+        )
+    for mode, n in n_modes.items():
+        ax.axvline(n, color="black", lw=0.8, ls="-" if n == n_used else ":")
+        ax.annotate(
+            f"N = {n:,}\n({mode} mode)",
+            (n, 0.03),
+            xytext=(4, 0),
+            textcoords="offset points",
+            fontsize=8,
+        )
+    ax.axhline(0.9, color=COLORS["claimed"], lw=0.8)
+    handles, labels = ax.get_legend_handles_labels()
+    ax.legend(
+        handles + [Line2D([], [], marker="o", mfc="white", ls="", color="black")],
+        labels + [f"simulated (stats.power_gof, {n_sim} runs)"],
+        fontsize=8,
+        loc="center left",
+        bbox_to_anchor=(1.01, 0.5),
+    )
+    ax.set(
+        title=title,
+        xlabel="samples N",
+        ylabel="probability of rejecting",
+        ylim=(-0.02, 1.02),
+    )
+    return fig
+
+
+def exactness_grid(grid: pd.DataFrame, *, level: float) -> Figure:
+    """Notebook 02, ``02_shipped``: one row per configuration (``grid``: ``name``, ``p``,
+    ``p_holm`` (NaN for the arms that must fail), ``must_fail``, ``alpha``, ``bonus_steps``,
+    ``steps``): the chi-square p-value against the target's exact law on a log scale (after Holm
+    for the shipped configurations, raw for the arms that must fail), and the family-wise ``level``
+    the shipped configurations must stay above and the failing arms must fall below."""
+    fig, ax = plt.subplots(figsize=(9.0, 0.42 * len(grid) + 1.6))
+    y = np.arange(len(grid))[::-1]
+    p = np.where(grid.must_fail, grid.p, grid.p_holm).astype(float)
+    strength = -np.log10(np.clip(p, 1e-300, 1.0))
+    colors = [COLORS["wrong"] if f else COLORS["speculative"] for f in grid.must_fail]
+    ax.barh(y, np.maximum(strength, 0.02), color=colors, height=0.6)
+    for yi, si, pi in zip(y, strength, p, strict=True):
+        ax.text(si, yi, f"  p = {pi:.2g}", va="center", fontsize=8)
+    ax.axvline(-np.log10(level), color="black", ls="--", lw=1)
+    ax.text(-np.log10(level), y.max() + 0.55, f" level {level:.2g}", fontsize=8, va="bottom")
+    labels = [
+        f"{n}  (must fail)" if f else f"{n}  (α {a:.2f}, bonus in {b}/{s} steps)"
+        for n, a, b, s, f in zip(
+            grid.name, grid.alpha, grid.bonus_steps, grid.steps, grid.must_fail, strict=True
+        )
+    ]
+    ax.set_yticks(y, labels, fontsize=8.5)
+    ax.set_xlim(0, 1.25 * max(strength.max(), -np.log10(level)))
+    ax.set_ylim(-0.7, len(grid) - 0.1)
+    ax.set(
+        xlabel="−log10 p  (chi-square against the exact law, Bonferroni over positions; "
+        "shipped rows after Holm)",
+        title="Every shipped configuration against the target's exact law (K = 2, each of 3 tokens)",
+    )
+    ax.legend(
+        handles=[
+            Patch(color=COLORS["speculative"], label="shipped: must pass (bar left of the line)"),
+            Patch(color=COLORS["wrong"], label="injected bug: must fail (bar right of the line)"),
+        ],
+        loc="upper right",
+        fontsize=8,
+    )
+    ax.grid(axis="y", visible=False)
+    return fig

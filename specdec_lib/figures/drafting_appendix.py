@@ -1,0 +1,209 @@
+"""The figures of notebook 06, the drafting appendix (``notebooks/06_drafting_appendix.ipynb``):
+the pilots' and the full head's training, pass costs by dtype, acceptance by position and by
+tree depth, and the trees' ceiling. Its measured speedups are drawn with notebook 05's
+:func:`~specdec_lib.figures.drafting_strategies.speedup_intervals`; its training curves share
+that module's helper.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+from ..style import COLORS, CURVE_COLORS
+from .drafting_strategies import BOUND_LABEL, training_curves
+
+__all__ = [
+    "dtype_pass_costs",
+    "full_training",
+    "pilot_curves",
+    "position_rates",
+    "tree_acceptance",
+    "tree_ceiling",
+]
+
+
+def pilot_curves(curves: Mapping[str, pd.DataFrame], *, title: str) -> Figure:
+    """Notebook 06, ``06_pilot_curves``: the held-out acceptance bound of each pilot draft during
+    training (``curves[name]``: a training history with ``step`` and ``eval_alpha``); the legend
+    sits beside the axes, where it covers no curve."""
+    fig, ax = plt.subplots(figsize=(8.5, 4))
+    training_curves(ax, curves, "step")
+    ax.set(xlabel="training step (8 sequences each)", title=title)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1), fontsize=9)
+    return fig
+
+
+def full_training(history: pd.DataFrame, *, alpha_decoding: float) -> Figure:
+    """Notebook 06, ``06_full_training``: the acceptance bound of the full-data head during
+    training, on the held-out shards and on the training batches (``history``: ``tokens seen``,
+    ``eval_alpha``, ``train_alpha``), against the rate measured by decoding (``alpha_decoding``)."""
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    seen = history["tokens seen"] / 1e6
+    ax.plot(seen, history.eval_alpha, "o-", ms=3, color=COLORS["draft"], label="held-out shards")
+    ax.plot(
+        seen,
+        history.train_alpha,
+        ".",
+        ms=3,
+        color=COLORS["target"],
+        alpha=0.5,
+        label="training batches",
+    )
+    ax.axhline(
+        alpha_decoding,
+        color=COLORS["speculative"],
+        ls="--",
+        label=f"measured by decoding, held-out prompts ({alpha_decoding:.3f})",
+    )
+    ax.set(
+        xlabel="training positions seen (millions)",
+        ylabel=BOUND_LABEL.replace("held-out ", ""),
+        title="The feature head during training on all the data (T = 1)",
+    )
+    ax.legend(loc="lower right", fontsize=9)
+    return fig
+
+
+def dtype_pass_costs(costs: pd.DataFrame) -> Figure:
+    """Notebook 06, ``06_dtype_pass_costs``: the cost of a cached target pass over ``n`` tokens
+    relative to one token, in float32 and in bfloat16 (``costs``, indexed by ``n``:
+    ``float32 / one token``, ``bfloat16 / one token``)."""
+    fig, ax = plt.subplots(figsize=(6.4, 4))
+    ax.plot(
+        costs.index, costs["float32 / one token"], "o-", color=COLORS["target"], label="float32"
+    )
+    ax.plot(
+        costs.index, costs["bfloat16 / one token"], "s-", color=COLORS["draft"], label="bfloat16"
+    )
+    ax.axhline(1, color="black", lw=0.8)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set(
+        xlabel="tokens in one cached target pass (K + 1)",
+        ylabel="time relative to a 1-token pass (×)",
+        title="Verification cost, SmolLM2-135M on this CPU (one thread)",
+        ylim=(0, None),
+    )
+    ax.legend(loc="lower right")
+    return fig
+
+
+def position_rates(rates: pd.DataFrame, *, title: str) -> Figure:
+    """Notebook 06, ``06_ttt_by_position``: the acceptance probability of each draft position given
+    that it was reached, one line per draft (``rates``: ``draft``, ``position`` (1-based),
+    ``rate``, ``lo``, ``hi``: its 95% interval, drawn as error bars; points dodged sideways)."""
+    drafts = list(dict.fromkeys(rates["draft"]))
+    colors = dict(zip(drafts, CURVE_COLORS, strict=False))
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    for i, name in enumerate(drafts):
+        d = rates[rates["draft"] == name].sort_values("position")
+        x = d["position"].to_numpy(float) + (i - (len(drafts) - 1) / 2) * 0.08
+        err = np.vstack([d["rate"] - d["lo"], d["hi"] - d["rate"]]).clip(min=0)
+        ax.errorbar(
+            x, d["rate"], yerr=err, fmt="o-", ms=5, capsize=3, color=colors[name], label=name
+        )
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set(
+        xlabel="position in the draft",
+        ylabel="P(accept | position reached)\nbars: 95% Wilson interval",
+        ylim=(0, min(1.0, 1.3 * float(rates["hi"].max()))),
+        title=title,
+    )
+    ax.legend(loc="lower left", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def tree_acceptance(rates: pd.DataFrame, *, title: str) -> Figure:
+    """Notebook 06, ``06_tree_acceptance``: the probability that a draft depth yields a token once
+    the step reaches it, against the candidates checked there, one line per depth, one panel per
+    value of ``panel`` (``rates``: ``panel``, ``depth``, ``candidates``, ``rate``, ``lo``, ``hi``:
+    its 95% interval, drawn as error bars; points dodged sideways)."""
+    panels = list(dict.fromkeys(rates["panel"]))
+    depths = sorted(set(rates["depth"]))
+    colors = dict(zip(depths, CURVE_COLORS, strict=False))
+    fig, axes = plt.subplots(
+        1, len(panels), figsize=(5.2 * len(panels), 4.0), sharey=True, squeeze=False
+    )
+    for ax, panel in zip(axes[0], panels, strict=True):
+        here = rates[rates["panel"] == panel]
+        for i, depth in enumerate(depths):
+            d = here[here["depth"] == depth].sort_values("candidates")
+            x = d["candidates"].to_numpy(float) + (i - (len(depths) - 1) / 2) * 0.08
+            err = np.vstack([d["rate"] - d["lo"], d["hi"] - d["rate"]]).clip(min=0)
+            ax.errorbar(
+                x,
+                d["rate"],
+                yerr=err,
+                fmt="o-",
+                ms=4,
+                capsize=2,
+                color=colors[depth],
+                label=f"depth {depth}",
+            )
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set(xlabel="candidates checked at the depth", title=panel, ylim=(0, 1))
+    axes[0][0].set_ylabel("P(the depth yields a token | reached)\nbars: 95% Wilson interval")
+    axes[0][0].legend(loc="lower right", fontsize=9)
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def tree_ceiling(curves: pd.DataFrame, measured: pd.DataFrame, *, title: str) -> Figure:
+    """Notebook 06, ``06_tree_ceiling``: predicted speedup against the draft tokens a target pass
+    checks, one panel per value of ``panel``. ``curves`` (``panel``, ``curve``, ``nodes``,
+    ``predicted_speedup``) are cost-model lines, the first ``curve`` drawn as the ceiling (its
+    maximum marked); ``measured`` (``panel``, ``nodes``, ``speedup``, ``speedup_low``,
+    ``speedup_high``, ``label``) are measured runs with their 95% intervals."""
+    panels = list(dict.fromkeys(curves["panel"]))
+    names = list(dict.fromkeys(curves["curve"]))
+    styles = [
+        dict(color=COLORS["theory"], lw=2.0),
+        dict(color=COLORS["other"], lw=1.6, ls="--"),
+    ]
+    fig, axes = plt.subplots(
+        1, len(panels), figsize=(5.6 * len(panels), 4.2), sharey=True, squeeze=False
+    )
+    for ax, panel in zip(axes[0], panels, strict=True):
+        ax.axhline(1.0, color="#bbbbbb", lw=0.8, zorder=0)
+        for name, style in zip(names, styles, strict=False):
+            c = curves[(curves["panel"] == panel) & (curves["curve"] == name)].sort_values("nodes")
+            ax.plot(c["nodes"], c["predicted_speedup"], label=name, **style)
+            if name == names[0]:
+                top = c.loc[c["predicted_speedup"].idxmax()]
+                ax.plot(top["nodes"], top["predicted_speedup"], "v", color=style["color"], ms=7)
+                ax.annotate(
+                    f"{top['predicted_speedup']:.2f}× at {top['nodes']:.0f} nodes",
+                    (top["nodes"], top["predicted_speedup"]),
+                    xytext=(8, 8),
+                    textcoords="offset points",
+                    fontsize=9,
+                    color=style["color"],
+                )
+        m = measured[measured["panel"] == panel]
+        for label, d in m.groupby("label", sort=False):
+            err = np.vstack([d["speedup"] - d["speedup_low"], d["speedup_high"] - d["speedup"]])
+            ax.errorbar(
+                d["nodes"],
+                d["speedup"],
+                yerr=err.clip(min=0),
+                fmt="o",
+                ms=5,
+                capsize=3,
+                color=COLORS["speculative"],
+                label=label,
+            )
+        ax.set(xlabel="draft tokens checked per target pass (tree nodes)", title=panel)
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    axes[0][0].set_ylabel("speedup over autoregressive decoding")
+    axes[0][0].legend(loc="lower right", fontsize=8.5)
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,109 @@
+"""The series' one figure style and its one way out.
+
+:func:`set_style` (applied on import) sets seaborn's ``ticks`` theme with the series' palette and
+rcParams; :data:`COLORS` gives each thing the series draws one colour; :func:`savefig` writes a
+figure into ``figures/`` (or ``SPECDEC_FIGURES``) as PNG and PDF. The figure functions themselves
+live in :mod:`specdec_lib.figures`, one module per notebook.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import seaborn as sns
+from matplotlib.figure import Figure
+
+from .config import FIGURES_DIR
+from .results import atomic_write
+
+__all__ = ["COLORS", "CURVE_COLORS", "savefig", "set_style"]
+
+# One meaning per colour across the series: colour-blind-safe Okabe-Ito hues for the series' lines
+# and bars, pale tints for what sits behind them or carries text.
+COLORS = {
+    "target": "#0072B2",  # p, autoregressive, measured
+    "draft": "#E69F00",  # q
+    "speculative": "#009E73",
+    "hf": "#CC79A7",
+    "theory": "#555555",
+    "wrong": "#D55E00",  # the prototype's rule, anything that should not be
+    "claimed": "#999999",
+    "other": "#56B4E9",  # one more series where a figure needs it
+    # The untrained early-exit draft's runs, pale behind the trained draft's.
+    "early exit": "#9ecae1",
+    "early exit, greedy": "#c6dbef",
+    # Which path produced a token (pale: text is read on them).
+    "accepted": "#b7e4c7",
+    "corrected": "#f4a261",
+    "bonus": "#8ecae6",
+    "no draft": "#d9d9d9",
+}
+
+# One colour per curve, from the series' palette (there are at most seven curves).
+CURVE_COLORS = [
+    COLORS[k] for k in ("target", "draft", "speculative", "hf", "other", "wrong", "theory")
+]
+
+# The series' rcParams: readable when a figure is pasted into a report without the notebook.
+_RC = {
+    "figure.figsize": (6.4, 4.0),
+    "figure.dpi": 110,
+    "savefig.dpi": 220,
+    "savefig.bbox": "tight",
+    "font.size": 10,
+    "axes.titlesize": 11,
+    "axes.labelsize": 10,
+    "xtick.labelsize": 10,
+    "ytick.labelsize": 10,
+    "legend.fontsize": 10,
+    "legend.title_fontsize": 10,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "legend.frameon": False,
+    "lines.linewidth": 1.8,
+    "patch.force_edgecolor": False,  # seaborn's white bar edges would split stacked bars
+    "svg.hashsalt": "specdec",
+    "pdf.fonttype": 42,
+}
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-]*")
+
+
+def set_style() -> None:
+    """The series' style: seaborn's ``ticks`` theme with the series' palette and rcParams."""
+    palette = [COLORS[k] for k in ("target", "draft", "speculative", "hf", "other", "wrong")]
+    sns.set_theme(context="notebook", style="ticks", palette=palette, rc=_RC)
+
+
+def savefig(
+    name: str, fig: Figure | None = None, formats: tuple[str, ...] = ("png", "pdf")
+) -> list[Path]:
+    """Save ``fig`` (default: the current figure) as ``figures/<name>.<fmt>`` for each format.
+
+    PNG at the style's dpi for slides, PDF for papers; ``SPECDEC_FIGURES`` moves the folder. Each
+    file is written atomically (a unique temporary file in the same folder, then a rename), and
+    without a date or software version in its metadata, so that re-running a notebook rewrites
+    identical files. Returns the paths written.
+    """
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise ValueError(
+            f"name must be a plain file stem of letters, digits, '_' and '-' like '01_residual', "
+            f"got {name!r}"
+        )
+    fig = fig or plt.gcf()
+    paths = []
+    for fmt in formats:
+        metadata = {"pdf": {"CreationDate": None}, "png": {"Software": None}}.get(fmt)
+
+        def write(f, fmt=fmt, metadata=metadata) -> None:
+            fig.savefig(f, format=fmt, metadata=metadata)
+
+        paths.append(atomic_write(FIGURES_DIR / f"{name}.{fmt}", write, binary=True))
+    return paths
+
+
+set_style()

@@ -61,8 +61,8 @@ from IPython.display import Markdown, display
 # tqdm.auto (imported by the decoders) warns when ipywidgets is missing; no progress bars here.
 warnings.filterwarnings("ignore", message="IProgress not found")
 
-from specdec_lib import config, plotting, stats, theory
-from specdec_lib.plotting import savefig
+from specdec_lib import config, stats, theory
+from specdec_lib.figures import acceptance_rule as figs
 from specdec_lib.sampling import (
     Warp,
     acceptance_rate,
@@ -73,6 +73,7 @@ from specdec_lib.sampling import (
     step_distributions,
     verify,
 )
+from specdec_lib.style import savefig
 
 QUICK = config.quick()
 SEED = 1
@@ -134,7 +135,7 @@ print("r =", np.round(r.numpy(), 3))
 # residual puts mass only on the tokens the draft under-proposes.
 
 # %%
-fig = plotting.acceptance_split(p, q, torch.minimum(p, q), (1 - alpha) * r, alpha=alpha)
+fig = figs.acceptance_split(p, q, torch.minimum(p, q), (1 - alpha) * r, alpha=alpha)
 savefig("01_residual", fig)
 
 
@@ -593,7 +594,7 @@ p, q = (
 )
 accepted = torch.minimum(p, q)
 proto_law = stats.exact_output_law(p, q, prototype_correction)
-fig = plotting.prototype_bias(
+fig = figs.prototype_bias(
     p,
     accepted,
     proto_law - accepted,
@@ -670,7 +671,7 @@ print(
 # the same draft yields exactly $p$.
 
 # %%
-fig = plotting.mismatched_q(p, law_wrong, law_right, x_star)
+fig = figs.mismatched_q(p, law_wrong, law_right, x_star)
 savefig("01_mismatched_q", fig)
 # %% [markdown]
 # **Example 2: warps.** Temperature, top-$k$ and top-$p$ change the distribution that is sampled. The
@@ -831,7 +832,7 @@ print(
 # %%
 K_grid = np.arange(1, 11)
 expected = {alpha: theory.expected_tokens_per_step(alpha, K_grid) for alpha in ALPHAS_MC}
-fig = plotting.tokens_per_step(K_grid, expected, mc, n_steps=N_STEPS)
+fig = figs.tokens_per_step(K_grid, expected, mc, n_steps=N_STEPS)
 savefig("01_tokens_per_step", fig)
 # %% [markdown]
 # **Speedup against $K$.** Theorem 3.8 for three acceptance rates and two draft costs; the star marks
@@ -861,7 +862,7 @@ optima = pd.DataFrame(
         for (a, c), K in k_opt.items()
     ]
 )
-fig = plotting.speedup_theory(curves, optima, claimed_alpha=CLAIMED_ALPHA)
+fig = figs.speedup_theory(curves, optima, claimed_alpha=CLAIMED_ALPHA)
 savefig("01_speedup_vs_K", fig)
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -949,7 +950,7 @@ def alpha_T(T, ell_q):
 
 
 order = torch.argsort(ell, descending=True)
-fig = plotting.greedy_limit(
+fig = figs.greedy_limit(
     {T: Warp(T).probs(ell)[order] for T in (1.0, 0.3, 0.1, 0.03)},
     T_grid,
     tv_onehot,

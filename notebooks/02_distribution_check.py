@@ -77,17 +77,18 @@ from scipy import stats as sps
 # tqdm.auto (imported by the decoders) warns when ipywidgets is missing; no progress bars here.
 warnings.filterwarnings("ignore", message="IProgress not found")
 
-from specdec_lib import config, plotting, stats
+from specdec_lib import config, stats
 from specdec_lib.decoding import (
     AutoregressiveDecoder,
     BaseDrafter,
     ModelDrafter,
     SpeculativeDecoder,
 )
+from specdec_lib.figures import distribution_check as figs
 from specdec_lib.lm import model_forward
 from specdec_lib.models import load_pair
-from specdec_lib.plotting import savefig
 from specdec_lib.sampling import Warp, acceptance_rate, prototype_correction, sample, verify
+from specdec_lib.style import savefig
 
 QUICK = config.quick()
 SEED = 0  # every generator below is derived from it: change it to rerun every test afresh
@@ -492,7 +493,7 @@ def fit_table(p, tokens, law=None, n_top=30):
 
 FIT_PROMPT = NEXT_PROMPTS[0]
 p0, _ = next_token_dists(PROMPTS[FIT_PROMPT], WARPS["T=1"])
-fig = plotting.frequency_fit(
+fig = figs.frequency_fit(
     fit_table(p0, next_tokens[FIT_PROMPT]),
     title=f"Next token after {PROMPTS[FIT_PROMPT][:48]!r}…: speculative sampling (early-exit draft, T = 1)",
     reference_label="target $p_0$ (exact)",
@@ -683,7 +684,7 @@ def qq_band(n, q=0.95):
     return sps.beta.ppf((1 - q) / 2, k, n + 1 - k), sps.beta.ppf((1 + q) / 2, k, n + 1 - k)
 
 
-fig = plotting.pvalue_uniformity(informative.p, qq_band(len(informative)), n_samples=N_UNIF)
+fig = figs.pvalue_uniformity(informative.p, qq_band(len(informative)), n_samples=N_UNIF)
 savefig("02_pvalues", fig)
 # %% [markdown]
 # ## 6. Three-token sequences from the decoder against the target's exact law
@@ -870,7 +871,7 @@ def seq_table(counts, law, n_top=15):
 
 
 name = "sharp self-draft, K=2"
-fig = plotting.frequency_fit(
+fig = figs.frequency_fit(
     seq_table(seq_counts[name], laws[SEQ_CONFIGS[name][2]]),
     title=f"First {M} tokens after {SEQ_PROMPT!r}: {name}, T = 1",
     reference_label="target's exact law",
@@ -997,7 +998,7 @@ res, tokens, _ = next_token_test(
     PROMPTS[FIT_PROMPT], WARPS["T=1"], "sharp self-draft", N_NEXT, (7, 1), wrong_verify
 )
 law = stats.prototype_output_law(p, q).numpy()
-fig = plotting.frequency_fit(
+fig = figs.frequency_fit(
     fit_table(p, tokens, law=law),
     title=f"Next token, prototype's rule, sharp self-draft (TV to $p_0$ = {stats.tv(law, p):.3f}; "
     + ("chi-square p < 1e-300)" if res.pvalue == 0 else f"chi-square p = {res.pvalue:.1g})"),
@@ -1089,7 +1090,7 @@ pd.DataFrame(
 ).round(3)
 
 # %%
-fig = plotting.power_vs_n(
+fig = figs.power_vs_n(
     n_grid,
     curves,
     tv={name: stats.tv(law, p64) for name, law in BIASES.items()},
@@ -1370,7 +1371,7 @@ print(
 )
 
 # %%
-fig = plotting.exactness_grid(shipped_df, level=ALPHA_FAMILY)
+fig = figs.exactness_grid(shipped_df, level=ALPHA_FAMILY)
 savefig("02_shipped", fig)
 # %% [markdown]
 # The same test, run live: the headline configuration (the trained head with int8 weights, two

@@ -55,11 +55,11 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
-from specdec_lib import plotting
 from specdec_lib.bench import BenchSettings, per_prompt_frame, run_benchmark, runs_frame, summarize
 from specdec_lib.config import REMEASURE, RESULTS_DIR, quick
-from specdec_lib.plotting import savefig
+from specdec_lib.figures import speedup_vs_k as figs
 from specdec_lib.results import read_json
+from specdec_lib.style import savefig
 from specdec_lib.theory import (
     GPUS,
     expected_tokens_per_step,
@@ -182,7 +182,7 @@ display(cost_table.set_index("n tokens in the pass").T)
 print(f"t_draft = {t_draft:.1f} ms, c = t_draft / t_target(1) = {costs['c']:.3f}")
 
 # %%
-fig = plotting.pass_costs(cost_table["relative to n = 1"], c=costs["c"])
+fig = figs.pass_costs(cost_table["relative to n = 1"], c=costs["c"])
 savefig("03_pass_costs", fig)
 # %% [markdown]
 # ## 2. Throughput, latency, acceptance: the table
@@ -244,7 +244,7 @@ panels = {
     )
     for name, res in results.items()
 }
-fig = plotting.speedup_vs_K(
+fig = figs.speedup_vs_K(
     panels,
     claim=PROTOTYPE_CLAIM,
     hf_label="HF assisted, side-by-side run (5 prompts; 95% interval)",
@@ -264,7 +264,7 @@ spec_runs = {
     )
     for name, df in tables.items()
 }
-fig = plotting.alpha_tau_vs_K(spec_runs)
+fig = figs.alpha_tau_vs_K(spec_runs)
 savefig("03_alpha_tau_vs_K", fig)
 # %% [markdown]
 # ## 5. Latency and throughput
@@ -274,7 +274,7 @@ savefig("03_alpha_tau_vs_K", fig)
 # side-by-side run only (§6).
 
 # %%
-fig = plotting.latency_throughput(
+fig = figs.latency_throughput(
     tables["T = 1.0"], setting="T = 1.0", n_tokens=50, methods=["speculative"]
 )
 savefig("03_latency_throughput", fig)
@@ -396,7 +396,7 @@ panels = {
     f"SmolLM2-135M, trained draft, bf16, {name.split(', ')[1]} (this CPU)": speedup_table(res)
     for name, res in new_results.items()
 }
-fig = plotting.speedup_vs_K(panels, claim=PROTOTYPE_CLAIM, legend_loc="below")
+fig = figs.speedup_vs_K(panels, claim=PROTOTYPE_CLAIM, legend_loc="below")
 savefig("03_speedup_vs_K_trained", fig)
 # %% [markdown]
 # ## 8. What a GPU changes
@@ -499,7 +499,7 @@ display(
 )
 
 # %%
-fig = plotting.gpu_costs(passes, predicted, measured_cpu, title=title)
+fig = figs.gpu_costs(passes, predicted, measured_cpu, title=title)
 savefig("03_gpu", fig)
 # %% [markdown]
 # On this CPU the same cost model, fed the same acceptance, predicts the measured speedups to within

@@ -36,10 +36,10 @@ import pandas as pd
 from IPython.display import HTML, Markdown, display
 from scipy import stats
 
-from specdec_lib import plotting
 from specdec_lib.config import RESULTS_DIR
-from specdec_lib.plotting import savefig
+from specdec_lib.figures import acceptance_by_prompt_type as figs
 from specdec_lib.results import read_json
+from specdec_lib.style import COLORS, savefig
 
 pd.set_option("display.precision", 3)
 RUNS = {  # notebook 03's runs: the untrained early exit (float32) and the trained draft (bfloat16)
@@ -174,7 +174,7 @@ per_prompt = pd.concat(
     names=["run"],
 ).reset_index()
 per_prompt["alpha"] = per_prompt.accepted / per_prompt.judged
-fig = plotting.alpha_by_category(
+fig = figs.alpha_by_category(
     cat_tables, categories=CATEGORIES, claim=PROTOTYPE_CLAIM, per_prompt=per_prompt
 )
 savefig("04_alpha_by_category", fig)
@@ -216,7 +216,7 @@ for name, df in steps.items():
         print(
             f"{name}, K = {K}: reached {reached.astype(int).tolist()}, accepted {accepted.astype(int).tolist()}"
         )
-fig = plotting.alpha_by_position(pd.DataFrame(rows))
+fig = figs.alpha_by_position(pd.DataFrame(rows))
 savefig("04_alpha_by_position", fig)
 # %% [markdown]
 # ## 4. Token by token
@@ -231,7 +231,7 @@ savefig("04_alpha_by_position", fig)
 from specdec_lib.models import load_pair
 
 tokenizer = load_pair("default").tokenizer
-KIND_COLORS = {kind: plotting.COLORS[kind] for kind in plotting.TOKEN_KINDS}
+KIND_COLORS = {kind: COLORS[kind] for kind in figs.TOKEN_KINDS}
 
 
 def token_kinds(cell_steps):
@@ -310,7 +310,7 @@ views = {
     if name in results
 }
 n_tokens = max(res["settings"]["max_new_tokens"] for res in results.values())
-fig = plotting.token_view(views, n_tokens=n_tokens)
+fig = figs.token_view(views, n_tokens=n_tokens)
 savefig("04_token_view", fig)
 
 # %% [markdown]

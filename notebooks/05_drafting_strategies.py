@@ -61,11 +61,11 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
-from specdec_lib import plotting
 from specdec_lib.bench import pool_repeats, runs_frame
 from specdec_lib.config import DATA_DIR, RESULTS_DIR, quick
-from specdec_lib.plotting import savefig
+from specdec_lib.figures import drafting_strategies as figs
 from specdec_lib.results import read_json
+from specdec_lib.style import savefig
 from specdec_lib.theory import expected_tokens_per_step
 from specdec_lib.training import load_manifest, summary
 
@@ -191,7 +191,7 @@ curve = pd.DataFrame(
         for name, (tr, ev) in runs.items()
     ]
 ).set_index("run")
-fig = plotting.learning_curves(
+fig = figs.learning_curves(
     curve, {name: pd.DataFrame(tr["history"]) for name, (tr, _) in runs.items()}
 )
 savefig("05_learning_curves", fig)
@@ -309,7 +309,7 @@ predicted = pd.DataFrame(
         for k in range(1, len(t_bf16))
     ]
 )
-fig = plotting.predicted_by_drafter(predicted)
+fig = figs.predicted_by_drafter(predicted)
 savefig("05_predicted_by_drafter", fig)
 
 # %% [markdown]
@@ -373,7 +373,7 @@ cols = [
 speed.set_index(["panel", "config", "K"])[cols]
 
 # %%
-fig = plotting.speedup_intervals(
+fig = figs.speedup_intervals(
     speed,
     title="SmolLM2-135M-Instruct on this CPU, bfloat16: speculative vs autoregressive decoding",
 )

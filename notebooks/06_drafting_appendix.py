@@ -39,11 +39,13 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
-from specdec_lib import bench, plotting, theory
+from specdec_lib import bench, theory
 from specdec_lib.bench import runs_frame
 from specdec_lib.config import DATA_DIR, RESULTS_DIR, quick
-from specdec_lib.plotting import savefig
+from specdec_lib.figures import drafting_appendix as figs
+from specdec_lib.figures.drafting_strategies import speedup_intervals
 from specdec_lib.results import read_json
+from specdec_lib.style import savefig
 from specdec_lib.theory import expected_tokens_per_step
 
 pd.set_option("display.precision", 3)
@@ -114,7 +116,7 @@ LABELS = {
     "layers_0_29": "target layers 0 + 29",
     "layers_0_1_29": "target layers 0 + 1 + 29",
 }
-fig = plotting.pilot_curves(
+fig = figs.pilot_curves(
     {LABELS.get(name, name): h for name, h in pilot_curves.items()},
     title=f"Pilot drafts during training ({pilot['train tokens'].iloc[0] / 1e3:.0f}k positions each)",
 )
@@ -153,7 +155,7 @@ full_eval = read_json(RESULTS / "drafter_eval_feature_head.json")
 hist = pd.DataFrame(full_train["history"])
 steps_per_epoch = hist.step.max() / full_train["settings"]["epochs"]
 hist["tokens seen"] = hist.step / steps_per_epoch * full_train["train_tokens"]
-fig = plotting.full_training(hist, alpha_decoding=full_eval["by_temperature"]["1"]["alpha"])
+fig = figs.full_training(hist, alpha_decoding=full_eval["by_temperature"]["1"]["alpha"])
 savefig("06_full_training", fig)
 # %% [markdown]
 # **Capacity against data.** The same recipe with two head layers instead of one, on the same
@@ -213,7 +215,7 @@ costs = pd.DataFrame(
 costs.index = pd.RangeIndex(1, len(costs) + 1, name="tokens in the pass")
 costs["float32 / one token"] = costs["float32 (ms)"] / costs["float32 (ms)"].iloc[0]
 costs["bfloat16 / one token"] = costs["bfloat16 (ms)"] / costs["bfloat16 (ms)"].iloc[0]
-fig = plotting.dtype_pass_costs(costs)
+fig = figs.dtype_pass_costs(costs)
 savefig("06_dtype_pass_costs", fig)
 costs.dropna().round(3)
 
@@ -395,7 +397,7 @@ cols = ["speedup", "speedup_low", "speedup_high", "predicted_speedup", "alpha", 
 widths.set_index(["panel", "config", "K"])[cols]
 
 # %%
-fig = plotting.speedup_intervals(
+fig = speedup_intervals(
     widths,
     title="Candidates for the first position and int8 head weights (bfloat16, one repeat each)",
 )
@@ -489,7 +491,7 @@ ttt_rates = pd.DataFrame(rows)
 ttt_rates.set_index(["draft", "position"])
 
 # %%
-fig = plotting.position_rates(
+fig = figs.position_rates(
     ttt_rates,
     title="Acceptance by draft position, K = 3, T = 1, held-out prompts (bfloat16)",
 )
@@ -530,7 +532,7 @@ ttt_speed = pd.concat(frames)
 ttt_speed.set_index(["panel", "config", "K"])[cols + ["efficiency"]]
 
 # %%
-fig = plotting.speedup_intervals(
+fig = speedup_intervals(
     ttt_speed,
     title="The training-time test, measured (int8 head, two candidates, bfloat16)",
 )
@@ -758,7 +760,7 @@ wide = tree_acc[tree_acc.probe == "8 candidates × 2 depths"]
 wide.pivot_table(index=["panel", "depth"], columns="candidates", values="rate")
 
 # %%
-fig = plotting.tree_acceptance(
+fig = figs.tree_acceptance(
     wide,
     title="Acceptance bought by candidates at each depth (int8 head, bfloat16, 20 prompts)",
 )
@@ -857,7 +859,7 @@ tree_speed = pd.concat(frames)
 tree_speed.set_index(["panel", "config", "K"])[cols + ["efficiency"]]
 
 # %%
-fig = plotting.speedup_intervals(
+fig = speedup_intervals(
     tree_speed, title="A chain tree against two first-position candidates (int8 head, bfloat16)"
 )
 savefig("06_tree_speedup", fig)
@@ -1046,7 +1048,7 @@ measured_tree = tree_speed[tree_speed.config == TT].assign(
 pd.DataFrame(ceilings).T[["nodes", "depth", "tokens_per_step", "step_cost", "predicted_speedup"]]
 
 # %%
-fig = plotting.tree_ceiling(
+fig = figs.tree_ceiling(
     curves,
     measured_tree,
     title="How fast a draft tree could be with this head (cost model, pass costs of this CPU)",

@@ -1,7 +1,7 @@
 """specdec_lib: speculative decoding derived, proven exact and measured (see the README's
 "Architecture" for the layers: the maths, decoding, drafters, pairs and measurement, training)."""
 
-from .candidates import verify_candidates
+from .candidates import verify_tree
 from .decoding import (
     AutoregressiveDecoder,
     BaseDrafter,
@@ -30,5 +30,5 @@ __all__ = [
     "load_pair",
     "residual",
     "verify",
-    "verify_candidates",
+    "verify_tree",
 ]

@@ -1,37 +1,34 @@
-"""Several candidates for the first draft position, tried in turn by recursive rejection.
+"""A draft tree: every step's shape. One target pass checks it, recursive rejection verifies it.
 
-One target pass can check several candidates for the next token at once (they sit side by side
-in the pass, each seeing the prefix but not the others). They are tried in turn, each against
-what is left of the target's law (SpecInfer, Miao et al. 2023, arXiv 2305.09781; drawn without
-replacement as in Jeon et al. 2024, arXiv 2402.14160):
+A chain of ``K`` drafts is the tree ``(1, 1, ..., 1)``; ``w`` candidates for the first position are
+the tree ``(w,)``; ``(4, 3)`` puts four candidates at depth 1 and three at depth 2 (the chain's token
+and its siblings). The tree is checked in one target pass, each node seeing the sequence and its
+own ancestors only (a tree attention mask), and verified by recursive rejection at every node
+(SpecInfer, Miao et al. 2023, arXiv 2305.09781; candidates drawn without replacement as in Jeon et
+al. 2024, arXiv 2402.14160). At a node whose target law is ``p``, its children ``c_1, c_2, ...`` are
+tried in the order they were drawn:
 
     p_1 = p;  try c_i ~ q_i: accept with min(1, p_i(c_i) / q_i(c_i)),
               else p_{i+1} = norm(max(0, p_i - q_i));  after the last, sample p_{w+1}.
 
-Each stage is one ordinary speculative-sampling step whose target is p_i, so by induction (from
-the last stage back) the stage-i output has law p_i whatever q_i is, as long as c_i ~ q_i given
-the earlier candidates. Hence the token emitted has law p exactly. Drawing c_{i+1} from q with
-c_1..c_i removed (q_{i+1}) never wastes a try on a token already rejected (p_{i+1} is 0 there);
-greedy decoding uses point masses q_i on the draft's i-th best token, which is the same rule.
+Each stage is one ordinary speculative-sampling step whose target is ``p_i``, so by induction
+(from the last stage back) the stage-``i`` output has law ``p_i`` whatever ``q_i`` is, provided
+``c_i ~ q_i`` given the path and the earlier siblings, independently of the uniforms. Hence the
+node emits a token of law ``p`` given the path to it. An accepted child becomes the node (its
+target row becomes ``p``); a node without children ends the step with a bonus token from its row.
+Drawing a sibling from ``q`` with the earlier siblings removed never wastes a try on a token
+already rejected (``p_{i+1}`` is 0 there); greedy decoding uses point masses on the draft's
+next-best tokens, which is the same rule.
 
-Derived and checked by exact enumeration in notebook 01's companion tests
-(``tests/test_candidates.py``) and in notebook 06 §5. ``width`` is the number of
-candidates for the position (the chain's first token and ``width - 1`` alternatives).
-
-A draft tree applies the same rule at every node (:func:`verify_tree`): start at the last token
-before the drafts with ``p`` its target row, try the node's children in the order they were
-drawn, move to the accepted child (whose target row becomes ``p``) or, when every child is
-rejected, emit a token from what is left of ``p``; a node without children ends the step with a
-bonus token from its row. By the argument above each node emits a token of law ``p`` given the
-path to it, provided that its children were drawn from the draft's law given that path (and the
-earlier siblings, without replacement) and independently of the uniforms: the step's output
-follows the target exactly. :func:`chain_tree` builds the tree the decoder drafts: the chain,
-with ``widths[d] - 1`` alternatives beside its token at depth ``d + 1``.
+For a chain, recursive rejection is exactly the rule of :func:`~specdec_lib.sampling.verify`
+(one candidate per node), which :func:`verify_tree` then runs vectorised, with one host read.
+Derived in notebook 01 (the chain) and notebook 06 (trees); checked by exact enumeration
+(:func:`specdec_lib.stats.exact_tree_law`) and chi-square tests in ``tests/test_candidates.py``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -42,7 +39,6 @@ from .sampling import (
     Correction,
     Verdict,
     acceptance_probs,
-    check_verify_inputs,
     has_nan,
     ids_message,
     ids_outside,
@@ -57,11 +53,12 @@ __all__ = [
     "chain_tree",
     "check_widths",
     "check_tree",
+    "is_chain",
     "tree_depths",
+    "tree_shape",
     "more_candidates",
     "stage_accept",
     "stage_pass_on",
-    "verify_candidates",
     "verify_tree",
 ]
 
@@ -122,85 +119,6 @@ def stage_pass_on(
     return correction(p.view(1, -1), q.view(1, -1), x.view(1))[0]
 
 
-def verify_candidates(
-    draft_tokens: torch.Tensor,
-    draft_probs: torch.Tensor,
-    target_probs: torch.Tensor,
-    alt_tokens: torch.Tensor,
-    alt_probs: torch.Tensor,
-    alt_target_probs: torch.Tensor,
-    generator: torch.Generator | None = None,
-    *,
-    correction: Correction = residual_correction,
-) -> tuple[Verdict, int]:
-    """:func:`verify` with more candidates for the first draft position.
-
-    ``draft_tokens``/``draft_probs``/``target_probs`` are a chain as in :func:`verify` (its first
-    token is the first candidate); ``alt_tokens`` ``[n]`` are the other candidates for the first
-    position (``n = width - 1``), ``alt_probs`` ``[n, V]`` the laws they were drawn from, and
-    ``alt_target_probs`` ``[n, V]`` the target's law of the token after each. Returns the verdict and the branch:
-    ``0`` when the chain's first token was accepted (the rest of the chain is then verified as
-    usual), ``j >= 1`` when alternative ``j`` was (a bonus token from ``alt_target_probs[j - 1]``
-    follows it), ``-1`` when every candidate was rejected (one token from what is left of ``p``).
-    """
-    draft_tokens = torch.as_tensor(draft_tokens)
-    alt_tokens = torch.as_tensor(alt_tokens)
-    check_verify_inputs(draft_tokens, torch.as_tensor(draft_probs), torch.as_tensor(target_probs))
-    n = alt_tokens.shape[0] if alt_tokens.dim() == 1 else -1
-    V = target_probs.shape[-1]
-    if n < 0 or tuple(alt_probs.shape) != (n, V) or tuple(alt_target_probs.shape) != (n, V):
-        raise ValueError(
-            "alt_tokens must be [n] with alt_probs and alt_target_probs [n, V], got "
-            f"{tuple(alt_tokens.shape)}, {tuple(alt_probs.shape)}, {tuple(alt_target_probs.shape)}"
-        )
-    if alt_tokens.is_floating_point() or alt_tokens.is_complex():
-        raise ValueError(f"alt_tokens must hold integer token ids, got dtype {alt_tokens.dtype}")
-    K = draft_tokens.shape[0]
-    if K == 0 or n == 0:
-        return verify(draft_tokens, draft_probs, target_probs, generator, correction=correction), (
-            0 if K else -1
-        )
-    device = target_probs.device
-    draft_tokens = draft_tokens.to(device=device, dtype=torch.long)
-    alt_tokens = alt_tokens.to(device=device, dtype=torch.long)
-    bad_nan, bad_draft, bad_alt = torch.stack(
-        [
-            has_nan(draft_probs, target_probs, alt_probs, alt_target_probs),
-            ids_outside(draft_tokens, V),
-            ids_outside(alt_tokens, V),
-        ]
-    ).tolist()  # one host read for the checks
-    if bad_draft:
-        raise ValueError(ids_message("draft_tokens", V))
-    if bad_alt:
-        raise ValueError(ids_message("alt_tokens", V))
-    if bad_nan:
-        raise ValueError(NAN_MESSAGE)
-    cands = [(draft_tokens[0], draft_probs[0].to(device))]
-    cands += [(alt_tokens[j], alt_probs[j].to(device)) for j in range(n)]
-    left = target_probs[0]
-    for j, (x, q) in enumerate(cands):
-        a = stage_accept(left, q, x)  # candidate_stage, the law passed on only if needed
-        u = torch.rand((), generator=generator, device=device, dtype=torch.float64)
-        if float(u) < float(a):
-            if j > 0:  # an alternative: the target's pass holds the law of the token after it
-                bonus = sample(alt_target_probs[j - 1], generator)
-                return Verdict(torch.stack([x, bonus]), 1), j
-            if K == 1:  # the chain's only token: a bonus token from p_1
-                return Verdict(torch.stack([x, sample(target_probs[1], generator)]), 1), 0
-            # the chain's first token: verify the rest of the chain as usual
-            rest = verify(
-                draft_tokens[1:],
-                draft_probs[1:],
-                target_probs[1:],
-                generator,
-                correction=correction,
-            )
-            return Verdict(torch.cat([x.view(1), rest.tokens]), 1 + rest.n_accepted), 0
-        left = stage_pass_on(left, q, x, correction)
-    return Verdict(sample(left, generator).view(1), 0), -1
-
-
 def check_widths(widths: Any) -> tuple[int, ...] | None:
     """``widths`` (candidates at each draft depth) as a tuple of positive ints, or ``None``."""
     if widths is None:
@@ -213,6 +131,21 @@ def check_widths(widths: Any) -> tuple[int, ...] | None:
     if not out:
         raise ValueError("tree must name the candidates of at least one depth, e.g. (2, 2)")
     return out
+
+
+def tree_shape(tree: Any = None, width: Any = None) -> tuple[int, ...]:
+    """A step's shape, candidates at each draft depth: ``tree`` as given, ``(width,)`` when only
+    ``width`` is (``width`` candidates for the first position), the chain ``(1,)`` when neither
+    is. Depths past the tuple have one candidate."""
+    if width is None:
+        return check_widths(tree) or (1,)
+    width = positive_int(width, "width", "candidates for the first draft position")
+    if tree is not None:
+        raise ValueError(
+            f"give either width (candidates at the first position) or tree (candidates at each "
+            f"depth), got width={width} and tree={tree}"
+        )
+    return (width,)
 
 
 def check_tree(tokens: torch.Tensor, parents: Any) -> list[int]:
@@ -242,6 +175,11 @@ def tree_depths(parents: Sequence[int]) -> list[int]:
     for j in parents:
         depth.append(1 if j < 0 else depth[j] + 1)
     return depth
+
+
+def is_chain(parents: Sequence[int]) -> bool:
+    """Whether the tree is a chain: node ``i`` the only child of node ``i - 1``."""
+    return all(j == i - 1 for i, j in enumerate(parents))
 
 
 def chain_tree(
@@ -301,6 +239,7 @@ def verify_tree(
     generator: torch.Generator | None = None,
     *,
     correction: Correction = residual_correction,
+    chain_verify: Callable[..., Verdict] = verify,
 ) -> tuple[Verdict, list[int]]:
     """Recursive rejection down a draft tree.
 
@@ -313,6 +252,8 @@ def verify_tree(
             node ``i`` (given the path to it).
         generator: source of randomness (one uniform per candidate tried).
         correction: what is left of ``p`` after a rejection (the residual; anything else is wrong).
+        chain_verify: the rule a chain is verified by, vectorised (:func:`~specdec_lib.sampling.verify`;
+            test-only seam: the tests plug in deliberately wrong rules to show they are caught).
 
     Returns the verdict (the accepted path's tokens and one more: a bonus token from the last
     accepted node's row when it has no children, else a token from what its rejected children
@@ -327,6 +268,9 @@ def verify_tree(
             f"laws must be [N, V] = [{N}, {V}] and target_probs [N + 1, V] = [{N + 1}, {V}], got "
             f"{tuple(laws.shape)} and {tuple(target_probs.shape)}"
         )
+    if is_chain(par):  # one candidate per node: the rule of verify, vectorised
+        verdict = chain_verify(tokens, laws, target_probs, generator, correction=correction)
+        return verdict, list(range(verdict.n_accepted))
     device = target_probs.device
     tokens = tokens.to(device=device, dtype=torch.long)
     laws = laws.to(device)

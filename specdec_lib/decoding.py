@@ -25,22 +25,16 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
-from .candidates import (
-    best_alternatives,
-    chain_tree,
-    check_widths,
-    more_candidates,
-    tree_depths,
-    verify_candidates,
-    verify_tree,
-)
+from .candidates import chain_tree, is_chain, tree_depths, tree_shape, verify_tree
 from .checks import non_negative_int, positive_int
 from .lm import (
+    cache_kwargs,
     capture_features,
     context_length,
     last_rows,
     model_device,
     model_forward,
+    output_cache,
     synchronize,
     vocab_size,
 )
@@ -68,16 +62,16 @@ __all__ = [
 class StepRecord:
     """One decoding step: what was drafted, which drafts were accepted, what was emitted."""
 
-    draft_tokens: list[int]
-    # acceptance mask over draft_tokens (False from the first rejection on); with several
-    # candidates for the first position (width > 1), position 0 is True when any was accepted
+    draft_tokens: list[int]  # the chain
+    # acceptance mask over the depths of the chain (False from the first depth where every
+    # candidate was rejected on): depth d is True when the chain's token or an alternative was
     accepted: list[bool]
-    emitted: list[int]  # accepted prefix + one corrected or bonus token (cut at EOS)
+    emitted: list[int]  # accepted path + one corrected or bonus token (cut at EOS)
     draft_ms: float
     verify_ms: float
-    alternatives: list[int] = field(default_factory=list)  # the other candidates (width or tree)
+    alternatives: list[int] = field(default_factory=list)  # the tree's other candidates
     branch: int = 0  # j >= 1: alternative j was accepted; -1: every candidate rejected
-    alt_depths: list[int] = field(default_factory=list)  # a tree's: each alternative's depth
+    alt_depths: list[int] = field(default_factory=list)  # each alternative's depth
 
     @property
     def alt_index(self) -> int:
@@ -85,8 +79,6 @@ class StepRecord:
         tried after the chain's token), or ``0`` when none was."""
         if self.branch < 1:
             return 0
-        if not self.alt_depths:  # width: every alternative sits at the first position
-            return self.branch
         depth = self.alt_depths[self.branch - 1]
         return self.branch - sum(1 for d in self.alt_depths if d < depth)
 
@@ -232,8 +224,8 @@ class TargetState:
         # feature-level drafters read them.
         self.feature_sink = feature_sink
         self.feature_layers = tuple(feature_layers)
-        self._alt_feats: torch.Tensor | None = None
-        self._tree: tuple[int, int, Any] | None = None  # (start, nodes, features) until keep
+        # (start, len(seq), nodes, chain?, captured features) of the last forward_tree, until keep
+        self._tree: tuple[int, int, int, bool, Any] | None = None
 
     def forward(self, seq: torch.Tensor, n_logits: int) -> torch.Tensor:
         start = self.length if self.use_cache else 0
@@ -265,159 +257,100 @@ class TargetState:
         keys = torch.arange(n_keys, device=device)
         return keys.view(1, -1) <= (past + torch.arange(n_new, device=device)).view(-1, 1)
 
-    def _move_into_place(self, src: Sequence[int], base: int) -> None:
-        """Cache entries ``src`` become positions ``base, base + 1, ...``; everything after them is
-        dropped."""
-        src_t = torch.tensor(list(src), dtype=torch.long)
-        dst = base + torch.arange(len(src_t))
-        for layer in self.cache.layers:
-            layer.keys[..., dst, :] = layer.keys[..., src_t, :]
-            layer.values[..., dst, :] = layer.values[..., src_t, :]
-        held = self.cache.get_seq_length()
-        if held > base + len(src_t):
-            self.cache.crop(base + len(src_t) - held)  # transformers 5: a negative count removes
-        self.length = base + len(src_t)
-
-    def forward_with_alternatives(
-        self, seq: torch.Tensor, n_logits: int, alts: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """:meth:`forward`, plus ``alts`` ``[m]``: other candidates for the token at position
-        ``p = len(seq) - n_logits + 1`` (the first draft), in the same pass. Each alternative sits
-        at position ``p`` and sees the tokens before ``p`` only, not the chain or the others.
-
-        Returns the chain's logits ``[n_logits, V]`` and the logits after each alternative
-        ``[m, V]``. The alternatives' cache entries (after the chain's) and features wait until
-        :meth:`promote` keeps one or :meth:`rollback` drops them."""
-        m, pos = alts.numel(), seq.numel() - n_logits + 1
-        start = self.length if self.use_cache else 0
-        with self._feature_hooks() as captured:
-            if self.use_cache:
-                new = seq[self.length :]
-                n_new, past = new.numel(), self.length
-                keys = torch.arange(past + n_new + m, device=seq.device)
-                chain_rows = self._causal_rows(past, n_new, past + n_new + m, seq.device)
-                own = past + n_new + torch.arange(m, device=seq.device)
-                alt_rows = (keys.view(1, -1) < pos) | (keys.view(1, -1) == own.view(-1, 1))
-                mask = torch.cat([chain_rows, alt_rows]).view(1, 1, n_new + m, -1)
-                positions = torch.cat(
-                    [
-                        torch.arange(past, past + n_new, device=seq.device),
-                        torch.full((m,), pos, device=seq.device),
-                    ]
-                )
-                out = self.model(
-                    input_ids=torch.cat([new, alts.to(seq.device)]).view(1, -1),
-                    attention_mask=mask,
-                    position_ids=positions.view(1, -1),
-                    cache=self.cache,
-                    use_cache=True,
-                    logits_to_keep=last_rows(n_logits + m, n_new + m, seq.device),
-                )
-                self.cache, logits = out.cache, out.logits[0]
-                self.length = seq.numel()
-                chain_logits, alt_logits = logits[:n_logits], logits[n_logits:]
-                feats = captured[-1][0] if captured else None
-                chain_feats = feats[:n_new] if feats is not None else None
-                self._alt_feats = feats[n_new:] if feats is not None else None
-            else:  # the reference: every candidate re-encoded on its own
-                chain_logits, _ = model_forward(self.model, seq, None, n_logits)
-                chain_feats = captured[-1][0] if captured else None
-                alt_logits, alt_feats = [], []
-                for a in alts.view(-1, 1):
-                    lg, _ = model_forward(self.model, torch.cat([seq[:pos], a]), None, 1)
-                    alt_logits.append(lg[-1])
-                    if captured:
-                        alt_feats.append(captured[-1][0][-1])
-                alt_logits = torch.stack(alt_logits)
-                self._alt_feats = torch.stack(alt_feats) if alt_feats else None
-        if self.feature_sink is not None:
-            self.feature_sink(start, chain_feats)
-        return chain_logits, alt_logits
-
     def forward_tree(
         self, seq: torch.Tensor, tokens: torch.Tensor, parents: Sequence[int]
     ) -> torch.Tensor:
         """One pass over the tokens of ``seq`` not yet in the cache and a draft tree after it
         (``tokens`` ``[N]``, ``parents`` as in :func:`~specdec_lib.candidates.verify_tree`): node
         ``i`` sits at the position of its depth after ``seq`` and sees ``seq`` and its ancestors
-        only (a tree attention mask).
+        only (a tree attention mask; for a chain, the model's own causal mask).
 
         Returns the logits after the last token of ``seq`` and after each node, ``[N + 1, V]``.
         The nodes' cache entries and features wait until :meth:`keep` keeps a path."""
-        N = tokens.numel()
-        depth = torch.tensor(tree_depths(parents), dtype=torch.long, device=seq.device)
+        N, chain = tokens.numel(), is_chain(parents)
+        start = self.length if self.use_cache else 0
         with self._feature_hooks() as captured:
-            if self.use_cache:
-                new = seq[self.length :]
-                n_new, past = new.numel(), self.length
-                # node i sees node j when j is i or one of its ancestors
-                sees = torch.eye(N, dtype=torch.bool, device=seq.device)
-                for i, j in enumerate(parents):
-                    if j >= 0:
-                        sees[i] |= sees[j]
-                prefix_rows = self._causal_rows(past, n_new, past + n_new + N, seq.device)
-                node_rows = torch.cat([sees.new_ones((N, past + n_new)), sees], dim=1)
-                mask = torch.cat([prefix_rows, node_rows])
-                positions = torch.cat(
-                    [torch.arange(past, past + n_new, device=seq.device), past + n_new - 1 + depth]
-                )
-                out = self.model(
-                    input_ids=torch.cat([new, tokens.to(seq.device)]).view(1, -1),
-                    attention_mask=mask.view(1, 1, n_new + N, -1),
-                    position_ids=positions.view(1, -1),
-                    cache=self.cache,
-                    use_cache=True,
-                    logits_to_keep=last_rows(N + 1, n_new + N, seq.device),
-                )
-                self.cache, logits = out.cache, out.logits[0]
-                self.length = past + n_new
-                self._tree = (past, N, captured[-1][0] if captured else None)
+            if chain:  # an ordinary causal pass over the sequence and the drafts
+                logits = self._forward(torch.cat([seq, tokens.to(seq.device)]), N + 1)
+            elif self.use_cache:
+                logits = self._tree_pass(seq, tokens, parents)
             else:  # the reference: the sequence, and each node's path, re-encoded on their own
-                rows, feats, paths = [], [], []
+                rows, paths = [], []
                 for i, j in enumerate(parents):
                     paths.append((paths[j] if j >= 0 else []) + [i])
                 for path in [[]] + paths:
                     lg, _ = model_forward(self.model, torch.cat([seq, tokens[path]]), None, 1)
                     rows.append(lg[-1])
-                    if captured:
-                        feats.append(captured[-1][0])
                 logits = torch.stack(rows)
-                self._tree = (0, N, feats if captured else None)
+        self._tree = (start, seq.numel(), N, chain, list(captured) or None)
         return logits
+
+    def _tree_pass(
+        self, seq: torch.Tensor, tokens: torch.Tensor, parents: Sequence[int]
+    ) -> torch.Tensor:
+        """The cached pass over the new tokens of ``seq`` and the tree, with the tree's mask."""
+        N, dev = tokens.numel(), seq.device
+        depth = torch.tensor(tree_depths(parents), dtype=torch.long, device=dev)
+        new = seq[self.length :]
+        n_new, past = new.numel(), self.length
+        sees = torch.eye(N, dtype=torch.bool, device=dev)  # node i sees j: j is i or an ancestor
+        for i, j in enumerate(parents):
+            if j >= 0:
+                sees[i] |= sees[j]
+        prefix_rows = self._causal_rows(past, n_new, past + n_new + N, dev)
+        node_rows = torch.cat([sees.new_ones((N, past + n_new)), sees], dim=1)
+        mask = torch.cat([prefix_rows, node_rows]).view(1, 1, n_new + N, -1)
+        positions = torch.cat(
+            [torch.arange(past, past + n_new, device=dev), past + n_new - 1 + depth]
+        )
+        out = self.model(
+            input_ids=torch.cat([new, tokens.to(dev)]).view(1, -1),
+            attention_mask=mask,
+            position_ids=positions.view(1, -1),
+            use_cache=True,
+            logits_to_keep=last_rows(N + 1, n_new + N, dev),
+            **cache_kwargs(self.cache),
+        )
+        self.cache = output_cache(out)
+        self.length = past + n_new + N  # the entries held; keep() moves and crops them
+        return out.logits[0]
 
     def keep(self, path: Sequence[int]) -> None:
         """Keep the nodes ``path`` (root to leaf) of the last :meth:`forward_tree` as the tokens
-        after the sequence: their cache entries move into place, the other nodes' are dropped,
-        and a feature-reading drafter is handed the features of the new and the kept positions."""
+        after the sequence; the other nodes' cache entries are dropped, and a feature-reading
+        drafter is handed the features of the new and the kept positions. A path along the chain
+        (nodes ``0..n-1``, always the first nodes) is already in place: nothing moves."""
         path = list(path)
-        start, n_nodes, feats = self._tree
-        if self.use_cache:
-            self._move_into_place([self.length + i for i in path], self.length)
-            if feats is not None:
-                n_new = feats.shape[0] - n_nodes
-                feats = torch.cat([feats[:n_new], feats[n_new:][path]])
-        elif feats is not None:  # the reference re-encoded each path: take the kept one's pass
-            feats = feats[path[-1] + 1 if path else 0]
-        if self.feature_sink is not None:
-            self.feature_sink(start, feats)
-        self._tree = None
+        start, seq_len, n_nodes, chain, feats = self._tree
+        in_place = path == list(range(len(path)))
+        if self.use_cache and not in_place:
+            self._move_into_place([seq_len + i for i in path], seq_len)
+        if feats is not None:
+            if chain or self.use_cache:  # one pass: the new positions, then the nodes
+                f = feats[-1][0]
+                n_new = f.shape[0] - n_nodes
+                f = f[: n_new + len(path)] if in_place else torch.cat([f[:n_new], f[n_new:][path]])
+            else:  # the reference re-encoded each path: take the kept one's pass
+                f = feats[path[-1] + 1 if path else 0][0]
+            self.feature_sink(start, f)
+        self.rollback(seq_len + len(path))
 
-    def promote(self, j: int, pos: int) -> None:
-        """Keep alternative ``j`` of the last :meth:`forward_with_alternatives` as the token at
-        position ``pos``; everything after ``pos`` is dropped."""
-        if self.use_cache:
-            self._move_into_place([self.length + j], pos)
-        if self.feature_sink is not None:
-            self.feature_sink(pos, self._alt_feats[j : j + 1])
-        self._alt_feats = None
+    def _move_into_place(self, src: Sequence[int], base: int) -> None:
+        """Cache entries ``src`` become positions ``base, base + 1, ...`` (:meth:`rollback` then
+        drops what follows them)."""
+        src_t = torch.tensor(list(src), dtype=torch.long)
+        dst = base + torch.arange(len(src_t))
+        for layer in self.cache.layers:
+            layer.keys[..., dst, :] = layer.keys[..., src_t, :]
+            layer.values[..., dst, :] = layer.values[..., src_t, :]
 
     def rollback(self, n_valid: int) -> None:
+        """Only the first ``n_valid`` tokens of the sequence stay: later cache entries go."""
         if self.use_cache and self.cache is not None:
-            held = self.cache.get_seq_length()  # the chain, and any alternatives after it
+            held = self.cache.get_seq_length()  # the sequence, and any tree nodes after it
             if held > n_valid:
                 self.cache.crop(n_valid - held)  # transformers 5: a negative count removes
-            self.length = min(self.length, n_valid)
-        self._alt_feats = None
+        self.length = min(self.length, n_valid)
         self._tree = None
 
 
@@ -443,18 +376,15 @@ class Drafter(Protocol):
     ``feature_layers``: ``None``, or the target's decoder layers whose outputs the drafter reads;
     then ``observe(start, features)`` gets, after every target pass, the target's hidden states
     ``[m, F]`` (those layers' outputs, concatenated) for positions ``start..start+m-1``, the
-    rejected drafts' positions included (``rollback`` follows). ``first_scores``: the logits of
-    the first position of the last proposal over the whole vocabulary, or ``None``; greedy
-    decoding with ``width > 1`` ranks the alternatives by them; ``draft_scores`` (``[k', V]`` or
-    ``None``) are the same for every position of the last proposal (greedy trees rank by them).
-    ``vocab_size`` and ``device``
+    rejected drafts' positions included (``rollback`` follows). ``draft_scores``: the logits of
+    every position of the last proposal over the whole vocabulary (``[k', V]``), or ``None``;
+    greedy decoding with a tree ranks the alternatives by them. ``vocab_size`` and ``device``
     (either may be ``None``) let the decoder refuse a draft that does not fit the target.
     """
 
     vocab_size: int | None
     device: torch.device | None
     feature_layers: tuple[int, ...] | None
-    first_scores: torch.Tensor | None
     draft_scores: torch.Tensor | None
 
     def reset(self) -> None: ...
@@ -480,7 +410,6 @@ class BaseDrafter:
     vocab_size: int | None = None
     device: torch.device | None = None
     feature_layers: tuple[int, ...] | None = None
-    first_scores: torch.Tensor | None = None
     draft_scores: torch.Tensor | None = None
 
     def reset(self) -> None:
@@ -533,8 +462,6 @@ class ModelDrafter(BaseDrafter):
         seq = ids
         for i in range(k):
             logits = self._state.forward(seq, 1)[-1]
-            if i == 0:
-                self.first_scores = logits
             scores.append(logits)
             q = warp.probs(logits)
             x = sample(q, generator)
@@ -658,28 +585,22 @@ class SpeculativeDecoder(_DecoderBase):
             ``temperature=0`` is greedy.
         seed: seeds the decoder's generator; the same seed gives the same tokens.
         tokenizer: optional, for :meth:`generate`.
-        verifier: the verification function (default :func:`specdec_lib.sampling.verify`); the
-            notebooks plug in a deliberately wrong one to show that the tests catch it.
-        width: candidates for the first draft position (default 1). With ``width > 1`` the
-            decoder adds up to ``width - 1`` alternatives to the drafter's first token (drawn from
-            its ``q`` without replacement; under greedy decoding, the draft's next-best tokens when
-            the drafter exposes ``first_scores``), checks them all in the same target pass, and
-            tries them in turn (:func:`specdec_lib.sampling.verify_candidates`). Still exact.
-        tree: candidates at each draft depth, e.g. ``(2, 2, 1)``: a draft tree along the chain,
-            with ``tree[d] - 1`` alternatives beside the chain's token at depth ``d + 1`` (drawn
-            from the draft's ``q`` there without replacement; under greedy decoding, its next-best
-            tokens when the drafter exposes ``draft_scores``), all checked in one target pass with
-            a tree attention mask and verified by recursive rejection at every node
-            (:func:`specdec_lib.candidates.verify_tree`). Still exact. ``None`` (default): the
-            chain, with ``width`` candidates at the first position.
+        tree: the step's shape, candidates at each draft depth: ``(1,)`` (default) is the chain;
+            ``(4, 3)`` puts ``tree[d] - 1`` alternatives beside the chain's token at depth
+            ``d + 1`` (drawn from the draft's ``q`` there without replacement; under greedy
+            decoding, its next-best tokens by the drafter's ``draft_scores``); depths past the
+            tuple have one candidate. The tree is checked in one target pass with a tree attention
+            mask and verified by recursive rejection at every node
+            (:func:`specdec_lib.candidates.verify_tree`): exact for every shape.
+        width: another spelling of ``tree=(width,)``: ``width`` candidates for the first draft
+            position (give ``width`` or ``tree``, not both).
         use_cache: keep KV caches (default). ``False`` re-encodes the sequence at every pass: the
             same tokens for the same seed, much slower; a reference for tests.
-
-    ``target_state`` (a class attribute) is the target's cache bookkeeping; a subclass may swap it
-    (:mod:`specdec_lib.faults` does, to show that the tests catch a bookkeeping bug).
+        verifier, target_state: **test-only** seams, to show that the tests catch a wrong rule or
+            wrong bookkeeping (:mod:`specdec_lib.testing`): the vectorised rule a chain is
+            verified by (default :func:`specdec_lib.sampling.verify`; chains only), and the class
+            keeping the target's KV cache (default :class:`TargetState`).
     """
-
-    target_state: type[TargetState] = TargetState
 
     def __init__(
         self,
@@ -692,22 +613,17 @@ class SpeculativeDecoder(_DecoderBase):
         top_p: float | None = None,
         seed: int | None = None,
         tokenizer: Any = None,
-        verifier: Callable[..., Verdict] = verify,
-        use_cache: bool = True,
-        width: int = 1,
         tree: Sequence[int] | None = None,
+        width: int | None = None,
+        use_cache: bool = True,
+        verifier: Callable[..., Verdict] = verify,
+        target_state: type[TargetState] = TargetState,
     ) -> None:
         self.K = positive_int(K, "K", "draft tokens per step")
-        self.width = positive_int(width, "width", "candidates for the first draft position")
-        self.tree = check_widths(tree)
-        if self.tree is not None and self.width > 1:
+        self.tree = tree_shape(tree, width)
+        if max(self.tree) > 1 and verifier is not verify:
             raise ValueError(
-                f"give either width (candidates at the first position) or tree (candidates at "
-                f"each depth), got width={self.width} and tree={tree}"
-            )
-        if (self.width > 1 or self.tree is not None) and verifier is not verify:
-            raise ValueError(
-                "width > 1 and tree verify by recursive rejection: leave verifier unset"
+                f"a custom verifier checks chains only; got tree={self.tree}: leave verifier unset"
             )
         super().__init__(target, temperature, top_k, top_p, seed, tokenizer)
         self.use_cache = bool(use_cache)
@@ -724,6 +640,7 @@ class SpeculativeDecoder(_DecoderBase):
                 f"draft and target must share a vocabulary: draft vocab_size={v_d}, target vocab_size={v_t}"
             )
         self.verifier = verifier
+        self.target_state = target_state
 
     @torch.inference_mode()
     def generate_ids(
@@ -765,66 +682,31 @@ class SpeculativeDecoder(_DecoderBase):
     def _step(
         self, target: TargetState, ids: torch.Tensor, k: int
     ) -> tuple[StepRecord, torch.Tensor]:
-        """One step: draft up to ``k`` tokens, verify them in one target pass, roll both states
-        back to what was kept. Returns the step's record and the tokens it emitted."""
+        """One step, whatever the shape: draft up to ``k`` tokens, build the tree around them,
+        check it in one target pass, verify it by recursive rejection, keep the accepted path in
+        both states. Returns the step's record and the tokens it emitted."""
         length = ids.numel()
         t0 = time.perf_counter()
-        d_tokens, d_probs = None, None
+        d_tokens = torch.empty(0, dtype=torch.long, device=self.device)
+        d_probs = torch.empty(0, 0, device=self.device)
         if k > 0:
-            d_tokens, d_probs = self.drafter.propose(ids, k, self.warp, self.generator)
+            proposal = self.drafter.propose(ids, k, self.warp, self.generator)
             synchronize(self.device)
-            k = _check_proposal(d_tokens, d_probs, k)
-        if k == 0:  # nothing to draft, or a drafter that declined to guess
-            d_tokens = torch.empty(0, dtype=torch.long, device=self.device)
-            d_probs = None
-        if k > 0 and self.tree is not None:
-            return self._tree_step(target, ids, d_tokens, d_probs, t0)
-        alts = self._alternatives(d_tokens, d_probs) if k > 0 and self.width > 1 else None
-        t1 = time.perf_counter()
-        if alts is None:
-            verdict, branch = self._verify_chain(target, ids, d_tokens, d_probs), 0
-        else:
-            verdict, branch = self._verify_with_alternatives(target, ids, d_tokens, d_probs, alts)
-        t2 = time.perf_counter()
-        n = verdict.n_accepted
-        if branch >= 1:
-            # An alternative took the first draft's place: the drafter's state is valid up to it
-            # (a feature drafter is then handed the alternative's features by promote).
-            self.drafter.rollback(length)
-            target.promote(branch - 1, length)
-        else:
-            target.rollback(length + n)
-            self.drafter.rollback(length + n)
-        record = StepRecord(
-            draft_tokens=d_tokens.tolist(),
-            accepted=[i < n for i in range(k)],
-            emitted=verdict.tokens.tolist(),
-            draft_ms=(t1 - t0) * 1e3,
-            verify_ms=(t2 - t1) * 1e3,
-            alternatives=alts[0].tolist() if alts is not None else [],
-            branch=branch,
-        )
-        return record, verdict.tokens.to(ids.device)
-
-    def _tree_step(
-        self,
-        target: TargetState,
-        ids: torch.Tensor,
-        d_tokens: torch.Tensor,
-        d_probs: torch.Tensor,
-        t0: float,
-    ) -> tuple[StepRecord, torch.Tensor]:
-        """A step with a draft tree: the chain and its alternatives at every depth in one target
-        pass (a tree mask), recursive rejection down the tree, the kept path promoted."""
-        length, k = ids.numel(), d_tokens.numel()
+            if _check_proposal(*proposal, k):  # else a drafter that declined to guess
+                d_tokens, d_probs = proposal
+        k = d_tokens.numel()
         scores = self.drafter.draft_scores if self.warp.greedy else None
-        if self.warp.greedy and scores is None:  # no ranking: no greedy alternatives
+        if k == 0 or (self.warp.greedy and scores is None):  # no ranking: no greedy alternatives
             tokens, parents, laws = d_tokens, list(range(-1, k - 1)), d_probs
         else:
             tokens, parents, laws = chain_tree(d_tokens, d_probs, self.tree, self.generator, scores)
         t1 = time.perf_counter()
         p = self.warp.probs(target.forward_tree(ids, tokens, parents))
-        verdict, path = verify_tree(tokens, parents, laws, p, self.generator)
+        if k == 0:
+            laws = p.new_empty((0, p.shape[-1]))
+        verdict, path = verify_tree(
+            tokens, parents, laws, p, self.generator, chain_verify=self.verifier
+        )
         t2 = time.perf_counter()
         n = verdict.n_accepted
         on_chain = sum(1 for i, node in enumerate(path) if node == i)  # chain nodes kept
@@ -844,54 +726,6 @@ class SpeculativeDecoder(_DecoderBase):
             alt_depths=[parents[i] + 2 for i in range(k, tokens.numel())],
         )
         return record, verdict.tokens.to(ids.device)
-
-    def _verify_chain(
-        self,
-        target: TargetState,
-        ids: torch.Tensor,
-        d_tokens: torch.Tensor,
-        d_probs: torch.Tensor | None,
-    ) -> Verdict:
-        """The plain step: one target pass over ``[last token, drafts]``, then the rule."""
-        k = d_tokens.numel()
-        p = self.warp.probs(target.forward(torch.cat([ids, d_tokens]), k + 1))
-        if d_probs is None:
-            d_probs = p.new_empty((0, p.shape[-1]))
-        return self.verifier(d_tokens, d_probs, p, self.generator)
-
-    def _verify_with_alternatives(
-        self,
-        target: TargetState,
-        ids: torch.Tensor,
-        d_tokens: torch.Tensor,
-        d_probs: torch.Tensor,
-        alts: tuple[torch.Tensor, torch.Tensor],
-    ) -> tuple[Verdict, int]:
-        """The chain and the first position's alternatives in one target pass (a tree mask),
-        then recursive rejection over the candidates."""
-        k = d_tokens.numel()
-        chain, after_alts = target.forward_with_alternatives(
-            torch.cat([ids, d_tokens]), k + 1, alts[0]
-        )
-        p = self.warp.probs(torch.cat([chain, after_alts]))  # one warp for all rows
-        return verify_candidates(
-            d_tokens, d_probs, p[: k + 1], alts[0], alts[1], p[k + 1 :], self.generator
-        )
-
-    def _alternatives(
-        self, d_tokens: torch.Tensor, d_probs: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """Up to ``width - 1`` more candidates for the first draft position and the laws they
-        were drawn from, or ``None`` when there are none."""
-        n_more = self.width - 1
-        if not self.warp.greedy:
-            alts, laws = more_candidates(d_probs[0], d_tokens[0], n_more, self.generator)
-        else:  # point masses on the draft's next-best tokens
-            scores = self.drafter.first_scores
-            if scores is None:
-                return None
-            alts, laws = best_alternatives(scores, d_tokens[0], n_more)
-        return (alts, laws) if alts.numel() else None
 
 
 class AutoregressiveDecoder(_DecoderBase):

@@ -47,7 +47,6 @@ __all__ = [
     "chisquare_law",
     "position_law",
     "detectable_tv",
-    "exact_candidates_law",
     "exact_continuation_law",
     "exact_output_law",
     "exact_step_law",
@@ -100,42 +99,6 @@ def exact_output_law(p: Any, q: Any, correction: Correction = residual_correctio
     return q * accept + (q * (1 - accept)) @ corrections
 
 
-def exact_candidates_law(
-    p: Any, q: Any, width: int, correction: Correction = residual_correction
-) -> torch.Tensor:
-    """The exact law of the token emitted when up to ``width`` candidates are tried in turn, each
-    drawn from ``q`` without replacement (recursive rejection,
-    :func:`~specdec_lib.candidates.verify_candidates`), by enumerating every ordered draw; for the
-    residual correction it is ``p``. Stages are computed by
-    :func:`~specdec_lib.candidates.candidate_stage`, made of the two halves the decoder runs.
-    ``V ** width`` terms: small vocabularies only."""
-    p = torch.as_tensor(p, dtype=torch.float64)
-    q = torch.as_tensor(q, dtype=torch.float64)
-    if p.dim() != 1 or p.shape != q.shape:
-        raise ValueError(
-            f"p and q must be 1-D of the same size, got {tuple(p.shape)} and {tuple(q.shape)}"
-        )
-    positive_int(width, "width", "candidates tried")
-    if p.shape[0] ** width > 200_000:
-        raise ValueError(f"V**width = {p.shape[0] ** width} draws is too many to enumerate")
-
-    def law(left: torch.Tensor, rest: torch.Tensor, tries: int) -> torch.Tensor:
-        total = float(rest.sum())
-        if tries == 0 or total <= 1e-12:  # no candidate left: sample what is left of p
-            return left
-        qi = rest / total
-        out = torch.zeros_like(left)
-        for x in torch.nonzero(qi).view(-1):
-            a, passed = candidate_stage(left, qi, x, correction)
-            out[x] += qi[x] * a
-            nxt = rest.clone()
-            nxt[x] = 0
-            out += qi[x] * (1 - a) * law(passed, nxt, tries - 1)
-        return out
-
-    return law(p, q.clone(), width)
-
-
 def exact_tree_law(
     p_fn: Callable[[tuple[int, ...]], Any],
     q_fn: Callable[[tuple[int, ...]], Any],
@@ -151,8 +114,9 @@ def exact_tree_law(
     the result is the target's own law of ``K + 1`` tokens, ``prod_t p(x_t | x_<t)``.
 
     Enumerates every ordered draw of every node's candidates (stages by
-    :func:`~specdec_lib.candidates.candidate_stage`, as in :func:`exact_candidates_law`), in float64:
-    tiny vocabularies only."""
+    :func:`~specdec_lib.candidates.candidate_stage`, made of the two halves the decoder runs), in
+    float64: tiny vocabularies only. ``widths = (w,)`` with ``K = 1`` is ``w`` candidates for one
+    position; its first token's law (:func:`first_token_law`) is ``p``."""
     positive_int(K, "K", "draft depths")
     for w in widths:
         positive_int(w, "widths", "candidates at each depth")
@@ -201,6 +165,14 @@ def exact_tree_law(
         return stages(law(p_fn(s)), law(q_fn(s)).clone(), w, True)
 
     return node((), 1)
+
+
+def first_token_law(law: Mapping[tuple[int, ...], float], V: int) -> torch.Tensor:
+    """The law of the first token, ``[V]`` float64, from a law over token tuples."""
+    out = torch.zeros(V, dtype=torch.float64)
+    for seq, pr in law.items():
+        out[seq[0]] += pr
+    return out
 
 
 def exact_step_law(

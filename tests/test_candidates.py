@@ -1,5 +1,5 @@
-"""Several candidates for the first draft position (recursive rejection, ``width > 1``) and draft
-trees along the chain (candidates at every depth, ``tree``): the exact law by enumeration,
+"""Draft trees, the one shape of a step: a chain is ``(1,)``, ``width`` candidates for the first
+position are ``(width,)``, and trees put candidates at every depth. The exact law by enumeration,
 chi-square tests of the sampled rule and of the decoder on tiny models, a wrong correction caught,
 greedy equality, cache against no cache, and bad input."""
 
@@ -11,35 +11,42 @@ import torch
 from conftest import random_dist
 from test_decoding import PROMPT, _continuation_test
 
-from specdec_lib.candidates import chain_tree, more_candidates, verify_candidates, verify_tree
+from specdec_lib.candidates import chain_tree, more_candidates, tree_shape, verify_tree
 from specdec_lib.decoding import AutoregressiveDecoder, SpeculativeDecoder
 from specdec_lib.drafters import DynamicK
-from specdec_lib.sampling import prototype_correction
-from specdec_lib.stats import chisquare_gof, exact_candidates_law, exact_tree_law, tv
+from specdec_lib.sampling import prototype_correction, residual_correction
+from specdec_lib.stats import chisquare_gof, exact_tree_law, first_token_law, tv
+
+
+def _width_law(p, q, width, correction=residual_correction):
+    """The exact law of the token emitted by ``width`` candidates for one position, each drawn
+    from ``q`` without replacement: the tree ``(width,)`` with one draft depth."""
+    law = exact_tree_law(lambda s: p, lambda s: q, (width,), 1, correction)
+    return first_token_law(law, p.shape[0])
 
 
 @pytest.mark.parametrize("V", [2, 5, 9])
 @pytest.mark.parametrize("m", [1, 2, 3])
 @pytest.mark.parametrize("zeros", [0, 1])
-def test_exact_law_is_p(V, m, zeros):
+def test_exact_width_law_is_p(V, m, zeros):
     g = torch.Generator().manual_seed(100 * V + 10 * m + zeros)
     for _ in range(3):
         p = random_dist(g, V, zeros=zeros)
         q = random_dist(g, V, scale=3.0, zeros=zeros)
-        assert tv(exact_candidates_law(p, q, m), p) < 1e-12
+        assert tv(_width_law(p, q, m), p) < 1e-12
 
 
 def test_exact_law_point_masses_and_equal_laws():
     p = torch.tensor([0.1, 0.6, 0.3], dtype=torch.float64)
     for q in (torch.tensor([1.0, 0.0, 0.0], dtype=torch.float64), p.clone()):
         for m in (1, 2, 3):
-            assert tv(exact_candidates_law(p, q, m), p) < 1e-12
+            assert tv(_width_law(p, q, m), p) < 1e-12
 
 
 def test_wrong_correction_is_caught_exactly():
     g = torch.Generator().manual_seed(7)
     p, q = random_dist(g, 6), random_dist(g, 6, scale=3.0)
-    assert tv(exact_candidates_law(p, q, 2, prototype_correction), p) > 0.01
+    assert tv(_width_law(p, q, 2, prototype_correction), p) > 0.01
 
 
 def test_more_candidates_without_replacement():
@@ -55,17 +62,16 @@ def test_more_candidates_without_replacement():
     assert toks.numel() == 0 and laws.shape == (0, 2)
 
 
-def _sampled_law(p, q, m, n, seed, correction=None):
+def _sampled_law(p, q, width, n, seed, correction=None):
+    """Counts of the token ``width`` candidates for one position emit, drawn and verified by the
+    library's own chain_tree and verify_tree."""
     g = torch.Generator().manual_seed(seed)
-    V = p.shape[0]
-    counts = np.zeros(V)
+    counts = np.zeros(p.shape[0])
     kw = {} if correction is None else {"correction": correction}
     for _ in range(n):
         first = torch.multinomial(q, 1, generator=g)
-        alts, laws = more_candidates(q, first[0], m, g)
-        verdict, branch = verify_candidates(
-            first, q.view(1, -1), torch.stack([p, p]), alts, laws, p.expand(len(alts), V), g, **kw
-        )
+        tokens, parents, laws = chain_tree(first, q.view(1, -1), (width,), g)
+        verdict, _ = verify_tree(tokens, parents, laws, p.expand(len(tokens) + 1, -1), g, **kw)
         counts[int(verdict.tokens[0])] += 1
     return counts
 
@@ -74,17 +80,29 @@ def test_sampled_rule_matches_p_and_wrong_rule_fails():
     g = torch.Generator().manual_seed(3)
     p = random_dist(g, 8).float()
     q = random_dist(g, 8, scale=3.0).float()
-    right = chisquare_gof(probs=p.double().numpy(), counts=_sampled_law(p, q, 2, 6000, 1))
+    right = chisquare_gof(probs=p.double().numpy(), counts=_sampled_law(p, q, 3, 6000, 1))
     assert right.pvalue > 1e-3, right
-    wrong = _sampled_law(p, q, 2, 6000, 2, prototype_correction)
-    assert tv(exact_candidates_law(p.double(), q.double(), 3, prototype_correction), p) > 0.02
+    wrong = _sampled_law(p, q, 3, 6000, 2, prototype_correction)
+    assert tv(_width_law(p.double(), q.double(), 3, prototype_correction), p) > 0.02
     assert chisquare_gof(probs=p.double().numpy(), counts=wrong).pvalue < 1e-6
 
 
-def test_verify_candidates_bad_shapes():
-    p = torch.full((2, 4), 0.25)
-    with pytest.raises(ValueError, match="alt_tokens"):
-        verify_candidates(torch.tensor([1]), p[:1], p, torch.tensor([2, 3]), p[:1], p[:2], None)
+def test_width_is_a_spelling_of_a_tree(tiny_pair):
+    """width=w is the tree (w,) and the chain is the tree (1,): the same decoder, token for token."""
+    assert tree_shape() == (1,) and tree_shape(width=3) == (3,) and tree_shape((4, 3)) == (4, 3)
+    for a, b in (
+        (dict(width=2), dict(tree=(2,))),
+        (dict(), dict(tree=(1,))),
+        (dict(), dict(width=1)),
+    ):
+        runs = [
+            SpeculativeDecoder(tiny_pair.draft, tiny_pair.target, K=3, seed=4, **kw).generate_ids(
+                PROMPT, 30
+            )
+            for kw in (a, b)
+        ]
+        assert runs[0].tokens == runs[1].tokens
+        assert [s.branch for s in runs[0].steps] == [s.branch for s in runs[1].steps]
 
 
 @pytest.mark.parametrize("K, width, temperature, top_p", [(1, 3, 0.8, 0.9), (3, 2, 1.3, None)])
@@ -166,17 +184,18 @@ def test_bad_width(tiny_pair, width):
         SpeculativeDecoder(tiny_pair.draft, tiny_pair.target, width=width)
 
 
-def test_custom_verifier_needs_width_one(tiny_pair):
-    with pytest.raises(ValueError, match="width"):
+def test_custom_verifier_checks_chains_only(tiny_pair):
+    with pytest.raises(ValueError, match="verifier"):
         SpeculativeDecoder(tiny_pair.draft, tiny_pair.target, width=2, verifier=lambda *a: None)
 
 
-def test_verify_candidates_refuses_ids_outside_the_vocabulary():
-    p = torch.full((2, 4), 0.25)
-    with pytest.raises(ValueError, match="alt_tokens must be token ids"):
-        verify_candidates(torch.tensor([1]), p[:1], p, torch.tensor([4]), p[:1], p[:1], None)
-    with pytest.raises(ValueError, match="draft_tokens must be token ids"):
-        verify_candidates(torch.tensor([-1]), p[:1], p, torch.tensor([2]), p[:1], p[:1], None)
+def test_verify_tree_refuses_ids_outside_the_vocabulary():
+    p = torch.full((3, 4), 0.25)
+    for parents in ([-1, 0], [-1, -1]):  # a chain (vectorised) and siblings (node by node)
+        with pytest.raises(ValueError, match="tokens must be token ids"):
+            verify_tree(torch.tensor([1, 4]), parents, p[:2], p)
+        with pytest.raises(ValueError, match="tokens must be token ids"):
+            verify_tree(torch.tensor([-1, 2]), parents, p[:2], p)
 
 
 # --------------------------------------------------------------------------------------------

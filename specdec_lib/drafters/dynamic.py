@@ -82,10 +82,6 @@ class DynamicK(BaseDrafter):
         return self.drafter.feature_layers
 
     @property
-    def first_scores(self) -> torch.Tensor | None:
-        return self.drafter.first_scores
-
-    @property
     def draft_scores(self) -> torch.Tensor | None:
         return self.drafter.draft_scores
 

@@ -69,14 +69,9 @@ class FeatureDrafter(BaseDrafter):
             self._done = n_valid - 1
 
     @property
-    def first_scores(self) -> torch.Tensor | None:
-        """The logits of the first draft position of the last proposal, over the whole
-        vocabulary (``-inf`` outside the subset): the decoder ranks greedy alternatives by them."""
-        return self._full(self._logits[:1])[0] if self._logits else None
-
-    @property
     def draft_scores(self) -> torch.Tensor | None:
-        """:attr:`first_scores` for every draft position of the last proposal, ``[k, V]``."""
+        """The logits of every draft position of the last proposal, ``[k, V]``, over the whole
+        vocabulary (``-inf`` outside the subset): the decoder ranks greedy alternatives by them."""
         return self._full(self._logits) if self._logits else None
 
     def _full(self, rows: list[torch.Tensor]) -> torch.Tensor:

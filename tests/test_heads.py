@@ -1,16 +1,21 @@
-"""The trained heads (``specdec_lib.drafters.heads``): only their own weights are saved, fused features are read, and the direct layer calls equal the Llama wrapper."""
+"""The trained heads (``specdec_lib.drafters.heads``): only their own weights are saved, fused
+features are read, the direct layer calls equal the Llama wrapper, and every decoder layer runs
+with its KV cache (a layer handed its cache under a name it does not know runs without one,
+silently, unless something checks)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
+from specdec_lib import lm
 from specdec_lib.decoding import (
     AutoregressiveDecoder,
     SpeculativeDecoder,
 )
 from specdec_lib.drafters.feature import FeatureDrafter
-from specdec_lib.drafters.heads import FeatureHead, load_head, save_head
+from specdec_lib.drafters.heads import FeatureHead, LayerDraft, load_head, save_head
+from specdec_lib.lm import cache_kwargs, model_forward
 
 PROMPT = torch.tensor([0, 5, 9, 3, 17, 4])
 
@@ -54,13 +59,117 @@ def test_head_direct_layers_equal_llama_wrapper(tiny_pair, n_layers):
     parts = []
     for a, b in [(0, 4), (4, 5), (5, 8), (8, 9)]:  # prefill, one position, three, one
         h, cache = head(feats[:, a:b], toks[:, a:b], cache=cache)
+        assert cache.get_seq_length() == b  # every layer's keys and values kept
         parts.append(h)
     torch.testing.assert_close(torch.cat(parts, 1), ref, rtol=1e-5, atol=1e-5)
     # The wrapper with a cache (what the head called before) agrees too.
     c2 = DynamicCache()
     g = head.fc(torch.randn(1, 3, 2 * H))
-    head.body(inputs_embeds=g[:, :2], cache=c2, use_cache=True)
-    via_wrapper = head.body(inputs_embeds=g[:, 2:], cache=c2, use_cache=True).last_hidden_state
+    head.body(inputs_embeds=g[:, :2], use_cache=True, **cache_kwargs(c2))
+    via_wrapper = head.body(inputs_embeds=g[:, 2:], use_cache=True, **cache_kwargs(c2))
+    assert c2.get_seq_length() == 3  # the wrapper, too, was handed its cache
+    via_wrapper = via_wrapper.last_hidden_state
     c3 = DynamicCache()
     head._layers_with_cache(g[:, :2], c3, None)
     torch.testing.assert_close(head._layers_with_cache(g[:, 2:], c3, None), via_wrapper)
+
+
+# Names under which no transformers release takes a decoder layer's cache: a layer absorbs them
+# into **kwargs and runs without a cache. On a release that calls the cache ``past_key_values``,
+# ``cache`` is absorbed the same way (the bug these tests guard against).
+WRONG_KW = ["kv_cache"] + (["cache"] if lm.CACHE_KW == "past_key_values" else [])
+
+
+def _incremental(head, feats, toks):
+    from transformers import DynamicCache
+
+    cache, parts = DynamicCache(), []
+    for i in range(feats.shape[1]):  # one position at a time, as drafting runs the head
+        h, cache = head(feats[:, i : i + 1], toks[:, i : i + 1], cache=cache)
+        assert cache.get_seq_length() == i + 1
+        parts.append(h)
+    return torch.cat(parts, 1)
+
+
+def test_head_one_position_at_a_time_equals_the_full_pass(tiny_pair):
+    torch.manual_seed(2)
+    head = FeatureHead(tiny_pair.target, torch.arange(2, 26), n_layers=2, init_layer=None)
+    H = tiny_pair.target.config.hidden_size
+    feats, toks = torch.randn(1, 7, H), torch.randint(0, 32, (1, 7))
+    torch.testing.assert_close(_incremental(head, feats, toks), head(feats, toks)[0])
+
+
+@pytest.mark.parametrize("wrong", WRONG_KW)
+def test_head_layers_without_their_cache_are_caught(tiny_pair, monkeypatch, wrong):
+    """The must-fail arm: the cache handed to the layers under a name they do not take. Without
+    the head's own check the layers would run on the new position alone, with no error."""
+    from transformers import DynamicCache
+
+    torch.manual_seed(2)
+    head = FeatureHead(tiny_pair.target, torch.arange(2, 26), init_layer=None)
+    H = tiny_pair.target.config.hidden_size
+    feats, toks = torch.randn(1, 3, H), torch.randint(0, 32, (1, 3))
+    monkeypatch.setattr(lm, "CACHE_KW", wrong)
+    with pytest.raises(RuntimeError, match="ran without their KV cache"):
+        head(feats[:, :1], toks[:, :1], cache=DynamicCache())
+
+
+def test_layer_draft_one_token_at_a_time_equals_the_full_pass(tiny_pair):
+    """LayerDraft driven as ModelDrafter drives it (lm.model_forward: the cache under the installed
+    release's name), one token at a time, equals one pass over the sequence."""
+    torch.manual_seed(3)
+    draft = LayerDraft(tiny_pair.target, torch.arange(4, 30), init_layers=None, n_layers=2)
+    ids = torch.tensor([0, 5, 9, 3, 17, 4])
+    full, _ = model_forward(draft, ids, None, ids.numel())
+    cache, rows = None, []
+    for i in range(ids.numel()):
+        row, cache = model_forward(draft, ids[i : i + 1], cache, 1)
+        assert cache.get_seq_length() == i + 1
+        rows.append(row)
+    torch.testing.assert_close(torch.cat(rows), full, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("wrong", WRONG_KW)
+def test_layer_draft_body_without_its_cache_differs(tiny_pair, wrong):
+    """Why the draft's Llama body must get its cache under the right name: under any other it
+    keeps nothing, raises nothing, and the next token's features part from the full pass's."""
+    from transformers import DynamicCache
+
+    torch.manual_seed(3)
+    draft = LayerDraft(tiny_pair.target, torch.arange(4, 30), init_layers=None, n_layers=2)
+    x = draft._embed(torch.tensor([[0, 5, 9, 3]]))
+    full = draft.body(inputs_embeds=x).last_hidden_state[0, -1]
+    right, lost = DynamicCache(), DynamicCache()
+    draft.body(inputs_embeds=x[:, :3], use_cache=True, **cache_kwargs(right))
+    draft.body(inputs_embeds=x[:, :3], use_cache=True, **{wrong: lost})
+    assert right.get_seq_length() == 3 and lost.get_seq_length() == 0
+    with_cache = draft.body(inputs_embeds=x[:, 3:], use_cache=True, **cache_kwargs(right))
+    without = draft.body(inputs_embeds=x[:, 3:], use_cache=True, **{wrong: lost})
+    torch.testing.assert_close(with_cache.last_hidden_state[0, -1], full, rtol=1e-5, atol=1e-5)
+    assert not torch.allclose(without.last_hidden_state[0, -1], full, atol=1e-3)
+
+
+@pytest.mark.parametrize("wrong", WRONG_KW)
+def test_layer_draft_with_the_wrong_cache_name_is_caught(tiny_pair, monkeypatch, wrong):
+    """LayerDraft's cache under a name the installed release does not use fails loudly: a name
+    LayerDraft does not know is refused (TypeError), and a name its Llama body does not know
+    leaves an output without a cache under that name (AttributeError)."""
+    draft = LayerDraft(tiny_pair.target, torch.arange(4, 30), init_layers=(0,))
+    monkeypatch.setattr(lm, "CACHE_KW", wrong)
+    with pytest.raises((TypeError, AttributeError), match=wrong):
+        model_forward(draft, torch.tensor([0, 5, 9]), None, 1)
+
+
+def test_layer_draft_takes_the_cache_under_either_name_not_both(tiny_pair):
+    from transformers import DynamicCache
+
+    draft = LayerDraft(tiny_pair.target, torch.arange(4, 30), init_layers=(0,))
+    ids = torch.tensor([[0, 5, 9]])
+    for name in ("cache", "past_key_values"):
+        c = DynamicCache()
+        out = draft(input_ids=ids, use_cache=True, **{name: c})
+        assert c.get_seq_length() == 3 and lm.output_cache(out) is c and out.cache is c
+    with pytest.raises(ValueError, match="not both"):
+        draft(input_ids=ids, cache=DynamicCache(), past_key_values=DynamicCache())
+    with pytest.raises(TypeError):
+        draft(input_ids=ids, kv_cache=DynamicCache())  # an unknown name is an error, not dropped

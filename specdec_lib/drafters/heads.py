@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 from ..checks import positive_int
-from ..lm import final_norm
+from ..lm import CACHE_KW, cache_kwargs, final_norm, output_cache
 from ..results import atomic_write
 from .int8 import int8_mm
 
@@ -245,9 +245,18 @@ class FeatureHead(_SubsetOutput):
                 h,
                 attention_mask=mask,
                 position_ids=position_ids,
-                cache=cache,
                 use_cache=True,
                 position_embeddings=position_embeddings,
+                **cache_kwargs(cache),
+            )
+        # A layer handed its cache under a name it does not know takes it into **kwargs and runs
+        # without it: no error, a draft that attends to nothing before the new positions, and a
+        # draft step that looks cheap. The cache's length is the one sign of it.
+        if cache.get_seq_length() != past + n:
+            raise RuntimeError(
+                f"the head's decoder layers ran without their KV cache (it holds "
+                f"{cache.get_seq_length()} positions, expected {past + n}): the cache must be "
+                f"passed as {CACHE_KW!r} to this transformers release"
             )
         return h
 
@@ -257,10 +266,12 @@ class LayerDraft(_SubsetOutput):
     Llama layers (copied from the target's ``init_layers``, or random: a standalone draft), and
     the target's frozen final norm and output rows restricted to ``subset``.
 
-    It behaves as a transformers causal LM (``model(input_ids=..., cache=..., use_cache=...,
-    logits_to_keep=...)`` returns ``.logits`` over the full vocabulary, ``-inf`` outside the
-    subset, and ``.cache``), so :class:`~specdec_lib.decoding.ModelDrafter` drives it as it
-    drives any draft model.
+    It behaves as a transformers causal LM (``model(input_ids=..., use_cache=...,
+    logits_to_keep=..., **lm.cache_kwargs(cache))`` returns ``.logits`` over the full vocabulary,
+    ``-inf`` outside the subset, and the cache as :func:`~specdec_lib.lm.output_cache` reads it),
+    so :class:`~specdec_lib.decoding.ModelDrafter` drives it as it drives any draft model. The
+    cache is taken and returned under both names, ``cache`` and ``past_key_values``, whatever the
+    installed transformers calls it.
     """
 
     def __init__(
@@ -290,12 +301,34 @@ class LayerDraft(_SubsetOutput):
         self._init_subset(target, _check_subset(subset, tcfg.vocab_size))
 
     def hidden(self, input_ids: torch.Tensor, cache: Any = None, use_cache: bool = False):
-        out = self.body(inputs_embeds=self._embed(input_ids), cache=cache, use_cache=use_cache)
-        return out.last_hidden_state, out.cache if use_cache else None
+        """The pre-norm features of ``input_ids`` ``[B, n]`` and, with ``use_cache``, the cache."""
+        out = self.body(
+            inputs_embeds=self._embed(input_ids), use_cache=use_cache, **cache_kwargs(cache)
+        )
+        return out.last_hidden_state, output_cache(out) if use_cache else None
 
-    def forward(self, input_ids=None, cache=None, use_cache=False, logits_to_keep=0, **_):
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        cache: Any = None,
+        use_cache: bool = False,
+        logits_to_keep: int | torch.Tensor = 0,
+        *,
+        past_key_values: Any = None,
+        attention_mask: torch.Tensor | None = None,
+    ):
+        """Logits over the full vocabulary (``-inf`` outside the subset) and the cache.
+
+        The cache comes as ``cache`` or ``past_key_values`` (the two names transformers has used),
+        never both. No catch-all keyword: an argument this draft does not use is an error, not a
+        silently dropped cache. ``attention_mask`` may only be all ones (no padding)."""
         from types import SimpleNamespace
 
+        if cache is not None and past_key_values is not None:
+            raise ValueError("pass the cache as cache or as past_key_values, not both")
+        if attention_mask is not None and not bool(attention_mask.all()):
+            raise ValueError("LayerDraft takes no padding: attention_mask must be all ones")
+        cache = cache if cache is not None else past_key_values
         h, cache = self.hidden(input_ids, cache, use_cache)
         if isinstance(logits_to_keep, torch.Tensor):  # positions, as lm.last_rows gives them
             h = h[:, logits_to_keep]
@@ -304,7 +337,7 @@ class LayerDraft(_SubsetOutput):
         sub = self.logits(h)
         full = sub.new_full((*sub.shape[:-1], self.config.vocab_size), float("-inf"))
         full[..., self.subset] = sub
-        return SimpleNamespace(logits=full, cache=cache)
+        return SimpleNamespace(logits=full, cache=cache, past_key_values=cache)
 
 
 def save_head(head: nn.Module, path: str | Path, card: dict[str, Any]) -> None:

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from ..checks import non_negative_int, one_of, positive_int, real
+from ..lm import cache_kwargs
 from ..models import PAIRS, load_pair
 from ..results import atomic_write, atomic_write_json, load_prompts, provenance, read_json
 from ..sampling import sample
@@ -171,8 +172,8 @@ def sample_batch(
         input_ids=ids,
         attention_mask=mask,
         position_ids=pos,
-        cache=cache,
         use_cache=True,
+        **cache_kwargs(cache),
         logits_to_keep=1,
     )
     rows = torch.arange(n)  # which prompt each live batch row belongs to
@@ -197,8 +198,8 @@ def sample_batch(
             input_ids=x.view(-1, 1),
             attention_mask=mask,
             position_ids=last_pos.view(-1, 1),
-            cache=cache,
             use_cache=True,
+            **cache_kwargs(cache),
             logits_to_keep=1,
         )
     return [p + c for p, c in zip(prompts, new, strict=True)]

@@ -6,7 +6,7 @@
 ``SPECDEC_REMEASURE``  ``1``: notebooks re-run their benchmarks instead of plotting the
                        committed results (default ``0``; ``make bench`` re-measures).
 ``SPECDEC_ROOT``       the repository root (default: the folder above this package).
-``SPECDEC_FIGURES``    where ``plotting.savefig`` writes (default ``<root>/figures``).
+``SPECDEC_FIGURES``    where ``style.savefig`` writes (default ``<root>/figures``).
 ``SPECDEC_CACHE``      local cache of the teacher pass and training checkpoints (default
                        ``.cache/specdec``; never committed).
 =====================  ===================================================================

@@ -36,7 +36,7 @@ def test_environment_yml_agrees_with_pyproject():
 
 # The layers of the README's "Architecture": a module imports only from its own layer or below.
 LAYERS = {
-    1: ["checks", "config", "settings", "lm", "results", "plotting", "style", "theory"],
+    1: ["checks", "config", "settings", "lm", "results", "style", "theory"],
     2: ["sampling", "candidates", "stats"],
     3: ["decoding"],
     4: ["drafters", "models", "faults"],

@@ -1,0 +1,256 @@
+"""The cost model: tokens a step is expected to emit, what a step costs, the speedup they predict.
+
+The closed forms are Leviathan et al. 2022 (arXiv 2211.17192), section 3, derived in
+``notebooks/01_acceptance_rule.ipynb``; the same model over measured pass costs is compared with
+measurements in notebook 03, and extended to draft trees in notebook 06 (section 9). The benchmark's
+analysis, the theory notebook and the device-cost run all predict through this module.
+
+Symbols: ``alpha`` acceptance rate (the same at every draft position), ``K`` draft tokens per step,
+``c`` cost of one draft pass relative to one target pass.
+
+A step's *shape* is its draft tree along the chain, the candidates at each depth: ``(1,)`` is the
+chain, ``(w,)`` puts ``w`` candidates at the first position, ``(4, 3)`` four at depth 1 and three
+at depth 2; depths past the tuple have one candidate, and an int ``w`` is the shape ``(w,)``.
+
+Measured pass costs are a dict ``costs`` as the benchmark records them: ``t_target_s[n - 1]``,
+one cached target pass over ``n`` new tokens, and ``t_draft_s``, one draft step over one token.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .checks import positive_int
+
+__all__ = [
+    "as_tree",
+    "chain_tokens_per_step",
+    "drafted_tokens",
+    "drafted_widths",
+    "expected_tokens_per_step",
+    "monotone_costs",
+    "optimal_K",
+    "predicted_from_costs",
+    "predicted_speedup",
+    "predicted_tree_speedup",
+    "step_cost",
+    "tree_prediction",
+    "tree_tokens_per_step",
+    "walltime_speedup",
+]
+
+
+def _check_alpha(alpha):
+    a = np.asarray(alpha, dtype=float)
+    if np.any(~np.isfinite(a)) or np.any((a < 0) | (a > 1)):
+        raise ValueError(f"alpha must be in [0, 1], got {alpha!r}")
+    return a
+
+
+def _check_K(K):
+    k = np.asarray(K)
+    if not np.issubdtype(k.dtype, np.integer) or np.any(k < 0):
+        raise ValueError(f"K must be a non-negative integer (or array of them), got {K!r}")
+    return k
+
+
+# --------------------------------------------------------------------------------------------
+# Tokens per step
+# --------------------------------------------------------------------------------------------
+
+
+def expected_tokens_per_step(alpha, K):
+    """E[tokens per step] = (1 - alpha^(K+1)) / (1 - alpha)  (Leviathan et al., eq. 1).
+
+    The number of accepted drafts is a geometric variable capped at K, plus one corrected or bonus
+    token. Equals K + 1 at alpha = 1.
+    """
+    a, k = _check_alpha(alpha), _check_K(K)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        e = np.where(a < 1, (1 - a ** (k + 1)) / np.where(a < 1, 1 - a, 1.0), k + 1.0)
+    return e.item() if e.ndim == 0 else e
+
+
+def tree_tokens_per_step(beta: Sequence[float], gamma: Sequence[float]) -> float:
+    """E[tokens per step] of a chain tree (the chain, with alternatives beside it at each depth).
+
+    ``beta[d]``: the probability that the chain's token at depth ``d + 1`` is accepted once the
+    step reaches it; ``gamma[d]``: the probability that one of that depth's alternatives is
+    accepted once the chain's token there is rejected (``0`` without alternatives). A step that
+    reaches depth ``d`` ends there with ``d + 1`` tokens when an alternative is accepted (it, then
+    the target's token after it) and ``d`` otherwise; past the last depth ``K`` it ends with
+    ``K + 1``:
+
+        E = sum_d R_d (1 - beta_d) (d + gamma_d) + R_{K+1} (K + 1),  R_1 = 1,  R_{d+1} = R_d beta_d.
+
+    With ``gamma = 0`` and ``beta = alpha`` at every depth this is :func:`expected_tokens_per_step`.
+    """
+    b = np.asarray(beta, dtype=float)
+    g = np.asarray(gamma, dtype=float)
+    if b.ndim != 1 or b.shape != g.shape:
+        raise ValueError(
+            f"beta and gamma must be 1-D of the same length (one per depth), got {b.shape} and {g.shape}"
+        )
+    for name, v in (("beta", b), ("gamma", g)):
+        if np.any(~np.isfinite(v)) or np.any((v < 0) | (v > 1)):
+            raise ValueError(f"{name} must hold probabilities in [0, 1], got {v.tolist()}")
+    K = b.shape[0]
+    reach = np.concatenate([[1.0], np.cumprod(b)])  # R_1 .. R_{K+1}
+    depth = np.arange(1, K + 1)
+    return float(np.sum(reach[:K] * (1 - b) * (depth + g)) + reach[K] * (K + 1))
+
+
+def chain_tokens_per_step(alpha_by_position: Sequence[float], K: int) -> float:
+    """E[tokens per step] of the chain when position ``i`` is accepted with probability
+    ``alpha_by_position[i - 1]`` given the earlier ones: ``1 + sum_{i=1..K} prod_{j<=i} alpha_j``,
+    :func:`tree_tokens_per_step` without alternatives. Positions past the ones given repeat the
+    last rate."""
+    a = [float(x) for x in alpha_by_position]
+    if not a:
+        raise ValueError("alpha_by_position must hold the rate of at least one position")
+    K = positive_int(K, "K", "draft tokens per step")
+    a = (a + [a[-1]] * K)[:K]
+    return tree_tokens_per_step(a, [0.0] * K)
+
+
+# --------------------------------------------------------------------------------------------
+# The speedup, with verification free (the paper) and over measured pass costs
+# --------------------------------------------------------------------------------------------
+
+
+def walltime_speedup(alpha, K, c):
+    """Expected walltime improvement (1 - alpha^(K+1)) / ((1 - alpha)(cK + 1))  (Theorem 3.8).
+
+    Assumes a target pass on K + 1 tokens costs the same as on one token, and a draft pass costs
+    ``c`` target passes.
+    """
+    c_ = np.asarray(c, dtype=float)
+    if np.any(~np.isfinite(c_)) or np.any(c_ < 0):
+        raise ValueError(f"c must be a finite number >= 0, got {c!r}")
+    s = expected_tokens_per_step(alpha, K) / (c_ * _check_K(K) + 1.0)
+    return s.item() if np.ndim(s) == 0 else s
+
+
+def optimal_K(alpha, c, K_max: int = 16) -> int:
+    """The K in 1..K_max that maximises :func:`walltime_speedup` (clipped at ``K_max``: for alpha
+    near 1 and tiny c the unconstrained optimum can be larger)."""
+    Ks = np.arange(1, positive_int(K_max, "K_max") + 1)
+    return int(Ks[np.argmax(walltime_speedup(alpha, Ks, c))])
+
+
+def predicted_speedup(alpha, K, t_draft, t_target: Sequence[float] | float, t_target_1=None):
+    """Speedup predicted from measured pass costs, without the "verification is free" assumption.
+
+    ``E[tokens per step] / ((K * t_draft + t_target(K+1)) / t_target(1))``. ``t_target`` is the
+    cost of a target pass on K + 1 tokens; ``t_target_1`` that on one token (if ``t_target`` is a
+    sequence indexed by n - 1, both are read from it).
+    """
+    if t_target_1 is None:
+        seq = list(t_target)  # t_target[n - 1] = cost of a pass on n tokens
+        t_target_1, t_k1 = seq[0], seq[int(K)]
+    else:
+        t_k1 = float(t_target)
+    step = K * float(t_draft) + float(t_k1)
+    return expected_tokens_per_step(alpha, K) / (step / float(t_target_1))
+
+
+# --------------------------------------------------------------------------------------------
+# A step of any shape over measured pass costs
+# --------------------------------------------------------------------------------------------
+
+
+def as_tree(tree: Any) -> tuple[int, ...]:
+    """A step's shape as a tuple of candidates per depth: an int ``w`` is ``(w,)``."""
+    if isinstance(tree, (str, bytes)) or not (
+        isinstance(tree, int | np.integer) or hasattr(tree, "__iter__")
+    ):
+        raise ValueError(
+            f"tree must be candidates at each draft depth, e.g. (4, 3), or an int w for (w,), "
+            f"got {tree!r}"
+        )
+    widths = (tree,) if isinstance(tree, int | np.integer) else tuple(tree)
+    if not widths:
+        raise ValueError("tree must name the candidates of at least one depth, e.g. (1,)")
+    return tuple(positive_int(w, "tree", "candidates at each draft depth") for w in widths)
+
+
+def drafted_widths(K: int, tree: Any = (1,)) -> list[int]:
+    """The candidates at each of the ``K`` depths of a step of shape ``tree`` (``1`` past its end)."""
+    widths = as_tree(tree)
+    return [widths[d] if d < len(widths) else 1 for d in range(K)]
+
+
+def drafted_tokens(K: int, tree: Any = (1,)) -> int:
+    """Draft tokens a step of shape ``tree`` puts in the target's pass: every node of the tree
+    cut at depth ``K`` (``K`` for the chain, ``K + w - 1`` for ``(w,)``)."""
+    return sum(drafted_widths(K, tree))
+
+
+def step_cost(K: int, costs: dict[str, Any], tree: Any = (1,)) -> float:
+    """One step's cost in target passes over one token: ``K`` draft passes (a tree's alternatives
+    come from the chain's own rows) and one target pass over the last token and the drafts
+    (:func:`drafted_tokens`):
+
+        (K t_draft + t_target(1 + drafted)) / t_target(1).
+    """
+    t = costs["t_target_s"]
+    n = drafted_tokens(K, tree)
+    if n >= len(t):
+        raise ValueError(
+            f"costs: t_target_s covers passes up to {len(t)} tokens, a step of K = {K} and tree "
+            f"{as_tree(tree)} needs {n + 1}"
+        )
+    return (K * costs["t_draft_s"] + t[n]) / t[0]
+
+
+def predicted_from_costs(alpha: float, K: int, costs: dict[str, Any], tree: Any = (1,)) -> float:
+    """The i.i.d. model's speedup: ``E(alpha, K)`` tokens per step (:func:`expected_tokens_per_step`,
+    ``alpha`` per position with all the position's candidates counted) over :func:`step_cost`.
+    A tree with alternatives has a finer model, at the rates of each depth:
+    :func:`predicted_tree_speedup`."""
+    return float(expected_tokens_per_step(alpha, K) / step_cost(K, costs, tree))
+
+
+def tree_prediction(
+    rates: dict[str, Any], K: int, tree: Any, costs: dict[str, Any]
+) -> tuple[float, float]:
+    """(expected tokens per step, step cost) of a step of shape ``tree`` at draft length ``K``.
+
+    ``rates`` holds, per depth ``d = 1..`` (at least ``K``), ``beta[d-1]``, the chain's acceptance
+    once the step reaches depth ``d``, and ``gamma[d-1][w-1]``, the probability that one of the
+    first ``w - 1`` alternatives there is accepted once the chain's token is rejected (covering
+    the tree's widths), as the benchmark's ``tree_rates`` measures them; a rate never measured
+    (NaN) counts as 0."""
+    widths = drafted_widths(K, tree)
+    beta = np.nan_to_num(np.asarray(rates["beta"], dtype=float))
+    gamma = np.nan_to_num(np.asarray(rates["gamma"], dtype=float))
+    if beta.shape[0] < K or gamma.shape[1] < max(widths):
+        raise ValueError(
+            f"rates cover {beta.shape[0]} depths and {gamma.shape[1]} candidates, a step of K = {K} "
+            f"and tree {as_tree(tree)} needs {K} and {max(widths)}"
+        )
+    g = [gamma[d, w - 1] for d, w in enumerate(widths)]
+    return tree_tokens_per_step(beta[:K], g), step_cost(K, costs, widths)
+
+
+def predicted_tree_speedup(
+    rates: dict[str, Any], K: int, tree: Any, costs: dict[str, Any]
+) -> float:
+    """The cost model's speedup of a step of shape ``tree`` at draft length ``K``: expected tokens
+    per step (:func:`tree_tokens_per_step` at the ``rates`` of :func:`tree_prediction`) over the
+    step's cost (:func:`step_cost`)."""
+    E, cost = tree_prediction(rates, K, tree, costs)
+    return E / cost
+
+
+def monotone_costs(costs: dict[str, Any]) -> dict[str, Any]:
+    """``costs`` with ``t_target`` made non-decreasing in the tokens of the pass, by least squares
+    (scipy's isotonic regression): a pass over more tokens never costs less, so a dip between
+    neighbouring sizes is timing noise, which a maximum over tree sizes would otherwise chase."""
+    from scipy.optimize import isotonic_regression
+
+    t = np.asarray(costs["t_target_s"], dtype=float)
+    return {**costs, "t_target_s": isotonic_regression(t).x.tolist()}

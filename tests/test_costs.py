@@ -1,0 +1,158 @@
+"""The cost model (``specdec_lib.costs``): the closed forms, tokens per step of chains and chain
+trees (checked by Monte Carlo through the verifiers), and a step of any shape over pass costs."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from specdec_lib.candidates import chain_tree, verify_tree
+from specdec_lib.costs import (
+    as_tree,
+    chain_tokens_per_step,
+    drafted_tokens,
+    expected_tokens_per_step,
+    monotone_costs,
+    optimal_K,
+    predicted_from_costs,
+    predicted_speedup,
+    predicted_tree_speedup,
+    step_cost,
+    tree_prediction,
+    tree_tokens_per_step,
+    walltime_speedup,
+)
+from specdec_lib.sampling import verify
+
+
+def test_expected_tokens_closed_form():
+    assert expected_tokens_per_step(0.0, 5) == 1.0
+    assert expected_tokens_per_step(1.0, 5) == 6.0
+    a, K = 0.7, 4
+    assert math.isclose(expected_tokens_per_step(a, K), sum(a**i for i in range(K + 1)))
+    np.testing.assert_allclose(expected_tokens_per_step(np.array([0.5, 1.0]), 3), [1.875, 4.0])
+
+
+def test_expected_tokens_monte_carlo():
+    """With q_i, p_i fixed so that every position accepts with probability alpha exactly."""
+    alpha, K, n = 0.6, 4, 4000
+    p = torch.tensor([[0.6, 0.4, 0.0]] * (K + 1))
+    q = torch.tensor([[0.0, 0.4, 0.6]] * K)  # sum min(p, q) = 0.4 ... use p swapped
+    q = torch.tensor([[0.6, 0.0, 0.4]] * K)  # sum min(p, q) = 0.6
+    g = torch.Generator().manual_seed(0)
+    total = 0
+    for _ in range(n):
+        x = torch.multinomial(q, 1, generator=g).view(-1)
+        total += len(verify(x, q, p, g).tokens)
+    e = expected_tokens_per_step(alpha, K)
+    assert abs(total / n - e) < 4 * math.sqrt(2.0 / n)
+
+
+def test_walltime_and_optimal_K():
+    assert math.isclose(walltime_speedup(0.8, 4, 0.05), (1 - 0.8**5) / (0.2 * 1.2))
+    assert optimal_K(0.0, 0.1) == 1
+    assert optimal_K(0.9, 0.01) > 5
+    assert predicted_speedup(0.5, 2, 0.1, [1.0, 1.1, 1.2]) == pytest.approx(1.75 / 1.4)
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.1, float("nan")])
+def test_bad_alpha(bad):
+    with pytest.raises(ValueError, match="alpha"):
+        expected_tokens_per_step(bad, 3)
+
+
+def test_tree_tokens_reduce_to_the_chain():
+    for a, K in ((0.0, 3), (0.6, 4), (1.0, 2)):
+        assert math.isclose(
+            tree_tokens_per_step([a] * K, [0.0] * K), expected_tokens_per_step(a, K)
+        )
+    # an alternative always accepted at depth 1: one more token whenever the chain stops there
+    assert math.isclose(tree_tokens_per_step([0.5], [1.0]), 0.5 * 2 + 0.5 * 2)
+
+
+def test_tree_tokens_monte_carlo():
+    """Steps of a chain tree (2, 2, 2) with the same p and q at every node: the mean tokens per
+    step match the formula at the rates the same steps show."""
+    K, n = 3, 4000
+    p = torch.tensor([0.5, 0.3, 0.2, 0.0])
+    q = torch.tensor([0.1, 0.2, 0.3, 0.4])
+    g = torch.Generator().manual_seed(1)
+    reached, chain, rejected, alt, total = np.zeros(K), np.zeros(K), np.zeros(K), np.zeros(K), 0
+    for _ in range(n):
+        d = torch.multinomial(q, K, replacement=True, generator=g)
+        nodes, parents, laws = chain_tree(d, q.expand(K, -1), (2, 2, 2), g)
+        verdict, path = verify_tree(nodes, parents, laws, p.expand(len(nodes) + 1, -1), g)
+        total += len(verdict.tokens)
+        on_chain = sum(1 for i, node in enumerate(path) if node == i)
+        reached[: min(on_chain + 1, K)] += 1
+        chain[:on_chain] += 1
+        if on_chain < K:
+            rejected[on_chain] += 1
+            alt[on_chain] += len(path) > on_chain
+    E = tree_tokens_per_step(chain / reached, alt / rejected)
+    assert abs(total / n - E) < 0.03 * E
+
+
+@pytest.mark.parametrize(
+    "beta, gamma", [([0.5], [0.1, 0.2]), ([1.5], [0.0]), ([0.5], [float("nan")])]
+)
+def test_tree_tokens_bad_rates(beta, gamma):
+    with pytest.raises(ValueError, match="beta|gamma"):
+        tree_tokens_per_step(beta, gamma)
+
+
+def test_chain_tokens_per_step_by_position():
+    # 1 + a1 + a1 a2 + a1 a2 a2 (the last rate repeats)
+    assert math.isclose(chain_tokens_per_step([0.8, 0.5], 3), 1 + 0.8 + 0.4 + 0.2)
+    assert math.isclose(chain_tokens_per_step([0.7], 4), expected_tokens_per_step(0.7, 4))
+    with pytest.raises(ValueError, match="alpha_by_position"):
+        chain_tokens_per_step([], 2)
+
+
+def test_a_shape_is_a_tree_and_a_width_is_a_one_depth_tree():
+    assert as_tree(3) == (3,) and as_tree([4, 3]) == (4, 3) and as_tree((1,)) == (1,)
+    for bad in ([], "43", 0, [2, 0], 2.5, None):
+        with pytest.raises(ValueError, match="tree"):
+            as_tree(bad)
+    # drafted tokens: the chain K, width w K + w - 1, a tree every node cut at depth K
+    assert drafted_tokens(3) == 3 and drafted_tokens(3, 2) == drafted_tokens(3, (2,)) == 4
+    assert drafted_tokens(1, [3, 2]) == 3 and drafted_tokens(4, tree=[3, 2]) == 7
+
+
+def test_step_cost_and_the_iid_prediction():
+    costs = {"t_draft_s": 0.1, "t_target_s": [1.0, 1.1, 1.2, 1.3, 1.5]}
+    assert math.isclose(step_cost(2, costs), (0.2 + 1.2) / 1.0)  # a pass over 3 tokens
+    assert math.isclose(step_cost(2, costs, (2,)), (0.2 + 1.3) / 1.0)  # one more candidate
+    assert math.isclose(
+        predicted_from_costs(0.5, 2, costs, 2), expected_tokens_per_step(0.5, 2) / 1.5
+    )
+    # the chain at measured costs is predicted_speedup
+    assert math.isclose(
+        predicted_from_costs(0.5, 2, costs), predicted_speedup(0.5, 2, 0.1, costs["t_target_s"])
+    )
+    with pytest.raises(ValueError, match="t_target_s covers passes up to 5 tokens"):
+        step_cost(3, costs, (3,))
+
+
+def test_tree_prediction_at_measured_rates():
+    rates = {"beta": [0.5, 0.4], "gamma": [[0.0, 0.3], [0.0, 0.2]]}
+    costs = {"t_draft_s": 0.1, "t_target_s": [1.0, 1.0, 1.1, 1.2, 1.3]}
+    E, cost = tree_prediction(rates, 2, (2, 2), costs)
+    assert math.isclose(E, tree_tokens_per_step([0.5, 0.4], [0.3, 0.2]))
+    assert math.isclose(cost, step_cost(2, costs, (2, 2)))
+    assert math.isclose(predicted_tree_speedup(rates, 2, (2, 2), costs), E / cost)
+    # a chain at the same rates: no alternatives counted
+    E1, _ = tree_prediction(rates, 2, (1,), costs)
+    assert math.isclose(E1, tree_tokens_per_step([0.5, 0.4], [0.0, 0.0]))
+    with pytest.raises(ValueError, match="rates cover 2 depths"):
+        tree_prediction(rates, 3, (1,), costs)
+
+
+def test_monotone_costs():
+    noisy = {"t_draft_s": 0.1, "t_target_s": [1.0, 1.2, 1.1, 1.3]}
+    smooth = monotone_costs(noisy)
+    np.testing.assert_allclose(smooth["t_target_s"], [1.0, 1.15, 1.15, 1.3])
+    assert smooth["t_draft_s"] == 0.1
+    costs = {"t_draft_s": 0.1, "t_target_s": [1.0, 1.0, 1.1, 1.2, 1.3, 1.5, 2.0]}
+    assert monotone_costs(costs) == costs

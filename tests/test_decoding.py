@@ -192,7 +192,7 @@ def test_generate_bad_input(tiny_pair, ids, n, name):
 
 
 def test_vocab_mismatch_refused(tiny_pair):
-    from specdec_lib.models import tiny_random_llama
+    from specdec_lib.testing import tiny_random_llama
 
     other = tiny_random_llama(0, vocab_size=40)
     with pytest.raises(ValueError, match="vocab"):

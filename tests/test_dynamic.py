@@ -296,7 +296,7 @@ def test_dynamic_k_bad_drafter_and_k(tiny_pair):
     with pytest.raises(ValueError, match="k must be"):
         DynamicK(FakeDrafter()).propose(torch.arange(3), 0, Warp(), None)
     # The wrapper shows the decoder the inner draft's vocabulary, so a mismatch is caught.
-    from specdec_lib.models import tiny_random_llama
+    from specdec_lib.testing import tiny_random_llama
 
     with pytest.raises(ValueError, match="vocab"):
         SpeculativeDecoder(DynamicK(tiny_random_llama(0, vocab_size=40)), tiny_pair.target)

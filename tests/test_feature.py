@@ -46,8 +46,8 @@ def test_feature_drafter_cache_matches_no_cache(tiny_pair, random_head):
     ids=["w2", "w3", "tree2-2", "tree1-3"],
 )
 def test_feature_drafter_with_alternatives(tiny_pair, random_head, shape):
-    """An accepted alternative, at the first position (promote) or at any depth of a tree (keep),
-    hands the kept positions' target features to the head: the cached and the re-encoding
+    """An accepted alternative, at the first position or at any depth of a tree (keep moves it
+    into place), hands the kept positions' target features to the head: the cached and the re-encoding
     decoders agree step by step, and greedy output (ranked by the draft's scores) equals the
     target's."""
     kw = dict(K=2, temperature=1.0, **shape)
@@ -115,4 +115,4 @@ def test_feature_drafter_subset_warp_equals_full_warp(random_head, warp_kw):
         torch.testing.assert_close(got, want, atol=1e-7, rtol=1e-6)
         # Drawing within the subset is drawing from the full row: the same token, same stream.
         assert int(x) == int(sample(want, torch.Generator().manual_seed(i)))
-        torch.testing.assert_close(drafter.first_scores, full[0])
+        torch.testing.assert_close(drafter.draft_scores[0], full[0])

@@ -79,12 +79,12 @@ def test_greedy_with_alternatives_default(default_pair, K, width):
 def test_greedy_with_a_tree_default(default_pair):
     """The chain tree bench uses by default, ranked by the trained draft's scores at every depth,
     on the real model in float32: token for token the autoregressive output."""
-    from specdec_lib.bench import FASTEST_TREE
+    from specdec_lib.bench import DEFAULT_TREE
 
     tok = default_pair.tokenizer
     ar = AutoregressiveDecoder(default_pair.target, temperature=0)
     sd = SpeculativeDecoder(
-        default_pair.draft, default_pair.target, K=2, tree=FASTEST_TREE, temperature=0
+        default_pair.draft, default_pair.target, K=2, tree=DEFAULT_TREE, temperature=0
     )
     branches = 0
     for prompt in PROMPTS[:3]:
@@ -196,7 +196,8 @@ def test_draft_is_named_and_a_missing_head_names_its_command(tmp_path):
 def test_hub_pair_with_a_device_map(tmp_path, tiny_pair, monkeypatch):
     """A Hub pair by name (here local folders) with device_map="auto" through accelerate: the
     target is dispatched, the draft sits where the target's embedding is, and decoding is exact."""
-    from specdec_lib.models import CharTokenizer, load_hub_pair
+    from specdec_lib.models import load_hub_pair
+    from specdec_lib.testing import CharTokenizer
 
     for name, model in (("draft", tiny_pair.draft), ("target", tiny_pair.target)):
         model.save_pretrained(tmp_path / name)

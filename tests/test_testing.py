@@ -1,16 +1,18 @@
-"""The deliberately wrong decoders (``specdec_lib.faults``) fail the tests the right one passes:
+"""The deliberately wrong pieces (``specdec_lib.testing``) fail the tests the right decoder passes:
 the chi-square test of two-token continuations, and greedy equality with autoregressive decoding."""
 
 from test_decoding import PROMPT, _continuation_test
 
 from specdec_lib.decoding import AutoregressiveDecoder, SpeculativeDecoder
-from specdec_lib.faults import StaleCacheDecoder, wrong_bonus_row_verify
+from specdec_lib.testing import StaleCacheState, wrong_bonus_row_verify
 
 
 def test_stale_cache_rejected_by_the_law_test(tiny_pair):
     # K = 1 and independent random models: the first step is often rejected, and the second
     # token is then drawn after the rejected draft's stale cache entry.
-    bad = StaleCacheDecoder(tiny_pair.draft, tiny_pair.target, K=1, seed=0)
+    bad = SpeculativeDecoder(
+        tiny_pair.draft, tiny_pair.target, K=1, seed=0, target_state=StaleCacheState
+    )
     res = _continuation_test(tiny_pair, bad, m=2, n=4000)
     assert res.pvalue < 1e-6, res
 
@@ -18,7 +20,9 @@ def test_stale_cache_rejected_by_the_law_test(tiny_pair):
 def test_stale_cache_breaks_greedy_equality(tiny_pair):
     ar = AutoregressiveDecoder(tiny_pair.target, temperature=0).generate_ids(PROMPT, 30).tokens
     good = SpeculativeDecoder(tiny_pair.draft, tiny_pair.target, K=3, temperature=0)
-    bad = StaleCacheDecoder(tiny_pair.draft, tiny_pair.target, K=3, temperature=0)
+    bad = SpeculativeDecoder(
+        tiny_pair.draft, tiny_pair.target, K=3, temperature=0, target_state=StaleCacheState
+    )
     assert good.generate_ids(PROMPT, 30).tokens == ar
     assert bad.generate_ids(PROMPT, 30).tokens != ar
 

@@ -364,12 +364,13 @@ class Drafter(Protocol):
     """Everything :class:`SpeculativeDecoder` asks of a draft. Subclass :class:`BaseDrafter`,
     which supplies the defaults, and write :meth:`propose` (and what your draft needs of the rest).
 
-    ``propose(ids, k, warp, generator, threshold=None)`` gets the whole sequence so far (``[L]``,
-    on the target's device) and returns up to ``k`` draft tokens ``[k']`` (``k' <= k``: a drafter
-    may stop early, or return none) with the distributions they were sampled from ``[k', V]``
-    (warped by ``warp``; a deterministic drafter returns one-hot rows). With a ``threshold`` it
-    stops after a draft ``x`` with ``q(x) < threshold``. Whether to go on drafting may depend on
-    the drafts so far (a stopping time): the output law is still exactly the target's.
+    ``propose(ids, k, warp, generator)`` gets the whole sequence so far (``[L]``, on the target's
+    device) and returns up to ``k`` draft tokens ``[k']`` (``k' <= k``: a drafter may stop early,
+    or return none) with the distributions they were sampled from ``[k', V]`` (warped by
+    ``warp``; a deterministic drafter returns one-hot rows). Whether to go on drafting may depend
+    on the drafts so far (a stopping time): the output law is still exactly the target's. (A
+    drafter whose ``propose`` also takes ``threshold=`` can stop after a draft ``x`` with
+    ``q(x) < threshold``: :class:`~specdec_lib.drafters.DynamicK` uses it.)
     ``rollback(n)`` says that only the first ``n`` tokens of ``ids + drafts`` are still valid;
     ``reset()`` starts a new sequence. Anything honouring this is exact, however poor its guesses.
 
@@ -390,12 +391,7 @@ class Drafter(Protocol):
     def reset(self) -> None: ...
 
     def propose(
-        self,
-        ids: torch.Tensor,
-        k: int,
-        warp: Warp,
-        generator: torch.Generator | None,
-        threshold: float | None = None,
+        self, ids: torch.Tensor, k: int, warp: Warp, generator: torch.Generator | None
     ) -> tuple[torch.Tensor, torch.Tensor]: ...
 
     def rollback(self, n_valid: int) -> None: ...
@@ -416,12 +412,7 @@ class BaseDrafter:
         pass
 
     def propose(
-        self,
-        ids: torch.Tensor,
-        k: int,
-        warp: Warp,
-        generator: torch.Generator | None,
-        threshold: float | None = None,
+        self, ids: torch.Tensor, k: int, warp: Warp, generator: torch.Generator | None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         raise NotImplementedError
 
@@ -456,6 +447,8 @@ class ModelDrafter(BaseDrafter):
         generator: torch.Generator | None,
         threshold: float | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Up to ``k`` drafts; with a ``threshold``, stop after a draft ``x`` with
+        ``q(x) < threshold`` (a stopping time: the output law stays exact)."""
         if k < 1:
             return ids.new_empty(0), torch.empty(0, self.vocab_size or 0, device=ids.device)
         tokens, probs, scores = [], [], []
@@ -742,13 +735,9 @@ class AutoregressiveDecoder(_DecoderBase):
         seed: int | None = None,
         tokenizer: Any = None,
         use_cache: bool = True,
-        argmax: bool = True,
     ) -> None:
         super().__init__(target, temperature, top_k, top_p, seed, tokenizer)
         self.use_cache = bool(use_cache)
-        # False: greedy decoding draws by inverse CDF from the one-hot row, like any warp (the
-        # same tokens, a little slower): kept to measure what taking the argmax saves.
-        self.argmax = bool(argmax)
 
     @torch.inference_mode()
     def generate_ids(
@@ -770,14 +759,7 @@ class AutoregressiveDecoder(_DecoderBase):
         t_start = time.perf_counter()
         while len(out) < max_new_tokens and not eos_reached:
             t0 = time.perf_counter()
-            logits = target.forward(ids, 1)
-            if self.warp.greedy and self.argmax:  # not an inverse-CDF draw from a one-hot row
-                x = logits.float().argmax(dim=-1).view(1)  # as Warp.probs takes it
-                bad_row = bad_rows(logits).any()
-            else:
-                p = self.warp.probs(logits)
-                x = sample(p, self.generator)  # [1]
-                bad_row = has_nan(p)
+            x, bad_row = self._draw(target.forward(ids, 1))
             token, bad = torch.cat([x, bad_row.long().view(1)]).tolist()  # one host read
             if bad:
                 raise ValueError(NAN_MESSAGE)
@@ -796,3 +778,12 @@ class AutoregressiveDecoder(_DecoderBase):
             eos_reached=eos_reached,
             seed=self.seed,
         )
+
+    def _draw(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The next token ``[1]`` from the last row of ``logits``, and whether that row was bad
+        (NaN or +inf), read with the token in one host read. Greedy decoding takes the argmax
+        (the token an inverse-CDF draw from the one-hot row would give, without the draw)."""
+        if self.warp.greedy:
+            return logits.float().argmax(dim=-1).view(1), bad_rows(logits).any()  # as Warp.probs
+        p = self.warp.probs(logits)
+        return sample(p, self.generator), has_nan(p)

@@ -11,6 +11,8 @@ the output; ``tests/test_dynamic.py`` shows the chi-square test catching it.
 
 from __future__ import annotations
 
+import inspect
+
 import torch
 
 from ..checks import one_of, positive_int, probability
@@ -36,7 +38,9 @@ class DynamicK(BaseDrafter):
         threshold: ``None``, or a confidence in (0, 1): draft one token at a time and stop after a
             draft ``x`` with ``q(x) < threshold`` (transformers' ``assistant_confidence_threshold``,
             which keeps the low-confidence token too). ``q`` is the warped draft distribution, so
-            under greedy decoding (one-hot ``q``) the threshold never fires.
+            under greedy decoding (one-hot ``q``) the threshold never fires. Needs a drafter that
+            can stop by confidence (its ``propose`` takes ``threshold=``, as
+            :class:`~specdec_lib.decoding.ModelDrafter` and the feature head's do).
 
     Two deliberate differences from transformers: the schedule restarts at ``initial`` on every
     :meth:`reset`, i.e. every sequence (transformers' ``"heuristic_transient"``; its
@@ -63,6 +67,14 @@ class DynamicK(BaseDrafter):
         self.schedule = one_of(schedule, "schedule", SCHEDULES)
         self.initial = positive_int(initial, "initial", "the draft length at the start")
         self.threshold = probability(threshold, "threshold", one=False, optional=True)
+        if (
+            threshold is not None
+            and "threshold" not in inspect.signature(self.drafter.propose).parameters
+        ):
+            raise ValueError(
+                f"threshold needs a drafter that can stop by confidence (its propose takes "
+                f"threshold=); {type(self.drafter).__name__} cannot"
+            )
         self.current = self.initial
         self.history: list[int] = []
         self.accepted_history: list[int] = []
@@ -102,16 +114,12 @@ class DynamicK(BaseDrafter):
         self._pending = None
 
     def propose(
-        self,
-        ids: torch.Tensor,
-        k: int,
-        warp: Warp,
-        generator: torch.Generator | None,
-        threshold: float | None = None,
+        self, ids: torch.Tensor, k: int, warp: Warp, generator: torch.Generator | None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         k = positive_int(k, "k", "draft tokens asked for")
         cap = min(k, self.current)
-        tokens, probs = self.drafter.propose(ids, cap, warp, generator, self.threshold)
+        stop = {} if self.threshold is None else {"threshold": self.threshold}
+        tokens, probs = self.drafter.propose(ids, cap, warp, generator, **stop)
         self._pending = (ids.numel(), int(tokens.numel()), k)
         return tokens, probs
 

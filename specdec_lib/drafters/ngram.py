@@ -35,7 +35,7 @@ class NgramDrafter(BaseDrafter):
     Unlike transformers' ``PromptLookupCandidateGenerator``, which takes the *first* occurrence,
     the latest one is used, on the view that recent context predicts the continuation better. The
     price: a late occurrence leaves few tokens before the sequence ends (in a run ``a a a a`` only
-    one). Deterministic: ``warp``, ``generator`` and ``threshold`` are ignored and the
+    one). Deterministic: ``warp`` and ``generator`` are ignored and the
     rows are one-hot (float32, on ``ids.device``). Stateless, so ``reset`` and ``rollback`` do
     nothing.
 
@@ -91,9 +91,7 @@ class NgramDrafter(BaseDrafter):
         k: int,
         warp: Warp,
         generator: torch.Generator | None,
-        threshold: float | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        # One-hot rows: q(x) = 1 for every draft, so a threshold never stops the lookup.
         found = self.match(ids)
         if found is None or k < 1:
             return _no_drafts(self.vocab_size, ids.device)

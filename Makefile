@@ -128,9 +128,9 @@ bench: install
 	  --out data/results/bench_default_trained-int8_w2_bfloat16_greedy_beside-tree.json
 	# Host work per step: the chosen tree without and with freed memory kept for reuse (section 9).
 	set -e; for T in 1.0 0; do tag=$$([ $$T = 0 ] && echo greedy || echo T1); \
-	  $(BENCH_TREE) --K 1 2 3 --tree 4 3 --repeats 2 --temperature $$T --no-reuse-memory \
-	    --out data/results/bench_default_trained-int8_tree4-3_bfloat16_$${tag}_memory-fresh.json; \
 	  $(BENCH_TREE) --K 1 2 3 --tree 4 3 --repeats 2 --temperature $$T \
+	    --out data/results/bench_default_trained-int8_tree4-3_bfloat16_$${tag}_memory-fresh.json; \
+	  $(BENCH_TREE) --K 1 2 3 --tree 4 3 --repeats 2 --temperature $$T --reuse-memory \
 	    --out data/results/bench_default_trained-int8_tree4-3_bfloat16_$${tag}_memory-reuse.json; \
 	done
 	# The greedy baseline by argmax beside the inverse-CDF draw it replaced (notebook 06, section 8).

@@ -6,6 +6,8 @@ Each subcommand's flags are generated from its settings dataclass (:mod:`specdec
 :class:`~specdec_lib.training.TrainSettings`, :class:`~specdec_lib.bench.EvalSettings`. The few
 flags that are not settings (where to write, whether to resume, progress bars) are declared here.
 A bad value is one line on stderr and exit status 2; an interrupted run says how to resume.
+The command line may import the research wing (:mod:`specdec_lib.research`: the exactness grid,
+the allocator experiment of ``bench --reuse-memory``); the library's core never does.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from pathlib import Path
 from .bench import BenchSettings, EvalSettings, evaluate_drafter, run_benchmark
 from .config import REPO_ROOT, RESULTS_DIR
 from .device_costs import CostSettings, measure_device_costs, write_device_costs
-from .exactness import ExactnessSettings, as_frame
 from .models import ModelUnavailableError
+from .research.exactness import ExactnessSettings, as_frame
+from .research.hostwork import reuse_freed_memory
 from .results import atomic_write, atomic_write_json, read_json
 from .settings import add_arguments, from_arguments
 from .training import DataSettings, TrainSettings, generate_onpolicy, model_card, summary
@@ -82,7 +85,13 @@ def build_parser() -> argparse.ArgumentParser:
 def _bench(args: argparse.Namespace) -> None:
     settings = from_arguments(BenchSettings, args).validate()
     out = Path(args.out) if args.out else default_out(settings)
-    result = run_benchmark(settings, out, resume=not args.restart, progress=not args.no_progress)
+    result = run_benchmark(
+        settings,
+        out,
+        resume=not args.restart,
+        progress=not args.no_progress,
+        tune_allocator=reuse_freed_memory,  # run only when --reuse-memory asks
+    )
     _print_table(result)
     print(f"wrote {out}")
 
@@ -146,18 +155,17 @@ def _exactness(args: argparse.Namespace) -> None:
 
 
 def default_out(settings: BenchSettings) -> Path:
-    """``data/results/bench_<pair>[_<draft>][_<schedule>][_w<width>|_tree<w1-w2..>][_<head>]_<dtype>_<T>[...].json``
-    (the early exit, the first draft measured, has no draft part)."""
+    """``data/results/bench_<pair>[_<draft>][_<schedule>][_w<w>|_tree<w1-w2..>][_<head>]_<dtype>_<T>[...].json``
+    for validated ``settings`` (the early exit, the first draft measured, has no draft part; the
+    chain has no shape part, a tree of one depth ``(w,)`` is ``_w<w>``)."""
     s = settings
     t = "greedy" if s.temperature == 0 else f"T{s.temperature:g}"
     extra = (f"_topk{s.top_k}" if s.top_k else "") + (f"_topp{s.top_p:g}" if s.top_p else "")
     draft = "" if s.draft == "early-exit" else f"_{s.draft}"
     if s.schedule != "fixed":
         draft += f"_{s.schedule}"
-    if s.width > 1:
-        draft += f"_w{s.width}"
-    if s.tree is not None:
-        draft += "_tree" + "-".join(map(str, s.tree))
+    if max(s.tree) > 1:
+        draft += f"_w{s.tree[0]}" if len(s.tree) == 1 else "_tree" + "-".join(map(str, s.tree))
     if s.head is not None:
         draft += f"_{Path(s.head).stem}"
     extra += "_eos" if s.stop_at_eos else ""

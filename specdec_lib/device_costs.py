@@ -32,9 +32,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from .bench import measure_pass_costs, resolve_device, step_cost
+from .bench import measure_pass_costs, resolve_device
 from .checks import non_negative_int, positive_int
 from .config import DATA_DIR, DEFAULT_HEAD, RESULTS_DIR
+from .costs import chain_tokens_per_step, step_cost
 from .drafters import drafter_for, load_head, quantize_int8
 from .lm import synchronize
 from .models import ModelPair
@@ -141,11 +142,10 @@ def acceptance_by_position(path: str | Path) -> dict[str, Any]:
 
 
 def tokens_per_step(alpha_by_position: list[float], K: int) -> float:
-    """``1 + sum_{i=1..K} prod_{j<i} alpha_j``: the expected tokens per step when position ``j`` is
-    accepted with probability ``alpha_j`` given the earlier ones; positions beyond the measured
-    ones repeat the last measured rate."""
-    a = list(alpha_by_position) + [alpha_by_position[-1]] * max(0, K - len(alpha_by_position))
-    return float(1 + np.cumprod(a[:K]).sum())
+    """``1 + sum_{i=1..K} prod_{j<=i} alpha_j``: the expected tokens per step when position ``j``
+    is accepted with probability ``alpha_j`` given the earlier ones; positions beyond the measured
+    ones repeat the last measured rate (:func:`specdec_lib.costs.chain_tokens_per_step`)."""
+    return chain_tokens_per_step(alpha_by_position, K)
 
 
 def predicted_curves(

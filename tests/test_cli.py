@@ -86,7 +86,11 @@ def test_cli_smoke(tmp_path, prompts_file):
         "--out",
         str(out),
         "--no-progress",
+        "--reuse-memory",
     )
     assert r.returncode == 0, r.stderr
-    assert json.loads(out.read_text())["status"] == "complete"
+    res = json.loads(out.read_text())
+    assert res["status"] == "complete" and res["settings"]["reuse_memory"]
+    # the allocator experiment, run by the command line: what it set (glibc), else why not
+    assert res["provenance"]["allocator"].startswith(("glibc mallopt", "unchanged ("))
     assert "speculative" in r.stdout

@@ -50,7 +50,7 @@ from collections import Counter  # noqa: E402
 
 from scipy import stats as sps  # noqa: E402
 
-from specdec_lib import theory  # noqa: E402
+from specdec_lib import costs  # noqa: E402
 from specdec_lib.models import load_pair  # noqa: E402
 from specdec_lib.sampling import Warp, prototype_correction, verify  # noqa: E402
 from specdec_lib.stats import (  # noqa: E402
@@ -159,7 +159,7 @@ def test_accepted_count_law():
             law = accepted_count_law(alpha, K)
             assert np.isclose(law.sum(), 1) and (law >= 0).all()
             mean = float((np.arange(K + 1) * law).sum())
-            assert np.isclose(mean + 1, theory.expected_tokens_per_step(alpha, K))
+            assert np.isclose(mean + 1, costs.expected_tokens_per_step(alpha, K))
     with pytest.raises(ValueError):
         accepted_count_law(1.5, 2)
     # one rate per position

@@ -1,9 +1,9 @@
-"""The exactness grid (``specdec_lib.exactness``) on the tiny random pair: a correct configuration
-passes the chi-square test against the target's exact law, the failing arms do not."""
+"""The exactness grid (``specdec_lib.research.exactness``) on the tiny random pair: a correct
+configuration passes the chi-square test against the target's exact law, the failing arms do not."""
 
 import pytest
 
-from specdec_lib.exactness import Config, as_frame, shipped_grid
+from specdec_lib.research.exactness import Config, as_frame, shipped_grid
 
 
 def _tiny_grid(pair, name, faults, n):

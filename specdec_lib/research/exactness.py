@@ -18,8 +18,8 @@ tokens, which the draft proposes: with ``K = 2`` and four tokens, the step after
 two tokens, and when both are accepted the bonus token follows, so chain positions, the residual
 and the bonus are all exercised. Three arms must fail: the prototype's wrong correction
 (:func:`~specdec_lib.sampling.prototype_correction`), a target cache left uncropped after a
-rejection (:class:`~specdec_lib.faults.StaleCacheDecoder`) and a bonus token drawn from the row
-before its own (:func:`~specdec_lib.faults.wrong_bonus_row_verify`).
+rejection (:class:`~specdec_lib.testing.StaleCacheState`) and a bonus token drawn from the row
+before its own (:func:`~specdec_lib.testing.wrong_bonus_row_verify`).
 """
 
 from __future__ import annotations
@@ -32,15 +32,14 @@ from typing import Any
 
 import torch
 
-from .checks import one_of, positive_int
-from .config import REPO_ROOT
-from .decoding import SpeculativeDecoder
-from .faults import StaleCacheDecoder, wrong_bonus_row_verify
-from .models import load_pair
-from .results import provenance
-from .sampling import Warp, prototype_correction, verify
-from .settings import setting
-from .stats import (
+from ..checks import one_of, positive_int
+from ..config import REPO_ROOT
+from ..decoding import SpeculativeDecoder
+from ..models import load_pair
+from ..results import provenance
+from ..sampling import Warp
+from ..settings import setting
+from ..stats import (
     NothingToTest,
     chisquare_law,
     decoder_continuations,
@@ -48,6 +47,7 @@ from .stats import (
     holm,
     position_law,
 )
+from ..testing import StaleCacheState, prototype_verify, wrong_bonus_row_verify
 
 __all__ = ["CONFIGS", "FAULTS", "Config", "ExactnessSettings", "as_frame", "shipped_grid"]
 
@@ -55,7 +55,8 @@ __all__ = ["CONFIGS", "FAULTS", "Config", "ExactnessSettings", "as_frame", "ship
 @dataclass(frozen=True)
 class Config:
     """One shipped configuration: the default pair's draft by name (``head``: other saved weights
-    of a trained draft), dtype, width or draft tree, and warp."""
+    of a trained draft), dtype, the step's shape (``width``: a spelling of ``tree=(width,)``),
+    and warp."""
 
     draft: str
     dtype: str
@@ -69,6 +70,11 @@ class Config:
     @property
     def warp(self) -> Warp:
         return Warp(self.temperature, self.top_k, self.top_p)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The step's shape: the tree, or ``(width,)``."""
+        return tuple(self.tree) if self.tree is not None else (self.width,)
 
 
 CONFIGS: dict[str, Config] = {
@@ -123,10 +129,6 @@ class ExactnessSettings:
             seed=self.seed,
             progress=progress,
         )
-
-
-def _prototype_verify(*args: Any, **kwargs: Any) -> Any:
-    return verify(*args, correction=prototype_correction)
 
 
 def _load_default(c: Config) -> Any:
@@ -200,24 +202,18 @@ def shipped_grid(
             laws[key] = exact_continuation_law(
                 pair.target, ref_ids, c.warp, ref_length, min_prob=min_prob
             )
-        kw = dict(
-            K=K,
-            width=c.width,
-            tree=c.tree,
-            temperature=c.temperature,
-            top_k=c.top_k,
-            top_p=c.top_p,
+        kw: dict[str, Any] = dict(
+            K=K, tree=c.shape, temperature=c.temperature, top_k=c.top_k, top_p=c.top_p
         )
         if fault == "prototype's correction":
-            dec: Any = SpeculativeDecoder(pair.draft, pair.target, verifier=_prototype_verify, **kw)
+            kw["verifier"] = prototype_verify
         elif fault == "uncropped target cache":
-            dec = StaleCacheDecoder(pair.draft, pair.target, **kw)
+            kw["target_state"] = StaleCacheState
         elif fault == "bonus from the wrong row":
-            dec = SpeculativeDecoder(pair.draft, pair.target, verifier=wrong_bonus_row_verify, **kw)
-        elif fault is None:
-            dec = SpeculativeDecoder(pair.draft, pair.target, **kw)
-        else:  # pragma: no cover - the names are checked above
+            kw["verifier"] = wrong_bonus_row_verify
+        elif fault is not None:  # pragma: no cover - the names are checked above
             raise AssertionError(fault)
+        dec = SpeculativeDecoder(pair.draft, pair.target, **kw)
         t0 = time.perf_counter()
         out = decoder_continuations(
             dec, prompt_ids, length, n_fault if fault else n, first=first_id, seed=seed + 10**6 * i

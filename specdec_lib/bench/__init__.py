@@ -1,0 +1,60 @@
+"""The benchmark (``python -m specdec_lib bench``, notebooks 03-06), by concern.
+
+* :mod:`~specdec_lib.bench.settings`: what defines a run, the named presets behind its defaults
+  (``presets.toml``, each with why), where it runs;
+* :mod:`~specdec_lib.bench.run`: running the cells (our decoders and transformers' generation),
+  the pass costs, a draft's acceptance by decoding;
+* :mod:`~specdec_lib.bench.analysis`: what a stored run says: the summary, acceptance by position
+  and by depth, outputs against the baseline's, bootstrap intervals, frames.
+
+The cost model they predict with is :mod:`specdec_lib.costs`.
+"""
+
+from .analysis import (
+    against_baseline,
+    identical_outputs,
+    per_prompt_frame,
+    pool_repeats,
+    runs_frame,
+    speculative_runs,
+    speedup_interval,
+    summarize,
+    tree_rates,
+)
+from .run import acceptance, evaluate_drafter, measure_pass_costs, run_benchmark
+from .settings import (
+    DEFAULT_METHODS,
+    DEFAULT_TREE,
+    METHODS,
+    PRESETS,
+    SCHEDULES,
+    BenchSettings,
+    EvalSettings,
+    native_bfloat16,
+    resolve_device,
+)
+
+__all__ = [
+    "DEFAULT_METHODS",
+    "DEFAULT_TREE",
+    "METHODS",
+    "PRESETS",
+    "SCHEDULES",
+    "BenchSettings",
+    "EvalSettings",
+    "acceptance",
+    "against_baseline",
+    "evaluate_drafter",
+    "identical_outputs",
+    "measure_pass_costs",
+    "native_bfloat16",
+    "per_prompt_frame",
+    "pool_repeats",
+    "resolve_device",
+    "run_benchmark",
+    "runs_frame",
+    "speculative_runs",
+    "speedup_interval",
+    "summarize",
+    "tree_rates",
+]

@@ -1,0 +1,418 @@
+"""What a stored benchmark run says: the summary per method and ``K``, acceptance by position and
+by depth of a draft tree, outputs against the baseline's, bootstrap intervals, and frames.
+
+Everything here reads a run's cells (``result["cells"]``, keyed ``method|K|prompt|repeat``) and
+its settings, so it serves a run just measured and every stored run alike, including runs written
+before the tree was a step's only shape (``settings.width`` without ``settings.tree``). The
+predictions are the cost model's (:mod:`specdec_lib.costs`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..checks import positive_int
+from ..costs import drafted_widths, predicted_from_costs, predicted_tree_speedup, step_cost
+from ..results import read_json
+from .settings import METHODS
+
+__all__ = [
+    "against_baseline",
+    "cell_key",
+    "identical_outputs",
+    "per_prompt_frame",
+    "pool_repeats",
+    "position_counts",
+    "rates",
+    "run_tree",
+    "runs_frame",
+    "speculative_runs",
+    "speedup_interval",
+    "summarize",
+    "tree_rates",
+]
+
+
+def cell_key(method: str, K: int, prompt: int, repeat: int) -> str:
+    """The key of one cell in a run's ``cells``."""
+    return f"{method}|{K}|{prompt}|{repeat}"
+
+
+def run_tree(settings: Mapping[str, Any]) -> list[int]:
+    """The step's shape of a stored run: its ``tree``, or ``(width,)`` for runs that recorded a
+    width alone."""
+    return list(settings.get("tree") or [int(settings.get("width", 1))])
+
+
+# --------------------------------------------------------------------------------------------
+# Acceptance by draft position and by depth
+# --------------------------------------------------------------------------------------------
+
+
+def position_counts(cells: Iterable[dict[str, Any]], K: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per draft position: how many steps judged it (reached it: every draft before it was
+    accepted) and how many accepted it."""
+    reached = np.zeros(K, dtype=np.int64)
+    accepted = np.zeros(K, dtype=np.int64)
+    for c in cells:
+        for drafted, n_acc, _ in c.get("steps", []):
+            upto = min(n_acc + 1, drafted)
+            reached[:upto] += 1
+            accepted[:n_acc] += 1
+    return reached, accepted
+
+
+def rates(reached: np.ndarray, accepted: np.ndarray) -> list[float]:
+    """Acceptance at each draft position, given that the position was judged (NaN if never)."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (accepted / reached).tolist()
+
+
+def tree_rates(cells: Iterable[dict[str, Any]], K: int, width: int) -> dict[str, Any]:
+    """What a chain tree's steps say about every narrower chain tree, per depth ``d = 1..K``.
+
+    From cells of a run with up to ``width`` candidates at each depth (``alt_index`` recorded):
+    ``beta[d-1]``, the chain's acceptance at depth ``d`` once reached, and ``gamma[d-1][w-1]``,
+    the probability that one of the first ``w - 1`` alternatives is accepted once the chain's
+    token is rejected there (``w = 1..width``; ``gamma[.][0] = 0``). Alternatives are tried in the
+    order they are drawn, so the first ``w - 1`` of them are exactly a narrower tree's: one wide
+    run measures them all (the rates of :func:`~specdec_lib.costs.tree_prediction`). Also returns
+    the counts behind each rate."""
+    positive_int(K, "K")
+    positive_int(width, "width")
+    reached = np.zeros(K, dtype=np.int64)
+    chain = np.zeros(K, dtype=np.int64)
+    rejected = np.zeros(K, dtype=np.int64)
+    alt = np.zeros((K, width), dtype=np.int64)  # alt[d, j]: alternative j + 1 kept at depth d + 1
+    for c in cells:
+        for (drafted, n_acc, _), j in zip(c["steps"], c["alt_index"], strict=True):
+            if drafted < K:  # a clamped step near the end of the output: not this tree
+                continue
+            on_chain = n_acc - 1 if j else n_acc  # chain tokens accepted
+            reached[: min(on_chain + 1, K)] += 1
+            chain[:on_chain] += 1
+            if on_chain < K:
+                rejected[on_chain] += 1
+                if j:
+                    alt[on_chain, j - 1] += 1
+    with np.errstate(invalid="ignore", divide="ignore"):
+        beta = chain / reached
+        kept = np.concatenate([np.zeros((K, 1), dtype=np.int64), np.cumsum(alt, axis=1)[:, :-1]], 1)
+        gamma = kept / rejected[:, None]
+    return {
+        "beta": beta.tolist(),
+        "gamma": gamma.tolist(),
+        "reached": reached.tolist(),
+        "chain_accepted": chain.tolist(),
+        "chain_rejected": rejected.tolist(),
+        "alternative_kept": alt.tolist(),
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# Outputs against the baseline's
+# --------------------------------------------------------------------------------------------
+
+
+def against_baseline(result: dict[str, Any]):
+    """Each non-baseline cell of ``result`` beside the autoregressive cell of the same prompt and
+    repeat: ``(method, K, prompt, baseline tokens, first differing position or None)``."""
+    cells = {tuple(key.split("|")): cell for key, cell in sorted(result["cells"].items())}
+    base = {(p, rep): c["tokens"] for (m, _k, p, rep), c in cells.items() if m == "autoregressive"}
+    for (method, K, p, rep), cell in cells.items():
+        if method == "autoregressive" or (p, rep) not in base:
+            continue
+        ref, got = base[p, rep], cell["tokens"]
+        j = None
+        if got != ref:
+            pairs = enumerate(zip(got, ref, strict=False))
+            j = next((i for i, (a, b) in pairs if a != b), min(len(got), len(ref)))
+        yield method, int(K), int(p), ref, j
+
+
+def identical_outputs(result: dict[str, Any]) -> dict[tuple[str, int], dict[str, Any]]:
+    """For a greedy run (``temperature == 0``): per (method, K) other than the baseline, how many
+    of its cells emitted exactly the autoregressive cell's tokens (same prompt and repeat), and
+    where the others first differ (token positions). In float32 speculative decoding is token for
+    token the autoregressive output; in bfloat16 a pass over ``K + 1`` tokens rounds differently
+    from a pass over one, so a near-tie between the top two tokens can go the other way.
+    ``{}`` for a sampled run, whose outputs differ by design."""
+    if result["settings"]["temperature"] != 0:
+        return {}
+    out: dict[tuple[str, int], dict[str, Any]] = {}
+    for method, K, _p, _ref, j in against_baseline(result):
+        rec = out.setdefault((method, K), {"cells": 0, "identical": 0, "first_divergence": []})
+        rec["cells"] += 1
+        if j is None:
+            rec["identical"] += 1
+        else:
+            rec["first_divergence"].append(j)
+    for rec in out.values():
+        rec["fraction"] = rec["identical"] / rec["cells"]
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# The summary
+# --------------------------------------------------------------------------------------------
+
+
+def summarize(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """One record per (method, K): throughput, speedup vs the baseline of the same run, alpha,
+    tau, per-request latency percentiles, predicted speedup and per-prompt records."""
+    costs = result.get("costs")
+    tree = run_tree(result["settings"])
+    identical = identical_outputs(result)
+    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for key, cell in result["cells"].items():
+        method, K, p, rep = key.split("|")
+        groups.setdefault((method, int(K)), []).append(
+            {**cell, "prompt": int(p), "repeat": int(rep)}
+        )
+    base = groups.get(("autoregressive", 0))
+    base_tps = (
+        sum(len(c["tokens"]) for c in base) / sum(c["elapsed_s"] for c in base)
+        if base
+        else float("nan")
+    )
+    runs = []
+    for (method, K), cells in sorted(
+        groups.items(), key=lambda kv: (METHODS.index(kv[0][0]), kv[0][1])
+    ):
+        n_tok = sum(len(c["tokens"]) for c in cells)
+        secs = sum(c["elapsed_s"] for c in cells)
+        lat = np.array([c["elapsed_s"] * 1e3 for c in cells])
+        rec: dict[str, Any] = {
+            "method": method,
+            "K": K,
+            "n_cells": len(cells),
+            "tokens": n_tok,
+            "seconds": secs,
+            "tokens_per_s": n_tok / secs,
+            "speedup": (n_tok / secs) / base_tps,
+            "latency_p50_ms": float(np.percentile(lat, 50)),
+            "latency_p95_ms": float(np.percentile(lat, 95)),
+            "alpha": None,
+            "tau": None,
+            "predicted_speedup": None,
+        }
+        if method == "speculative":
+            rec |= _speculative(cells, K, tree, costs, n_tok, secs, rec["speedup"])
+        if (method, K) in identical:
+            rec["identical_to_autoregressive"] = identical[method, K]["fraction"]
+        rec["per_prompt"] = _per_prompt(cells, result["prompts"], method)
+        runs.append(rec)
+    return runs
+
+
+def _speculative(
+    cells: list[dict[str, Any]],
+    K: int,
+    tree: Sequence[int],
+    costs: dict[str, Any] | None,
+    n_tok: int,
+    secs: float,
+    speedup: float,
+) -> dict[str, Any]:
+    """The speculative fields of a (speculative, K) record: acceptance, tokens per step, and the
+    cost model's prediction."""
+    proposed = sum(c["n_proposed"] for c in cells)
+    accepted = sum(c["n_accepted"] for c in cells)
+    # Draft positions actually judged: a step stops at its first rejection, so the drafts after it
+    # were proposed but never tested.
+    judged = sum(min(a + 1, d) for c in cells for d, a, _ in c["steps"])
+    rec: dict[str, Any] = {"alpha": accepted / proposed if proposed else float("nan")}
+    # The per-position acceptance probability of the i.i.d. model (its maximum-likelihood
+    # estimate): the alpha in E = (1 - alpha^(K+1)) / (1 - alpha). accepted / proposed is smaller,
+    # (a - a^(K+1)) / ((1 - a) K), and would make the prediction pessimistic.
+    rec["alpha_iid"] = accepted / judged if judged else float("nan")
+    rec["tau"] = n_tok / sum(c["n_steps"] for c in cells)
+    rec["alpha_by_position"] = rates(*position_counts(cells, K))
+    widest = max(drafted_widths(K, tree))
+    if costs and widest > 1 and all("alt_index" in c for c in cells):
+        # a tree with alternatives: its own model, at the rates of each depth its steps show
+        rec["tree_rates"] = tree_rates(cells, K, widest)
+        rec["predicted_speedup"] = predicted_tree_speedup(rec["tree_rates"], K, tree, costs)
+    elif costs:  # the chain, or a run that did not record which alternative was kept
+        rec["predicted_speedup"] = predicted_from_costs(rec["alpha_iid"], K, costs, tree)
+    if costs:
+        rec["efficiency"] = speedup / rec["predicted_speedup"]
+        # The same cost model with the measured tokens per step instead of the modelled E.
+        rec["predicted_speedup_from_tau"] = rec["tau"] / step_cost(K, costs, tree)
+    rec["draft_share"] = sum(c["draft_ms"] for c in cells) / (1e3 * secs)
+    return rec
+
+
+def _per_prompt(cells: list[dict[str, Any]], prompts: list[dict[str, Any]], method: str) -> list:
+    """Per prompt of one (method, K): tokens, seconds, throughput, and for speculative cells the
+    acceptance and tokens per step."""
+    out = []
+    for p in sorted({c["prompt"] for c in cells}):
+        cs = [c for c in cells if c["prompt"] == p]
+        pp = {
+            "prompt": p,
+            "category": prompts[p]["category"],
+            "tokens": sum(len(c["tokens"]) for c in cs),
+            "seconds": sum(c["elapsed_s"] for c in cs),
+        }
+        pp["tokens_per_s"] = pp["tokens"] / pp["seconds"]
+        if method == "speculative":
+            prop = sum(c["n_proposed"] for c in cs)
+            pp["alpha"] = sum(c["n_accepted"] for c in cs) / prop if prop else float("nan")
+            pp["n_proposed"] = prop
+            pp["n_accepted"] = sum(c["n_accepted"] for c in cs)
+            pp["tau"] = pp["tokens"] / sum(c["n_steps"] for c in cs)
+        out.append(pp)
+    return out
+
+
+def pool_repeats(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Several runs of the same settings (other sampling seeds allowed) as one run with more
+    repeats: their cells under distinct repeat indices, ``runs`` summarized again over all of them
+    (so :func:`runs_frame` and :func:`speedup_interval` pool the repeats). The first run's prompts,
+    costs and provenance are kept; ``pooled_from`` lists every run's seed and repeats."""
+    if not results:
+        raise ValueError("results must hold at least one benchmark run")
+    first = results[0]
+
+    def comparable(settings: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in settings.items() if k not in {"seed", "repeats"}}
+
+    cells: dict[str, Any] = {}
+    offset = 0
+    for res in results:
+        if comparable(res["settings"]) != comparable(first["settings"]):
+            raise ValueError("results must share their settings (other than seed and repeats)")
+        for key, cell in res["cells"].items():
+            method, K, prompt, rep = key.split("|")
+            cells[cell_key(method, int(K), int(prompt), int(rep) + offset)] = cell
+        offset += int(res["settings"]["repeats"])
+    pooled = {
+        **first,
+        "settings": {**first["settings"], "repeats": offset},
+        "cells": cells,
+        "pooled_from": [
+            {"seed": r["settings"]["seed"], "repeats": r["settings"]["repeats"]} for r in results
+        ],
+    }
+    pooled["runs"] = summarize(pooled)
+    return pooled
+
+
+# --------------------------------------------------------------------------------------------
+# Intervals and frames
+# --------------------------------------------------------------------------------------------
+
+
+def speedup_interval(
+    result: dict[str, Any],
+    method: str,
+    K: int,
+    *,
+    confidence: float = 0.95,
+    n_resamples: int = 2000,
+    seed: int = 0,
+    baseline: str = "autoregressive",
+) -> tuple[float, float]:
+    """A bootstrap interval over prompts for the speedup of ``(method, K)`` in ``result``.
+
+    The speedup is pooled tokens per second over pooled tokens per second of the ``baseline``
+    method (one of the ``K = 0`` methods; by default the autoregressive baseline, what
+    :func:`summarize` reports) on the same prompts; prompts are resampled in pairs
+    (a prompt's cells of both methods, all repeats, go together), by ``scipy.stats.bootstrap``
+    (BCa). The interval speaks of these prompts' population, at this machine's timing noise."""
+    from scipy import stats as sps
+
+    positive_int(n_resamples, "n_resamples")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    sums: dict[tuple[str, int], np.ndarray] = {}
+    for key, cell in result["cells"].items():
+        m, k, p, _rep = key.split("|")
+        if (m, int(k)) in {(method, K), (baseline, 0)}:
+            row = sums.setdefault((m, int(p)), np.zeros(2))
+            row += (len(cell["tokens"]), cell["elapsed_s"])
+    prompts = sorted({p for m, p in sums if m == method} & {p for m, p in sums if m == baseline})
+    if method == baseline or len(prompts) < 2:
+        raise ValueError(
+            f"no ({method!r}, K={K}) cells beside {baseline!r} cells on two prompts or more"
+        )
+    ours = np.array([sums[method, p] for p in prompts])
+    base = np.array([sums[baseline, p] for p in prompts])
+
+    def ratio(a_tok, a_s, b_tok, b_s):
+        return (a_tok.sum() / a_s.sum()) / (b_tok.sum() / b_s.sum())
+
+    res = sps.bootstrap(
+        (ours[:, 0], ours[:, 1], base[:, 0], base[:, 1]),
+        ratio,
+        paired=True,
+        vectorized=False,
+        confidence_level=confidence,
+        n_resamples=n_resamples,
+        rng=np.random.default_rng(seed),
+    )
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def runs_frame(result: dict[str, Any], *, intervals: bool = False):
+    """The ``runs`` summary as a pandas DataFrame (one row per method and K); with ``intervals``,
+    ``speedup_low`` and ``speedup_high``, the 95% bootstrap interval over prompts
+    (:func:`speedup_interval`) of each method other than the baseline."""
+    import pandas as pd
+
+    cols = [
+        "method",
+        "K",
+        "tokens_per_s",
+        "speedup",
+        "alpha",
+        "alpha_iid",
+        "tau",
+        "predicted_speedup",
+        "efficiency",
+        "latency_p50_ms",
+        "latency_p95_ms",
+        "n_cells",
+        "tokens",
+    ]
+    df = pd.DataFrame(result["runs"])
+    df = df[[c for c in cols if c in df.columns]]
+    if intervals:
+        bounds = [
+            speedup_interval(result, m, int(k)) if m != "autoregressive" else (1.0, 1.0)
+            for m, k in zip(df["method"], df["K"], strict=True)
+        ]
+        df.insert(df.columns.get_loc("speedup") + 1, "speedup_low", [b[0] for b in bounds])
+        df.insert(df.columns.get_loc("speedup") + 2, "speedup_high", [b[1] for b in bounds])
+    return df
+
+
+def speculative_runs(files: Mapping[tuple[str, str], Any]):
+    """The speculative rows of several runs side by side (notebook 06): ``files`` maps
+    ``(panel, config)`` to a stored run; each run's rows, with their intervals
+    (:func:`runs_frame`), are labelled by its ``panel`` and ``config``."""
+    import pandas as pd
+
+    frames = []
+    for (panel, config), path in files.items():
+        df = runs_frame(read_json(path), intervals=True)
+        frames.append(df[df.method == "speculative"].assign(panel=panel, config=config))
+    return pd.concat(frames, ignore_index=True)
+
+
+def per_prompt_frame(result: dict[str, Any]):
+    """Per-prompt throughput, alpha and speedup over the same prompt's autoregressive run."""
+    import pandas as pd
+
+    rows = []
+    for run in result["runs"]:
+        for pp in run["per_prompt"]:
+            rows.append({"method": run["method"], "K": run["K"], **pp})
+    df = pd.DataFrame(rows)
+    base = df[df.method == "autoregressive"].set_index("prompt")["tokens_per_s"]
+    df["speedup"] = df["tokens_per_s"] / df["prompt"].map(base)
+    return df

@@ -1,0 +1,470 @@
+"""Running a benchmark: speculative vs autoregressive vs HF assisted generation, side by side.
+
+Used by ``python -m specdec_lib bench`` and notebooks 03-06. One process, one pair, one set of
+sampling settings; every (method, K, prompt, repeat) *cell* is measured in an order rotated from
+prompt to prompt so that slow drift of the machine spreads over all methods. Each cell is written
+to the output file as soon as it finishes (atomically), so a killed run resumes where it stopped
+and never leaves a truncated file behind.
+
+The pass costs of the cost model (:mod:`specdec_lib.costs`, notebook 03) are measured here too:
+``t_target(n)``, one target pass over ``n`` new tokens with a KV cache, and ``t_draft``, one draft
+step. Also here: a draft's acceptance by decoding, and its evaluation on held-out prompts
+(``eval-drafter``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..costs import drafted_tokens
+from ..decoding import AutoregressiveDecoder, SpeculativeDecoder, TargetState, as_drafter
+from ..drafters import DynamicK
+from ..lm import model_forward, synchronize
+from ..models import ModelPair, load_pair
+from ..results import atomic_write_json, load_prompts, provenance, read_json
+from ..sampling import Warp
+from .analysis import cell_key, position_counts, rates, summarize
+from .settings import BenchSettings, EvalSettings, settings_record
+
+__all__ = ["acceptance", "evaluate_drafter", "measure_pass_costs", "run_benchmark"]
+
+FORMAT_VERSION = 1
+
+
+@torch.inference_mode()
+def measure_pass_costs(
+    pair: ModelPair, n_max: int, *, context: int = 64, reps: int = 15
+) -> dict[str, Any]:
+    """``t_target[n-1]`` for n = 1..n_max and ``t_draft`` (one token), in seconds, with KV cache at a
+    context of ``context`` tokens; ``c = t_draft / t_target(1)``.
+
+    The passes are measured in rounds, every pass size once per round in a rotated order, and the
+    median over rounds is kept: a transient load on the machine then hits every size alike
+    instead of one size's whole sample (two warm-up rounds are dropped).
+    """
+    device = pair.device
+    g = torch.Generator().manual_seed(0)
+    vocab = pair.target.config.vocab_size
+    ctx = torch.randint(min(100, vocab // 2), vocab, (context,), generator=g).to(device)
+    _, t_cache = model_forward(pair.target, ctx, None, 1)
+    # The draft is timed through the Drafter interface: one proposal of one token after the
+    # context (for a model draft: one cached pass, the warp and the sample).
+    drafter = as_drafter(pair.draft)
+    drafter.reset()
+    TargetState.for_drafter(pair.target, drafter).forward(ctx, 1)
+    warp, d_gen = Warp(1.0), torch.Generator(device=device).manual_seed(0)
+    jobs = [("target", n) for n in range(1, n_max + 1)] + [("draft", 1)]
+    samples: dict[tuple[str, int], list[float]] = {job: [] for job in jobs}
+    for r in range(reps + 2):
+        shift = r % len(jobs)
+        for which, n in jobs[shift:] + jobs[:shift]:
+            synchronize(device)
+            t0 = time.perf_counter()
+            if which == "target":
+                model_forward(pair.target, ctx[-n:], t_cache, n)
+            else:
+                drafter.propose(ctx, 1, warp, d_gen)
+            synchronize(device)
+            dt = time.perf_counter() - t0
+            if which == "target":
+                t_cache.crop(-n)
+            else:
+                drafter.rollback(context - 1)
+            if r >= 2:
+                samples[(which, n)].append(dt)
+    t_target = [statistics.median(samples[("target", n)]) for n in range(1, n_max + 1)]
+    t_draft = statistics.median(samples[("draft", 1)])
+    return {
+        "t_target_s": t_target,
+        "t_draft_s": t_draft,
+        "c": t_draft / t_target[0],
+        "context": context,
+        "reps": reps,
+        "statistic": "median over interleaved rounds",
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# Running cells
+# --------------------------------------------------------------------------------------------
+
+
+_HF_ASSISTANT_FIELDS = (
+    "num_assistant_tokens",
+    "num_assistant_tokens_schedule",
+    "assistant_confidence_threshold",
+)
+
+
+def _cell_seed(seed: int, prompt: int, repeat: int) -> int:
+    return int(seed) * 1_000_003 + 1_000 * repeat + prompt
+
+
+def _configs(settings: BenchSettings) -> list[tuple[str, int]]:
+    configs: list[tuple[str, int]] = [("autoregressive", 0)]
+    if "autoregressive_inverse_cdf" in settings.methods:
+        configs.append(("autoregressive_inverse_cdf", 0))
+    if "hf_autoregressive" in settings.methods:
+        configs.append(("hf_autoregressive", 0))
+    for K in settings.K:
+        if "speculative" in settings.methods:
+            configs.append(("speculative", K))
+        if "hf_assisted" in settings.methods:
+            configs.append(("hf_assisted", K))
+    return configs
+
+
+def _scheduled(draft: Any, settings: BenchSettings, K: int) -> Any:
+    """The draft, wrapped in the settings' dynamic draft length (if any)."""
+    if settings.schedule == "fixed":
+        return draft
+    if settings.schedule == "heuristic":
+        return DynamicK(draft, schedule="heuristic", initial=K)
+    return DynamicK(draft, schedule="constant", initial=K, threshold=settings.threshold)
+
+
+class _Runner:
+    """Runs one cell of any method with the decoders of one run's settings, timed."""
+
+    def __init__(self, pair: ModelPair, settings: BenchSettings) -> None:
+        self.pair = pair
+        self.s = settings
+        self.device = pair.device
+        # None: fixed length (every cell generates max_new_tokens, past EOS if need be)
+        self.eos = pair.target.config.eos_token_id if settings.stop_at_eos else None
+        w = settings.warp
+        self.ar = AutoregressiveDecoder(
+            pair.target, temperature=w.temperature, top_k=w.top_k, top_p=w.top_p
+        )
+        self.ar_inverse_cdf = (
+            AutoregressiveDecoder(
+                pair.target, temperature=w.temperature, top_k=w.top_k, top_p=w.top_p, argmax=False
+            )
+            if "autoregressive_inverse_cdf" in settings.methods
+            else None
+        )
+        self.spec = {
+            K: SpeculativeDecoder(
+                _scheduled(pair.draft, settings, K),
+                pair.target,
+                K=K if settings.schedule != "heuristic" else max(16, K),
+                tree=tuple(settings.tree),
+                temperature=w.temperature,
+                top_k=w.top_k,
+                top_p=w.top_p,
+            )
+            for K in settings.K
+        }
+
+    def _hf(self, ids: torch.Tensor, n: int, K: int | None, seed: int) -> dict[str, Any]:
+        w = self.s.warp
+        kwargs: dict[str, Any] = {
+            "max_new_tokens": n,
+            "eos_token_id": self.eos,  # None: fixed length, like our decoders
+            "pad_token_id": self.pair.tokenizer.pad_token_id
+            if self.pair.tokenizer is not None
+            else 0,
+        }
+        if w.greedy:
+            kwargs.update(do_sample=False, temperature=None, top_k=None, top_p=None)
+        else:
+            # top_k=0 disables generate's default top_k=50 (the prototype's unfair baseline).
+            kwargs.update(
+                do_sample=True, temperature=w.temperature, top_k=w.top_k or 0, top_p=w.top_p or 1.0
+            )
+        saved = None
+        if K is not None and self.s.draft == "ngram":
+            kwargs["prompt_lookup_num_tokens"] = K  # HF's own n-gram drafter
+        elif K is not None:
+            # transformers reads the draft length, its schedule and the confidence threshold from
+            # the *assistant's* generation_config, not from generate()'s arguments: set them there
+            # (constant K, no early stop on low confidence) and restore them afterwards.
+            gc = self.pair.assistant.generation_config
+            saved = {name: getattr(gc, name, None) for name in _HF_ASSISTANT_FIELDS}
+            gc.num_assistant_tokens = K
+            gc.num_assistant_tokens_schedule = (
+                "heuristic_transient" if self.s.schedule == "heuristic" else "constant"
+            )
+            gc.assistant_confidence_threshold = (
+                self.s.threshold if self.s.schedule == "threshold" else 0.0
+            )
+            kwargs["assistant_model"] = self.pair.assistant
+        try:
+            torch.manual_seed(seed)
+            synchronize(self.device)
+            t0 = time.perf_counter()
+            out = self.pair.target.generate(
+                ids.view(1, -1), attention_mask=torch.ones_like(ids.view(1, -1)), **kwargs
+            )
+            synchronize(self.device)
+            elapsed = time.perf_counter() - t0
+        finally:
+            if saved is not None:
+                for name, value in saved.items():
+                    setattr(self.pair.assistant.generation_config, name, value)
+        tokens = out[0, ids.numel() :].tolist()
+        return {"tokens": tokens, "elapsed_s": elapsed}
+
+    def run(self, method: str, K: int, ids: torch.Tensor, seed: int) -> dict[str, Any]:
+        n = self.s.max_new_tokens
+        if method == "autoregressive":
+            r = self.ar.generate_ids(ids, n, self.eos, seed=seed)
+        elif method == "autoregressive_inverse_cdf":
+            r = self.ar_inverse_cdf.generate_ids(ids, n, self.eos, seed=seed)
+        elif method == "speculative":
+            r = self.spec[K].generate_ids(ids, n, self.eos, seed=seed)
+        elif method == "hf_assisted":
+            return self._hf(ids, n, K, seed)
+        else:
+            return self._hf(ids, n, None, seed)
+        cell: dict[str, Any] = {
+            "tokens": r.tokens,
+            "elapsed_s": r.elapsed_s,
+            "n_steps": r.n_steps,
+            "n_proposed": r.n_proposed,
+            "n_accepted": r.n_accepted,
+        }
+        if method == "speculative":
+            # Compact step log: (drafted, accepted, emitted tokens), for per-position acceptance
+            # and the token-level view of notebook 04.
+            cell["steps"] = [[len(st.draft_tokens), st.n_accepted, st.emitted] for st in r.steps]
+            # which alternative, counted within its depth, was kept (0: none), for tree_rates
+            cell["alt_index"] = [st.alt_index for st in r.steps]
+            cell["draft_ms"] = sum(st.draft_ms for st in r.steps)
+            cell["verify_ms"] = sum(st.verify_ms for st in r.steps)
+        return cell
+
+
+def run_benchmark(
+    settings: BenchSettings,
+    out: str | Path,
+    *,
+    resume: bool = True,
+    progress: bool = True,
+    pair: ModelPair | None = None,
+    tune_allocator: Callable[[], str] | None = None,
+) -> dict[str, Any]:
+    """Run (or resume) a benchmark and write it to ``out``; returns the final result dict.
+
+    The file is rewritten atomically after every cell with ``"status": "partial"``; the final
+    write has ``"status": "complete"`` and the ``runs`` summary. With ``resume`` a partial file
+    made with the same settings is continued; a file made with other settings is refused.
+    ``pair``: the models, when already loaded; ``tune_allocator``: what ``settings.reuse_memory``
+    runs before the cells (it returns what it set, for the provenance's ``allocator``).
+    """
+    from tqdm.auto import tqdm
+
+    settings.validate()
+    prompts = load_prompts(settings.prompts)
+    out = Path(out)
+    if settings.threads is not None:
+        torch.set_num_threads(settings.threads)
+    if settings.reuse_memory and tune_allocator is None:
+        raise ValueError(
+            "reuse_memory: the allocator tuning is an experiment outside the library's core; pass "
+            "tune_allocator (the command line passes specdec_lib.research.hostwork's "
+            "reuse_freed_memory)"
+        )
+    allocator = tune_allocator() if settings.reuse_memory else "unchanged"
+
+    result: dict[str, Any] | None = None
+    if out.exists() and resume:
+        try:
+            prev = read_json(out)
+        except ValueError:
+            prev = None  # unreadable: start over (it was never ours to trust)
+        if prev is not None and prev.get("status") in ("partial", "complete"):
+            if prev.get("settings") != settings_record(settings):
+                raise ValueError(
+                    f"{out} holds a run with other settings; choose another --out or pass --restart"
+                )
+            result = prev
+            if prev.get("status") == "complete":
+                return prev
+    if pair is None:
+        pair = load_pair(
+            settings.pair,
+            draft=settings.draft,
+            dtype=settings.dtype,
+            device=settings.device,
+            head=settings.head,
+        )
+    if pair.tokenizer is None:
+        raise ValueError(f"pair {settings.pair!r} has no tokenizer; the benchmark needs one")
+
+    if result is None:
+        result = {
+            "format": FORMAT_VERSION,
+            "status": "partial",
+            "settings": settings_record(settings),
+            "pair": pair.describe(),
+            # Both sides of every comparison run the same way: eager PyTorch, no CUDA graphs,
+            # no torch.compile.
+            "execution": "eager",
+            "prompts": prompts,
+            "sessions": [],
+            "costs": None,
+            "cells": {},
+        }
+    result["sessions"].append(
+        provenance(device=pair.device, seed=settings.seed, settings=settings_record(settings))
+        | {"allocator": allocator}
+    )
+    result["provenance"] = result["sessions"][0]
+
+    runner = _Runner(pair, settings)
+    encoded = [
+        pair.tokenizer(p["text"], return_tensors="pt").input_ids[0].to(pair.device) for p in prompts
+    ]
+    if result["costs"] is None:
+        result["costs"] = measure_pass_costs(
+            pair,
+            max(drafted_tokens(K, settings.tree) for K in settings.K) + 1,
+            context=settings.cost_context,
+            reps=settings.cost_reps,
+        )
+        atomic_write_json(out, result)
+
+    # Warm-up, excluded: one short generation per method.
+    for method, K in _configs(settings)[:: max(1, len(_configs(settings)) // 4)] + [
+        ("autoregressive", 0)
+    ]:
+        s_short = dataclasses.replace(settings, max_new_tokens=4)
+        _Runner(pair, s_short).run(method, K or settings.K[0], encoded[0], seed=0)
+
+    configs = _configs(settings)
+    todo = []
+    for rep in range(settings.repeats):
+        for p in range(len(prompts)):
+            shift = (p + rep * 7) % len(configs)
+            for method, K in configs[shift:] + configs[:shift]:
+                key = cell_key(method, K, p, rep)
+                if key not in result["cells"]:
+                    todo.append((key, method, K, p, rep))
+    bar = tqdm(todo, desc=f"bench {settings.pair} {settings.warp.describe()}", disable=not progress)
+    for key, method, K, p, rep in bar:
+        cell = runner.run(method, K, encoded[p], _cell_seed(settings.seed, p, rep))
+        result["cells"][key] = cell
+        atomic_write_json(out, result)
+    result["runs"] = summarize(result)
+    result["status"] = "complete"
+    atomic_write_json(out, result)
+    return result
+
+
+# --------------------------------------------------------------------------------------------
+# A draft's acceptance and cost on held-out prompts
+# --------------------------------------------------------------------------------------------
+
+
+def acceptance(
+    pair: ModelPair,
+    prompts: list[dict[str, str]] | str | Path,
+    *,
+    K: int = 1,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    max_new_tokens: int = 64,
+    seeds: Iterable[int] = (0,),
+    draft: Any = None,
+    progress: bool = False,
+    width: int = 1,
+) -> dict[str, Any]:
+    """The draft's acceptance measured by decoding: ``alpha`` = accepted / proposed over all
+    prompts and seeds, per draft position, with the per-prompt values (for intervals).
+
+    At ``K = 1`` every proposal is judged, so ``alpha`` is the per-token acceptance rate of the
+    theory (``E[sum_x min(p, q)]`` over the contexts the target visits). With ``width > 1`` a
+    position counts as accepted when any of its candidates is.
+    """
+    from tqdm.auto import tqdm
+
+    if not isinstance(prompts, list):
+        prompts = load_prompts(prompts)
+    dec = SpeculativeDecoder(
+        pair.draft if draft is None else draft,
+        pair.target,
+        K=K,
+        width=width,
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+    )
+    cells, per_prompt = [], []
+    jobs = [(i, p, s) for i, p in enumerate(prompts) for s in seeds]
+    for i, p, s in tqdm(jobs, desc="acceptance", disable=not progress):
+        ids = pair.tokenizer(p["text"], return_tensors="pt").input_ids[0].to(pair.device)
+        r = dec.generate_ids(ids, max_new_tokens, seed=s)
+        steps = [[len(st.draft_tokens), st.n_accepted, st.emitted] for st in r.steps]
+        cells.append({"steps": steps})
+        per_prompt.append(
+            {
+                "prompt": i,
+                "category": p.get("category"),
+                "seed": s,
+                "proposed": r.n_proposed,
+                "accepted": r.n_accepted,
+                "tau": r.tau,
+            }
+        )
+    proposed = sum(c["proposed"] for c in per_prompt)
+    accepted = sum(c["accepted"] for c in per_prompt)
+    reached_at, accepted_at = position_counts(cells, K)
+    return {
+        "alpha": accepted / proposed if proposed else float("nan"),
+        "by_position": rates(reached_at, accepted_at),
+        "reached_by_position": reached_at.tolist(),
+        "accepted_by_position": accepted_at.tolist(),
+        "proposed": proposed,
+        "accepted": accepted,
+        "tau": float(np.mean([c["tau"] for c in per_prompt])),
+        "per_prompt": per_prompt,
+        "settings": {
+            "K": K,
+            "temperature": temperature,
+            "top_k": top_k,
+            "top_p": top_p,
+            "max_new_tokens": max_new_tokens,
+            "seeds": list(seeds),
+        },
+    }
+
+
+def evaluate_drafter(
+    settings: EvalSettings, *, progress: bool = True, pair: ModelPair | None = None
+) -> dict[str, Any]:
+    """Acceptance by decoding at each temperature (:func:`acceptance`) and the pass costs (the
+    cost model up to ``K = 5``), with provenance: the record ``eval-drafter`` writes."""
+    import dataclasses as dc
+
+    if settings.threads:
+        torch.set_num_threads(settings.threads)
+    prompts = load_prompts(settings.prompts)
+    pair = settings.load_pair() if pair is None else pair
+    results = {}
+    for T in settings.temperatures:
+        results[f"{T:g}"] = acceptance(
+            pair,
+            prompts,
+            K=settings.K,
+            temperature=T,
+            max_new_tokens=settings.max_new_tokens,
+            seeds=range(settings.seeds),
+            progress=progress,
+            width=settings.width,
+        )
+    return {
+        "pair": pair.describe(),
+        "by_temperature": results,
+        "costs": measure_pass_costs(pair, 6),  # t_target(1..6): the cost model up to K = 5
+        "provenance": provenance(device=pair.device, seed=0, settings=dc.asdict(settings)),
+    }

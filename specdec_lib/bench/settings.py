@@ -1,0 +1,324 @@
+"""What defines a benchmark run: its settings, the named presets behind their defaults, and where
+the run happens (device, dtype).
+
+The flags of ``python -m specdec_lib bench`` and ``eval-drafter`` are generated from
+:class:`BenchSettings` and :class:`EvalSettings` (:mod:`specdec_lib.settings`). What ``bench`` runs
+where a flag is left out is data, not code: the presets of ``presets.toml`` beside this module,
+each with the reason for its choices (``why``). :meth:`BenchSettings.validate` resolves every
+default, so that a stored run records what it measured.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..checks import one_of, positive_int, probability
+from ..config import DEFAULT_PROMPTS, REPO_ROOT
+from ..costs import as_tree
+from ..models import DRAFTS, PAIRS, TRAINED_DRAFTS, ModelPair, default_draft, load_pair
+from ..sampling import Warp
+from ..settings import setting
+
+__all__ = [
+    "DEFAULT_METHODS",
+    "DEFAULT_TREE",
+    "METHODS",
+    "PRESETS",
+    "SCHEDULES",
+    "BenchSettings",
+    "EvalSettings",
+    "draft_runs",
+    "load_presets",
+    "native_bfloat16",
+    "resolve_device",
+    "settings_record",
+]
+
+METHODS = (
+    "autoregressive",
+    "speculative",
+    "hf_assisted",
+    "hf_autoregressive",
+    "autoregressive_inverse_cdf",
+)
+# The last is the greedy baseline drawing by inverse CDF from a one-hot row instead of taking the
+# argmax (notebook 06 measures what the argmax saves): not measured unless asked for.
+DEFAULT_METHODS = METHODS[:4]
+SCHEDULES = ("fixed", "heuristic", "threshold")
+DTYPES = ("float32", "bfloat16", "float16")
+DEVICES = ("auto", "cpu", "cuda")
+PRESETS_FILE = Path(__file__).with_name("presets.toml")
+
+
+def load_presets(path: str | Path = PRESETS_FILE) -> dict[str, dict[str, Any]]:
+    """The named presets of ``path`` (TOML), each checked: a ``why``, and optionally the ``pair``
+    it applies to, its ``drafts`` (the first that runs is taken), its ``tree`` and ``dtype``."""
+    presets = tomllib.loads(Path(path).read_text())
+    known = {"why", "pair", "drafts", "tree", "dtype"}
+    for name, p in presets.items():
+        where = f"preset {name!r} in {Path(path).name}"
+        if not isinstance(p, dict) or not isinstance(p.get("why"), str) or not p["why"].strip():
+            raise ValueError(f"{where}: every preset says why it chooses what it does (why = ...)")
+        if set(p) - known:
+            raise ValueError(
+                f"{where}: unknown keys {sorted(set(p) - known)}; known: {sorted(known)}"
+            )
+        if "pair" in p:
+            one_of(p["pair"], f"{where}: pair", PAIRS)
+        for d in p.get("drafts", []):
+            one_of(d, f"{where}: drafts", PAIRS.get(p.get("pair"), DRAFTS))
+        if "tree" in p:
+            p["tree"] = list(as_tree(p["tree"]))
+        if "dtype" in p:
+            one_of(p["dtype"], f"{where}: dtype", DTYPES + ("auto",))
+    return presets
+
+
+PRESETS = load_presets()
+# The default preset's tree, for the notebooks and tests that check or reuse it.
+DEFAULT_TREE = tuple(PRESETS["default"]["tree"])
+
+
+@dataclass
+class BenchSettings:
+    """Everything that defines a benchmark run (stored in the results' provenance; the flags of
+    ``python -m specdec_lib bench`` are generated from these fields). ``draft``, ``dtype`` and the
+    step's shape default to the preset's (``presets.toml``); :meth:`validate` resolves them."""
+
+    pair: str = setting("default", "model pair", choices=PAIRS)
+    preset: str = setting(
+        "default",
+        "named defaults for the draft, the draft tree and the dtype, each with why "
+        "(specdec_lib/bench/presets.toml); a flag given wins",
+        choices=PRESETS,
+    )
+    draft: str | None = setting(
+        None, "the pair's draft (default: the preset's, else the pair's first)", choices=DRAFTS
+    )
+    head: str | None = setting(
+        None,
+        "saved weights of a trained draft (default: the committed data/drafter/feature_head"
+        ".safetensors)",
+    )
+    device: str = setting(
+        "auto", "where both models run (auto: cuda when present)", choices=DEVICES
+    )
+    dtype: str = setting(
+        "auto",
+        "dtype of both models (auto: the preset's; bfloat16 on cuda and on a CPU with native "
+        "bfloat16 instructions, float32 otherwise)",
+        choices=DTYPES + ("auto",),
+    )
+    K: list[int] = setting(list(range(1, 9)), "draft lengths (tokens drafted per step)")
+    max_new_tokens: int = setting(50, "tokens generated per prompt")
+    temperature: float = setting(1.0, "sampling temperature (0 = greedy)")
+    top_k: int | None = setting(None, "keep the k most likely tokens")
+    top_p: float | None = setting(None, "keep the smallest set with this probability")
+    repeats: int = setting(1, "repeats of every (method, K, prompt) cell")
+    seed: int = setting(0, "seed of the cells' sampling seeds")
+    prompts: str = setting(
+        str(DEFAULT_PROMPTS), 'JSON {"prompts": [{"category": ..., "text": ...}, ...]}'
+    )
+    methods: list[str] = setting(list(DEFAULT_METHODS), "methods measured", choices=METHODS)
+    threads: int | None = setting(None, "torch threads (default: torch's)")
+    cost_context: int = setting(64, "context length at which the pass costs are timed")
+    cost_reps: int = setting(15, "rounds of the pass-cost timing")
+    schedule: str = setting(
+        "fixed",
+        "draft length per step: fixed K; HF's heuristic schedule from K (+2 after a fully "
+        "accepted step, -1 otherwise); or up to K, stopping after a draft with q(x) < threshold",
+        choices=SCHEDULES,
+    )
+    threshold: float = setting(0.4, "confidence threshold of --schedule threshold")
+    tree: list[int] | None = setting(
+        None,
+        "the step's shape, candidates at each draft depth, e.g. 4 3: a draft tree along the "
+        "chain, checked in one pass (speculative only; 1 is the chain; default: the preset's "
+        "for its drafts, else the chain)",
+    )
+    width: int | None = setting(
+        None,
+        "another spelling of --tree W: W candidates for the first draft position (give --width "
+        "or --tree, not both)",
+    )
+    stop_at_eos: bool = setting(
+        False,
+        "end a cell at the target's end-of-sequence token (Spec-Bench's convention) instead of "
+        "always generating max_new_tokens",
+    )
+    reuse_memory: bool = setting(
+        False,
+        "keep freed memory for reuse (glibc's mallopt, for the whole process: every method "
+        "alike; the allocator experiment of notebook 06 section 9, applied by the command line)",
+    )
+
+    def validate(self) -> BenchSettings:
+        """Check every field and resolve the defaults (device, dtype, draft, the step's shape) in
+        place, so that a run records where and what it measured; returns ``self``."""
+        if not self.K:
+            raise ValueError("K: give at least one draft length")
+        self.K = sorted({positive_int(k, "K", "draft tokens per step") for k in self.K})
+        positive_int(self.max_new_tokens, "max_new_tokens")
+        positive_int(self.repeats, "repeats")
+        positive_int(self.threads, "threads", optional=True)
+        positive_int(self.cost_context, "cost_context")
+        positive_int(self.cost_reps, "cost_reps")
+        if not self.methods:
+            raise ValueError(f"methods must be a non-empty subset of {METHODS}")
+        for m in self.methods:
+            one_of(m, "methods", METHODS)
+        if "autoregressive" not in self.methods:
+            raise ValueError(
+                "methods must include 'autoregressive' (the baseline every speedup is relative to)"
+            )
+        Warp(self.temperature, self.top_k, self.top_p)  # validates the warps
+        if "autoregressive_inverse_cdf" in self.methods and self.temperature != 0:
+            raise ValueError(
+                "methods: 'autoregressive_inverse_cdf' is the greedy baseline without the argmax; "
+                f"it needs temperature 0, got {self.temperature}"
+            )
+        one_of(self.schedule, "schedule", SCHEDULES)
+        probability(self.threshold, "threshold", one=False)
+        one_of(self.pair, "pair", PAIRS)
+        preset = one_of(self.preset, "preset", PRESETS)
+        preset = PRESETS[preset] if PRESETS[preset].get("pair", self.pair) == self.pair else {}
+        self.device = resolve_device(self.device)
+        self.dtype = one_of(self.dtype, "dtype", DTYPES + ("auto",))
+        if self.dtype == "auto":
+            self.dtype = preset.get("dtype", "auto")
+        if self.dtype == "auto":
+            self.dtype = "bfloat16" if native_bfloat16(self.device) else "float32"
+        if self.draft is None:
+            runs = [
+                d
+                for d in preset.get("drafts", [])
+                if d in PAIRS[self.pair] and draft_runs(d, self.device, self.dtype)
+            ]
+            self.draft = runs[0] if runs else default_draft(self.pair)
+        one_of(self.draft, "draft", PAIRS[self.pair])
+        self.tree = list(self._shape(preset))
+        self.width = None  # a spelling only: the shape is the tree
+        if self.head is not None:
+            if self.draft not in TRAINED_DRAFTS:
+                raise ValueError(
+                    f"head: saved weights are for the trained drafts {TRAINED_DRAFTS}, "
+                    f"not draft={self.draft!r}"
+                )
+            if not Path(self.head).is_file():
+                raise ValueError(f"head: no saved draft weights at {self.head!r}")
+        return self
+
+    def _shape(self, preset: dict[str, Any]) -> tuple[int, ...]:
+        """The step's shape: the tree or width given, else the preset's tree for its drafts, else
+        the chain."""
+        if self.width is not None and self.tree is not None:
+            raise ValueError(
+                f"give width (a spelling of tree=(width,)) or tree, not both: got "
+                f"width={self.width!r} and tree={self.tree!r}"
+            )
+        if self.width is not None:
+            return (positive_int(self.width, "width", "candidates for the first draft position"),)
+        if self.tree is not None:
+            return as_tree(self.tree)
+        if "tree" in preset and self.draft in preset.get("drafts", [self.draft]):
+            return tuple(preset["tree"])
+        return (1,)
+
+    @property
+    def warp(self) -> Warp:
+        return Warp(self.temperature, self.top_k, self.top_p)
+
+
+def settings_record(s: BenchSettings) -> dict[str, Any]:
+    """The settings as a run stores them: every field, the prompts' path relative to the
+    repository (so that results compare across checkouts), and ``width``, the candidates at the
+    first position when the tree has one depth (``1`` otherwise), as the runs recorded before the
+    tree was a step's only shape."""
+    d = dataclasses.asdict(s)
+    try:
+        d["prompts"] = str(Path(d["prompts"]).resolve().relative_to(REPO_ROOT.resolve()))
+    except ValueError:
+        pass
+    if d["tree"] is not None and d["width"] is None:
+        d["width"] = d["tree"][0] if len(d["tree"]) == 1 else 1
+    return d
+
+
+def draft_runs(draft: str, device: str, dtype: str) -> bool:
+    """Can ``draft`` run on ``device`` in ``dtype``? Int8 head weights need bfloat16 on a CPU (the
+    kernel they run through); every other draft runs anywhere."""
+    return draft != "trained-int8" or (device, dtype) == ("cpu", "bfloat16")
+
+
+def resolve_device(device: str) -> str:
+    """``"auto"`` -> ``"cuda"`` when a CUDA device is present, else ``"cpu"``; ``"cuda"`` without
+    one is a ``ValueError``."""
+    one_of(device, "device", DEVICES)
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device='cuda' but torch sees no CUDA device (use 'cpu' or 'auto')")
+    return device
+
+
+def native_bfloat16(device: str) -> bool:
+    """Does ``device`` compute in bfloat16 natively? A CUDA device: yes (its tensor cores). A CPU:
+    when it has AVX512-BF16 or AMX-BF16 instructions (read from ``/proc/cpuinfo``; elsewhere: no),
+    where bfloat16 passes cost less than float32 ones (notebook 06); without them bfloat16 is
+    emulated and slower."""
+    if device == "cuda":
+        return True
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+@dataclass
+class EvalSettings:
+    """What defines a draft's evaluation (``python -m specdec_lib eval-drafter``)."""
+
+    draft: str = setting(
+        "trained",
+        "a draft of the pair by name, or a path to saved draft weights (a trained head)",
+    )
+    pair: str = setting("default", "model pair", choices=PAIRS)
+    prompts: str = setting("data/drafter/heldout_prompts.json", "held-out prompts (JSON)")
+    dtype: str = setting("bfloat16", "dtype of both models", choices=DTYPES)
+    temperatures: list[float] = setting([1.0, 0.7, 0.0], "temperatures (0 = greedy)")
+    K: int = setting(1, "draft tokens per step (1: every proposal is judged)")
+    width: int = setting(1, "candidates for the first draft position")
+    max_new_tokens: int = setting(64, "tokens generated per prompt")
+    seeds: int = setting(1, "seeds per prompt")
+    threads: int | None = setting(None, "torch threads (default: torch's)")
+
+    def __post_init__(self) -> None:
+        one_of(self.pair, "pair", PAIRS)
+        one_of(self.dtype, "dtype", DTYPES)
+        positive_int(self.K, "K", "draft tokens per step")
+        positive_int(self.width, "width", "candidates for the first draft position")
+        positive_int(self.max_new_tokens, "max_new_tokens")
+        positive_int(self.seeds, "seeds", "seeds per prompt")
+        positive_int(self.threads, "threads", optional=True)
+        for T in self.temperatures:
+            Warp(T)
+
+    def load_pair(self) -> ModelPair:
+        """The pair with the draft named, or with the trained head saved at the path given."""
+        if self.draft in PAIRS[self.pair]:
+            return load_pair(self.pair, draft=self.draft, dtype=self.dtype)
+        if self.draft in DRAFTS:
+            one_of(self.draft, "draft", PAIRS[self.pair])  # a draft of another pair: say so
+        if not Path(self.draft).is_file():
+            raise ValueError(
+                f"draft must be one of {', '.join(PAIRS[self.pair])} or a path to saved draft "
+                f"weights, got {self.draft!r}"
+            )
+        return load_pair(self.pair, draft="trained", dtype=self.dtype, head=self.draft)

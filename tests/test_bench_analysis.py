@@ -1,0 +1,119 @@
+"""What a stored run says (``specdec_lib.bench.analysis``): acceptance by depth of a tree, outputs
+against the baseline's, bootstrap intervals, pooled repeats, and the summary of runs stored before
+the tree was a step's only shape."""
+
+import numpy as np
+import pytest
+
+from specdec_lib.bench import (
+    identical_outputs,
+    pool_repeats,
+    runs_frame,
+    speedup_interval,
+    summarize,
+    tree_rates,
+)
+from specdec_lib.config import RESULTS_DIR
+from specdec_lib.results import read_json
+
+
+def test_tree_rates_count_by_depth():
+    # steps of a tree [3, 3] at K = 2: (drafted, accepted, emitted) and the alternative kept
+    steps = [[2, 2, []], [2, 1, []], [2, 1, []], [2, 0, []], [2, 2, []], [1, 0, []]]
+    alt_index = [0, 0, 2, 0, 1, 0]
+    r = tree_rates([{"steps": steps, "alt_index": alt_index}], K=2, width=3)
+    # depth 1: 5 steps reach it (the clamped last one is not this tree), the chain's token is
+    # kept in 3 (steps 0, 1, 4); of the 2 rejections one keeps alternative 2 (step 2)
+    assert r["reached"] == [5, 3] and r["chain_accepted"] == [3, 1]
+    assert r["chain_rejected"] == [2, 2] and r["alternative_kept"] == [[0, 1, 0], [1, 0, 0]]
+    np.testing.assert_allclose(r["gamma"], [[0, 0, 0.5], [0, 0.5, 0.5]])
+    np.testing.assert_allclose(r["beta"], [3 / 5, 1 / 3])
+
+
+def test_identical_outputs_counts_cells_equal_to_the_baseline():
+    result = {
+        "settings": {"temperature": 0},
+        "cells": {
+            "autoregressive|0|0|0": {"tokens": [1, 2, 3]},
+            "autoregressive|0|1|0": {"tokens": [4, 5, 6]},
+            "speculative|2|0|0": {"tokens": [1, 2, 3]},
+            "speculative|2|1|0": {"tokens": [4, 7, 6]},
+        },
+    }
+    got = identical_outputs(result)[("speculative", 2)]
+    assert got == {"cells": 2, "identical": 1, "first_divergence": [1], "fraction": 0.5}
+    assert identical_outputs({**result, "settings": {"temperature": 1.0}}) == {}
+
+
+def test_speedup_interval_brackets_the_pooled_speedup():
+    rng = np.random.default_rng(0)
+    cells = {}
+    for p in range(12):
+        base = rng.uniform(0.8, 1.2)
+        cells[f"autoregressive|0|{p}|0"] = {"tokens": [0] * 20, "elapsed_s": 2.0 * base}
+        cells[f"speculative|2|{p}|0"] = {"tokens": [0] * 20, "elapsed_s": 1.6 * base}
+    low, high = speedup_interval({"cells": cells}, "speculative", 2, n_resamples=500)
+    assert low <= 1.25 <= high and high - low < 1e-6  # the same ratio on every prompt
+    cells["speculative|2|0|0"]["elapsed_s"] = 4.0  # one slow prompt widens the interval
+    low, high = speedup_interval({"cells": cells}, "speculative", 2, n_resamples=500)
+    assert low < high
+    with pytest.raises(ValueError, match="two prompts"):
+        speedup_interval({"cells": cells}, "speculative", 3)
+    # against another K = 0 method: a baseline 1.25x slower than the first
+    for p in range(12):
+        slower = 1.25 * cells[f"autoregressive|0|{p}|0"]["elapsed_s"]
+        cells[f"slow|0|{p}|0"] = {"tokens": [0] * 20, "elapsed_s": slower}
+    low, high = speedup_interval({"cells": cells}, "autoregressive", 0, baseline="slow")
+    assert low <= 1.25 <= high and high - low < 1e-6
+    with pytest.raises(ValueError, match="'slow'"):
+        speedup_interval({"cells": cells}, "slow", 0, baseline="slow")
+
+
+def test_pool_repeats_merges_runs_under_distinct_repeats():
+    def run(seed, slow):
+        cells = {}
+        for p in range(3):
+            for rep in range(2):
+                cells[f"autoregressive|0|{p}|{rep}"] = {"tokens": [0] * 10, "elapsed_s": 1.0}
+                cells[f"speculative|1|{p}|{rep}"] = {
+                    "tokens": [0] * 10,
+                    "elapsed_s": slow,
+                    "n_proposed": 5,
+                    "n_accepted": 3,
+                    "n_steps": 6,
+                    "steps": [[1, 1, 2]] * 3 + [[1, 0, 1]] * 2,
+                    "draft_ms": 1.0,
+                }
+        settings = {"seed": seed, "repeats": 2, "width": 1, "temperature": 1.0, "K": [1]}
+        prompts = [{"category": "x"}] * 3
+        return {"settings": settings, "prompts": prompts, "cells": cells}
+
+    pooled = pool_repeats([run(0, 0.5), run(1, 1.0)])
+    assert len(pooled["cells"]) == 24 and pooled["settings"]["repeats"] == 4
+    spec = runs_frame(pooled).set_index("method").loc["speculative"]
+    assert spec.speedup == pytest.approx(60 / 4.5 / (60 / 6.0))  # pooled tokens/s over pooled
+    with pytest.raises(ValueError, match="share their settings"):
+        pool_repeats(
+            [run(0, 0.5), {**run(1, 1.0), "settings": {**run(1, 1.0)["settings"], "width": 2}}]
+        )
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "bench_default_trained_bfloat16_T1.json",  # the chain: the i.i.d. model
+        "bench_default_trained-int8_w2_bfloat16_T1.json",  # width 2, no tree recorded
+        "bench_default_trained-int8_tree4-3_bfloat16_T1.json",  # a tree: the model by depth
+    ],
+)
+def test_stored_runs_summarize_as_they_were_stored(name):
+    path = RESULTS_DIR / name
+    if not path.exists():
+        pytest.skip(f"{name} is not committed")
+    res = read_json(path)
+    runs = {(r["method"], r["K"]): r for r in summarize(res)}
+    for stored in res["runs"]:
+        got = runs[stored["method"], stored["K"]]
+        for key in ("speedup", "alpha", "tau", "predicted_speedup", "predicted_speedup_from_tau"):
+            if stored.get(key) is not None:
+                assert got[key] == pytest.approx(stored[key], rel=1e-9), (key, stored["K"])

@@ -1,0 +1,240 @@
+"""Running a benchmark (``specdec_lib.bench.run``) on the tiny pair: structure, provenance, atomic
+writes, resume after an interruption, every method and shape, a draft's acceptance by decoding.
+No timing is asserted (speed is a benchmark, not a test)."""
+
+import json
+
+import pytest
+
+from specdec_lib.bench import (
+    BenchSettings,
+    acceptance,
+    measure_pass_costs,
+    run,
+    run_benchmark,
+    speculative_runs,
+)
+from specdec_lib.bench.settings import settings_record
+from specdec_lib.drafters.feature import FeatureDrafter
+
+PROMPTS = {"prompts": [{"category": "a", "text": "hello world"}, {"category": "b", "text": "abc"}]}
+
+
+@pytest.fixture
+def prompts_file(tmp_path):
+    path = tmp_path / "prompts.json"
+    path.write_text(json.dumps(PROMPTS))
+    return path
+
+
+def _settings(prompts_file, **kw):
+    base = dict(
+        pair="tiny-random", K=[1, 2], max_new_tokens=6, prompts=str(prompts_file), cost_reps=2
+    )
+    base.update(kw)
+    return BenchSettings(**base)
+
+
+def test_benchmark_structure(tmp_path, prompts_file, tiny_pair):
+    out = tmp_path / "b.json"
+    res = run_benchmark(_settings(prompts_file), out, progress=False, pair=tiny_pair)
+    on_disk = json.loads(out.read_text())
+    assert on_disk["status"] == "complete"
+    prov = on_disk["provenance"]
+    for key in ("device", "cpu", "torch", "transformers", "git_commit", "date", "seed", "settings"):
+        assert key in prov
+    assert prov["allocator"] == "unchanged"  # the allocator is tuned only when asked for
+    runs = {(r["method"], r["K"]): r for r in res["runs"]}
+    assert set(runs) == {
+        ("autoregressive", 0),
+        ("hf_autoregressive", 0),
+        ("speculative", 1),
+        ("speculative", 2),
+        ("hf_assisted", 1),
+        ("hf_assisted", 2),
+    }
+    for r in res["runs"]:
+        for key in ("tokens_per_s", "speedup", "latency_p50_ms", "latency_p95_ms", "per_prompt"):
+            assert key in r
+        assert r["tokens"] == 2 * 6  # fixed length: 2 prompts x 6 tokens
+    assert runs[("autoregressive", 0)]["speedup"] == pytest.approx(1.0)
+    spec = runs[("speculative", 2)]
+    assert 0 <= spec["alpha"] <= 1 and spec["tau"] >= 1 and spec["predicted_speedup"] > 0
+    assert on_disk["settings"]["tree"] == [1] and on_disk["settings"]["width"] == 1  # the chain
+    assert len(on_disk["costs"]["t_target_s"]) == 2 + 1  # a pass over K + 1 tokens
+
+
+def test_benchmark_with_width(tmp_path, prompts_file, tiny_pair):
+    s = _settings(prompts_file, width=3, methods=["autoregressive", "speculative"])
+    res = run_benchmark(s, tmp_path / "w.json", progress=False, pair=tiny_pair)
+    assert res["settings"]["tree"] == [3] and res["settings"]["width"] == 3  # a spelling of (3,)
+    assert len(res["costs"]["t_target_s"]) == 2 + 3  # the pass over K + width tokens
+    spec = {r["K"]: r for r in res["runs"] if r["method"] == "speculative"}
+    assert set(spec) == {1, 2} and all(r["predicted_speedup"] > 0 for r in spec.values())
+    assert all("tree_rates" in r for r in spec.values())  # its own model, at the rates by depth
+    same = _settings(prompts_file, tree=[3], methods=["autoregressive", "speculative"]).validate()
+    assert settings_record(same) == settings_record(s)  # the same run, however spelled
+
+
+def test_benchmark_with_a_tree(tmp_path, prompts_file, tiny_pair):
+    s = _settings(prompts_file, tree=[3, 2], methods=["autoregressive", "speculative"])
+    res = run_benchmark(s, tmp_path / "t.json", progress=False, pair=tiny_pair)
+    assert res["settings"]["tree"] == [3, 2] and res["settings"]["width"] == 1
+    assert len(res["costs"]["t_target_s"]) == 1 + 3 + 2  # the last token and every node at K = 2
+    cells = [c for k, c in res["cells"].items() if k.startswith("speculative")]
+    assert all(len(c["alt_index"]) == len(c["steps"]) for c in cells)
+    spec = {r["K"]: r for r in res["runs"] if r["method"] == "speculative"}
+    assert all(r["predicted_speedup_from_tau"] > 0 for r in spec.values())
+    side = speculative_runs({("T = 1", "tree"): tmp_path / "t.json"})
+    assert side.K.tolist() == [1, 2] and set(side.config) == {"tree"}
+    assert (side.speedup_low <= side.speedup_high).all()
+
+
+def test_greedy_baselines_agree_token_for_token(tmp_path, prompts_file, tiny_pair):
+    s = _settings(
+        prompts_file,
+        K=[1],
+        temperature=0.0,
+        methods=["autoregressive", "autoregressive_inverse_cdf"],
+    )
+    res = run_benchmark(s, tmp_path / "g.json", progress=False, pair=tiny_pair)
+    runs = {r["method"]: r for r in res["runs"]}
+    assert runs["autoregressive_inverse_cdf"]["identical_to_autoregressive"] == 1.0
+    assert "autoregressive_inverse_cdf" not in BenchSettings().methods  # only when asked for
+
+
+def test_interrupted_run_resumes(tmp_path, prompts_file, tiny_pair, monkeypatch):
+    out = tmp_path / "b.json"
+    real_write = run.atomic_write_json
+    calls = {"n": 0}
+
+    def flaky_write(path, obj):
+        calls["n"] += 1
+        if calls["n"] == 5:  # costs + 3 cells written, then "killed"
+            raise KeyboardInterrupt
+        return real_write(path, obj)
+
+    monkeypatch.setattr(run, "atomic_write_json", flaky_write)
+    with pytest.raises(KeyboardInterrupt):
+        run_benchmark(_settings(prompts_file), out, progress=False, pair=tiny_pair)
+    partial = json.loads(out.read_text())  # never truncated: the last complete write
+    assert partial["status"] == "partial" and len(partial["cells"]) == 3
+    monkeypatch.setattr(run, "atomic_write_json", real_write)
+    final = run_benchmark(_settings(prompts_file), out, progress=False, pair=tiny_pair)
+    assert final["status"] == "complete" and len(final["cells"]) == 12
+    for key, cell in partial["cells"].items():  # finished cells were kept, not re-measured
+        assert final["cells"][key] == cell
+    assert len(final["sessions"]) == 2
+
+
+def test_other_settings_refused(tmp_path, prompts_file, tiny_pair):
+    out = tmp_path / "b.json"
+    run_benchmark(_settings(prompts_file), out, progress=False, pair=tiny_pair)
+    with pytest.raises(ValueError, match="other settings"):
+        run_benchmark(
+            _settings(prompts_file, max_new_tokens=7), out, progress=False, pair=tiny_pair
+        )
+
+
+def test_hf_assisted_uses_the_requested_K(prompts_file, tiny_pair):
+    """transformers reads K from the assistant's generation_config: the harness must set it there
+    (constant schedule, no confidence threshold) and restore it afterwards."""
+    calls = {"n": 0}
+    hook = tiny_pair.draft.register_forward_hook(lambda *a: calls.__setitem__("n", calls["n"] + 1))
+    try:
+        settings = _settings(prompts_file, K=[1, 4], max_new_tokens=40).validate()
+        runner = run._Runner(tiny_pair, settings)
+        ids = tiny_pair.tokenizer("abc", return_tensors="pt").input_ids[0]
+        before = dict(vars(tiny_pair.draft.generation_config))
+        counts = {}
+        for K in (1, 4):
+            calls["n"] = 0
+            runner.run("hf_assisted", K, ids, seed=0)
+            counts[K] = calls["n"]
+        assert dict(vars(tiny_pair.draft.generation_config)) == before
+    finally:
+        hook.remove()
+    # 40 tokens with K drafts per step (the tiny draft is rarely right): about 40 K draft passes.
+    assert counts[4] > 2.5 * counts[1], counts
+
+
+def test_bench_runs_with_a_feature_drafter(tmp_path, tiny_pair, random_head):
+    import dataclasses
+
+    pair = dataclasses.replace(
+        tiny_pair, draft=FeatureDrafter(random_head), assistant=tiny_pair.draft
+    )
+    costs = measure_pass_costs(pair, 3, context=16, reps=3)
+    assert costs["t_draft_s"] > 0 and len(costs["t_target_s"]) == 3
+    prompts = tmp_path / "p.json"
+    prompts.write_text(json.dumps({"prompts": [{"text": "abc abc"}, {"text": "hello"}]}))
+    s = BenchSettings(
+        pair="tiny-random",
+        K=[1, 2],
+        max_new_tokens=8,
+        prompts=str(prompts),
+        cost_reps=2,
+        draft="model",
+    )
+    res = run_benchmark(s, tmp_path / "r.json", progress=False, pair=pair)
+    spec = [r for r in res["runs"] if r["method"] == "speculative"]
+    assert len(spec) == 2 and all(r["alpha"] is not None for r in spec)
+
+
+def test_acceptance_counts_every_proposal_at_K1(tiny_pair, random_head):
+    prompts = [{"text": "abc abc abc"}, {"text": "hello"}]
+    res = acceptance(
+        tiny_pair, prompts, K=1, max_new_tokens=12, seeds=(0, 1), draft=FeatureDrafter(random_head)
+    )
+    # 12 tokens: the first step has no features, then one draft per step while there is room.
+    assert 0 < res["proposed"] <= 4 * 10 and res["proposed"] == sum(
+        c["proposed"] for c in res["per_prompt"]
+    )
+    assert 0 <= res["alpha"] <= 1 and res["by_position"][0] == pytest.approx(res["alpha"])
+    same = acceptance(
+        tiny_pair, prompts, K=1, max_new_tokens=12, seeds=(0, 1), draft=FeatureDrafter(random_head)
+    )
+    assert same["accepted"] == res["accepted"]  # seeded
+
+
+@pytest.mark.parametrize("schedule", ["heuristic", "threshold"])
+def test_bench_dynamic_schedules(tmp_path, tiny_pair, schedule):
+    prompts = tmp_path / "p.json"
+    prompts.write_text(json.dumps({"prompts": [{"text": "abc abc"}]}))
+    s = BenchSettings(
+        pair="tiny-random",
+        K=[2],
+        max_new_tokens=10,
+        prompts=str(prompts),
+        cost_reps=2,
+        schedule=schedule,
+        threshold=0.2,
+    )
+    res = run_benchmark(s, tmp_path / "r.json", progress=False, pair=tiny_pair)
+    cell = res["cells"]["speculative|2|0|0"]
+    drafted = [st[0] for st in cell["steps"]]
+    assert max(drafted) <= (16 if schedule == "heuristic" else 2)
+    hf = res["cells"]["hf_assisted|2|0|0"]
+    assert len(hf["tokens"]) == 10
+
+
+def test_stop_at_eos_ends_cells_at_the_end_of_sequence(tmp_path, prompts_file, tiny_pair):
+    eos = tiny_pair.target.config.eos_token_id
+    settings = _settings(
+        prompts_file, max_new_tokens=40, stop_at_eos=True, methods=["autoregressive", "speculative"]
+    )
+    res = run_benchmark(settings, tmp_path / "eos.json", progress=False, pair=tiny_pair)
+    cells = res["cells"].values()
+    assert all(eos not in c["tokens"][:-1] for c in cells)  # nothing generated past an EOS
+    assert any(len(c["tokens"]) < 40 and c["tokens"][-1] == eos for c in cells)
+    assert res["settings"]["stop_at_eos"] is True
+
+
+def test_freed_memory_is_reused_only_through_the_tuning_given(tmp_path, prompts_file, tiny_pair):
+    s = _settings(prompts_file, K=[1], reuse_memory=True, methods=["autoregressive", "speculative"])
+    with pytest.raises(ValueError, match="reuse_memory"):
+        run_benchmark(s, tmp_path / "m.json", progress=False, pair=tiny_pair)
+    res = run_benchmark(
+        s, tmp_path / "m.json", progress=False, pair=tiny_pair, tune_allocator=lambda: "tuned"
+    )
+    assert res["provenance"]["allocator"] == "tuned" and res["settings"]["reuse_memory"]

@@ -1,0 +1,92 @@
+"""Benchmark settings (``specdec_lib.bench.settings``): checks that name the argument, defaults
+resolved from the presets (data, each with why), the step's shape, the device and dtype."""
+
+import pytest
+
+from specdec_lib.bench import DEFAULT_TREE, PRESETS, BenchSettings, settings
+from specdec_lib.bench.settings import load_presets, settings_record
+
+
+@pytest.mark.parametrize(
+    "settings, name",
+    [
+        (dict(K=[0]), "K"),
+        (dict(max_new_tokens=0), "max_new_tokens"),
+        (dict(repeats=0), "repeats"),
+        (dict(methods=["speculative"]), "autoregressive"),
+        (dict(methods=["autoregressive", "magic"]), "methods"),
+        (dict(temperature=-1.0), "temperature"),
+        (dict(top_p=2.0), "top_p"),
+        (dict(width=0), "width"),
+        (dict(tree=[2, 0]), "tree"),
+        (dict(width=2, tree=[2]), "width.*tree"),
+        (dict(preset="fastest"), "preset"),
+        (dict(pair="tiny-random", draft="early-exit"), "draft"),  # not a draft of that pair
+        (dict(draft="early-exit", head="data/drafter/feature_head.safetensors"), "head"),
+        (dict(head="/nonexistent/head.safetensors"), "head"),
+        (dict(methods=["autoregressive", "autoregressive_inverse_cdf"]), "temperature 0"),
+    ],
+)
+def test_bad_settings(settings, name):
+    with pytest.raises(ValueError, match=name):
+        BenchSettings(**settings).validate()
+
+
+def test_device_and_dtype_resolved_and_recorded(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(settings, "native_bfloat16", lambda device: device == "cuda")
+    s = BenchSettings(pair="tiny-random").validate()
+    assert (s.device, s.dtype) == ("cpu", "float32")  # auto: a CPU without bf16 instructions
+    monkeypatch.setattr(settings, "native_bfloat16", lambda device: True)
+    assert BenchSettings(pair="tiny-random").validate().dtype == "bfloat16"  # one with them
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    s = BenchSettings(pair="tiny-random").validate()
+    assert (s.device, s.dtype) == ("cuda", "bfloat16")  # auto: bf16 on a GPU
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ValueError, match="device='cuda' but torch sees no CUDA device"):
+        BenchSettings(pair="tiny-random", device="cuda").validate()
+
+
+def test_defaults_come_from_the_default_preset(monkeypatch):
+    default = PRESETS["default"]
+    assert default["why"] and DEFAULT_TREE == tuple(default["tree"]) == (4, 3)
+    monkeypatch.setattr(settings, "native_bfloat16", lambda device: True)
+    s = BenchSettings().validate()
+    assert (s.preset, s.draft, s.tree, s.dtype) == ("default", "trained-int8", [4, 3], "bfloat16")
+    monkeypatch.setattr(settings, "native_bfloat16", lambda device: False)
+    s = BenchSettings().validate()  # int8 weights run only in bfloat16 on a CPU
+    assert (s.draft, s.tree, s.dtype) == ("trained", [4, 3], "float32")
+    # the preset's tree is for its drafts, on its pair: anything else runs the chain
+    assert BenchSettings(draft="ngram").validate().tree == [1]
+    s = BenchSettings(pair="tiny-random").validate()
+    assert (s.draft, s.tree) == ("model", [1])
+    s = BenchSettings(preset="chain").validate()
+    assert (s.draft, s.tree, s.dtype) == ("trained", [1], "float32")
+
+
+def test_width_is_a_spelling_of_a_one_depth_tree():
+    s = BenchSettings(width=3).validate()
+    assert (s.tree, s.width) == ([3], None) and settings_record(s)["width"] == 3
+    assert BenchSettings(tree=[3]).validate() == s
+    assert s.validate() == s  # validating twice changes nothing
+    s = BenchSettings(tree=[2, 2]).validate()
+    assert (s.tree, settings_record(s)["width"]) == ([2, 2], 1)
+    with pytest.raises(ValueError, match="width=2 and tree=\\[2, 2\\]"):
+        BenchSettings(width=2, tree=[2, 2]).validate()
+
+
+def test_presets_say_why(tmp_path):
+    path = tmp_path / "presets.toml"
+    path.write_text("[fast]\ntree = [2]\n")
+    with pytest.raises(ValueError, match="'fast'.*why"):
+        load_presets(path)
+    path.write_text('[fast]\nwhy = "measured"\ntree = [0]\n')
+    with pytest.raises(ValueError, match="tree"):
+        load_presets(path)
+    path.write_text('[fast]\nwhy = "measured"\ndrafts = ["model"]\npair = "default"\n')
+    with pytest.raises(ValueError, match="drafts"):
+        load_presets(path)
+    path.write_text('[fast]\nwhy = "measured"\nwidth = 2\n')
+    with pytest.raises(ValueError, match="unknown keys"):
+        load_presets(path)

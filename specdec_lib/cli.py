@@ -7,7 +7,8 @@ Each subcommand's flags are generated from its settings dataclass (:mod:`specdec
 flags that are not settings (where to write, whether to resume, progress bars) are declared here.
 A bad value is one line on stderr and exit status 2; an interrupted run says how to resume.
 The command line may import the research wing (:mod:`specdec_lib.research`: the exactness grid,
-the allocator experiment of ``bench --reuse-memory``); the library's core never does.
+the allocator experiment of ``bench --reuse-memory``, the inverse-CDF baseline); the library's
+core never does.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from .config import REPO_ROOT, RESULTS_DIR
 from .device_costs import CostSettings, measure_device_costs, write_device_costs
 from .models import ModelUnavailableError
 from .research.exactness import ExactnessSettings, as_frame
-from .research.hostwork import reuse_freed_memory
+from .research.hostwork import BASELINES, reuse_freed_memory
 from .results import atomic_write, atomic_write_json, read_json
 from .settings import add_arguments, from_arguments
 from .training import DataSettings, TrainSettings, generate_onpolicy, model_card, summary
@@ -91,6 +92,7 @@ def _bench(args: argparse.Namespace) -> None:
         resume=not args.restart,
         progress=not args.no_progress,
         tune_allocator=reuse_freed_memory,  # run only when --reuse-memory asks
+        baselines=BASELINES,  # measured only when --methods names them
     )
     _print_table(result)
     print(f"wrote {out}")

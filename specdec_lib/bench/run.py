@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import statistics
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,7 @@ from ..models import ModelPair, load_pair
 from ..results import atomic_write_json, load_prompts, provenance, read_json
 from ..sampling import Warp
 from .analysis import cell_key, position_counts, rates, summarize
-from .settings import BenchSettings, EvalSettings, settings_record
+from .settings import SUPPLIED_BASELINES, BenchSettings, EvalSettings, settings_record
 
 __all__ = ["acceptance", "evaluate_drafter", "measure_pass_costs", "run_benchmark"]
 
@@ -110,8 +110,7 @@ def _cell_seed(seed: int, prompt: int, repeat: int) -> int:
 
 def _configs(settings: BenchSettings) -> list[tuple[str, int]]:
     configs: list[tuple[str, int]] = [("autoregressive", 0)]
-    if "autoregressive_inverse_cdf" in settings.methods:
-        configs.append(("autoregressive_inverse_cdf", 0))
+    configs += [(m, 0) for m in SUPPLIED_BASELINES if m in settings.methods]
     if "hf_autoregressive" in settings.methods:
         configs.append(("hf_autoregressive", 0))
     for K in settings.K:
@@ -131,26 +130,39 @@ def _scheduled(draft: Any, settings: BenchSettings, K: int) -> Any:
     return DynamicK(draft, schedule="constant", initial=K, threshold=settings.threshold)
 
 
+def _check_supplied(settings: BenchSettings, baselines: Mapping[str, Any] | None) -> None:
+    """Every baseline the settings name beyond the core's comes with its decoder."""
+    for m in SUPPLIED_BASELINES:
+        if m in settings.methods and m not in (baselines or {}):
+            raise ValueError(
+                f"methods: {m!r} is an experiment outside the library's core; pass its decoder "
+                f"in baselines (the command line passes specdec_lib.research.hostwork's)"
+            )
+
+
 class _Runner:
     """Runs one cell of any method with the decoders of one run's settings, timed."""
 
-    def __init__(self, pair: ModelPair, settings: BenchSettings) -> None:
+    def __init__(
+        self,
+        pair: ModelPair,
+        settings: BenchSettings,
+        baselines: Mapping[str, Callable[..., Any]] | None = None,
+    ) -> None:
         self.pair = pair
         self.s = settings
         self.device = pair.device
         # None: fixed length (every cell generates max_new_tokens, past EOS if need be)
         self.eos = pair.target.config.eos_token_id if settings.stop_at_eos else None
         w = settings.warp
-        self.ar = AutoregressiveDecoder(
-            pair.target, temperature=w.temperature, top_k=w.top_k, top_p=w.top_p
-        )
-        self.ar_inverse_cdf = (
-            AutoregressiveDecoder(
-                pair.target, temperature=w.temperature, top_k=w.top_k, top_p=w.top_p, argmax=False
-            )
-            if "autoregressive_inverse_cdf" in settings.methods
-            else None
-        )
+        warps = dict(temperature=w.temperature, top_k=w.top_k, top_p=w.top_p)
+        self.ar = AutoregressiveDecoder(pair.target, **warps)
+        _check_supplied(settings, baselines)
+        self.supplied = {
+            m: make(pair.target, **warps)
+            for m, make in (baselines or {}).items()
+            if m in settings.methods and m in SUPPLIED_BASELINES
+        }
         self.spec = {
             K: SpeculativeDecoder(
                 _scheduled(pair.draft, settings, K),
@@ -217,8 +229,8 @@ class _Runner:
         n = self.s.max_new_tokens
         if method == "autoregressive":
             r = self.ar.generate_ids(ids, n, self.eos, seed=seed)
-        elif method == "autoregressive_inverse_cdf":
-            r = self.ar_inverse_cdf.generate_ids(ids, n, self.eos, seed=seed)
+        elif method in self.supplied:
+            r = self.supplied[method].generate_ids(ids, n, self.eos, seed=seed)
         elif method == "speculative":
             r = self.spec[K].generate_ids(ids, n, self.eos, seed=seed)
         elif method == "hf_assisted":
@@ -251,14 +263,19 @@ def run_benchmark(
     progress: bool = True,
     pair: ModelPair | None = None,
     tune_allocator: Callable[[], str] | None = None,
+    baselines: Mapping[str, Callable[..., Any]] | None = None,
 ) -> dict[str, Any]:
     """Run (or resume) a benchmark and write it to ``out``; returns the final result dict.
 
     The file is rewritten atomically after every cell with ``"status": "partial"``; the final
     write has ``"status": "complete"`` and the ``runs`` summary. With ``resume`` a partial file
     made with the same settings is continued; a file made with other settings is refused.
-    ``pair``: the models, when already loaded; ``tune_allocator``: what ``settings.reuse_memory``
-    runs before the cells (it returns what it set, for the provenance's ``allocator``).
+    ``pair``: the models, when already loaded. Two experiments of the research wing come from
+    the caller, since the core never imports it (the command line passes them): ``tune_allocator``,
+    what ``settings.reuse_memory`` runs before the cells (it returns what it set, for the
+    provenance's ``allocator``), and ``baselines``, the decoder of each method of
+    :data:`~specdec_lib.bench.settings.SUPPLIED_BASELINES` the settings name, called as
+    ``make(target, temperature=, top_k=, top_p=)``.
     """
     from tqdm.auto import tqdm
 
@@ -267,6 +284,7 @@ def run_benchmark(
     out = Path(out)
     if settings.threads is not None:
         torch.set_num_threads(settings.threads)
+    _check_supplied(settings, baselines)
     if settings.reuse_memory and tune_allocator is None:
         raise ValueError(
             "reuse_memory: the allocator tuning is an experiment outside the library's core; pass "
@@ -320,7 +338,7 @@ def run_benchmark(
     )
     result["provenance"] = result["sessions"][0]
 
-    runner = _Runner(pair, settings)
+    runner = _Runner(pair, settings, baselines)
     encoded = [
         pair.tokenizer(p["text"], return_tensors="pt").input_ids[0].to(pair.device) for p in prompts
     ]
@@ -338,7 +356,7 @@ def run_benchmark(
         ("autoregressive", 0)
     ]:
         s_short = dataclasses.replace(settings, max_new_tokens=4)
-        _Runner(pair, s_short).run(method, K or settings.K[0], encoded[0], seed=0)
+        _Runner(pair, s_short, baselines).run(method, K or settings.K[0], encoded[0], seed=0)
 
     configs = _configs(settings)
     todo = []

@@ -31,6 +31,7 @@ __all__ = [
     "METHODS",
     "PRESETS",
     "SCHEDULES",
+    "SUPPLIED_BASELINES",
     "BenchSettings",
     "EvalSettings",
     "draft_runs",
@@ -47,9 +48,11 @@ METHODS = (
     "hf_autoregressive",
     "autoregressive_inverse_cdf",
 )
-# The last is the greedy baseline drawing by inverse CDF from a one-hot row instead of taking the
-# argmax (notebook 06 measures what the argmax saves): not measured unless asked for.
 DEFAULT_METHODS = METHODS[:4]
+# Baselines whose decoder the caller supplies (run_benchmark's baselines): the greedy baseline
+# drawing by inverse CDF from a one-hot row instead of taking the argmax, notebook 06's measure of
+# what the argmax saves (specdec_lib.research.hostwork); never measured unless asked for.
+SUPPLIED_BASELINES = ("autoregressive_inverse_cdf",)
 SCHEDULES = ("fixed", "heuristic", "threshold")
 DTYPES = ("float32", "bfloat16", "float16")
 DEVICES = ("auto", "cpu", "cuda")

@@ -3,12 +3,19 @@
 The benchmark's allocator experiment: :func:`reuse_freed_memory` has glibc keep freed memory for
 reuse, so that vocabulary-wide buffers are not mapped and page-faulted in afresh at every step.
 The command line applies it when ``bench --reuse-memory`` asks, before the run, and the run records
-what was set in its provenance (``allocator``); the library never sets it on its own.
+what was set in its provenance (``allocator``); the library never sets it on its own. And the
+greedy baseline without the argmax, :class:`InverseCDFDecoder`, which the command line hands to
+the benchmark as its ``autoregressive_inverse_cdf`` method.
 """
 
 from __future__ import annotations
 
-__all__ = ["reuse_freed_memory"]
+import torch
+
+from ..decoding import AutoregressiveDecoder
+from ..sampling import has_nan, sample
+
+__all__ = ["BASELINES", "InverseCDFDecoder", "reuse_freed_memory"]
 
 # glibc's mallopt parameters (malloc.h), and the largest mmap threshold it takes on 64-bit Linux
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
@@ -36,3 +43,18 @@ def reuse_freed_memory() -> str:
     if mallopt(_M_TRIM_THRESHOLD, 4 * _MMAP_THRESHOLD_MAX) != 1:
         return "unchanged (mallopt refused the trim threshold)"
     return "glibc mallopt: mmap threshold 32 MiB, trim threshold 128 MiB"
+
+
+class InverseCDFDecoder(AutoregressiveDecoder):
+    """The greedy baseline without the argmax: the next token drawn by inverse CDF from the warped
+    row, which greedy decoding makes one-hot (the same token as the argmax, after the work of a
+    draw). ``bench --methods ... autoregressive_inverse_cdf`` measures it beside the argmax
+    (notebook 06 §8: what taking the argmax saves)."""
+
+    def _draw(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        p = self.warp.probs(logits)
+        return sample(p, self.generator), has_nan(p)
+
+
+# The benchmark's baselines of this module, by method name (run_benchmark's ``baselines``).
+BASELINES = {"autoregressive_inverse_cdf": InverseCDFDecoder}

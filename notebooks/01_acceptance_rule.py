@@ -61,7 +61,7 @@ from IPython.display import Markdown, display
 # tqdm.auto (imported by the decoders) warns when ipywidgets is missing; no progress bars here.
 warnings.filterwarnings("ignore", message="IProgress not found")
 
-from specdec_lib import config, stats, theory
+from specdec_lib import config, costs, stats
 from specdec_lib.figures import acceptance_rule as figs
 from specdec_lib.sampling import (
     Warp,
@@ -762,7 +762,7 @@ print(
 # $$
 #
 # The numerator saturates at $1/(1-\alpha)$ while the denominator grows linearly in $K$, so there is an
-# optimal $K$ (`theory.optimal_K`).
+# optimal $K$ (`costs.optimal_K`).
 #
 # **The prototype's formula.** The prototype's documentation states "speedup $= K \times$ acceptance
 # rate" (claimed by the prototype). That formula ignores the stop at the first rejection (it counts
@@ -810,7 +810,7 @@ for a_i, alpha in enumerate(ALPHAS_MC):
                 "K": K,
                 "mean": tokens.mean(),
                 "se": tokens.std(ddof=1) / np.sqrt(N_STEPS),
-                "theory": theory.expected_tokens_per_step(alpha, K),
+                "theory": costs.expected_tokens_per_step(alpha, K),
             }
         )
 mc = pd.DataFrame(mc_rows)
@@ -826,12 +826,12 @@ print(
     bool((mc.z.abs() < 4).all()),
 )
 print(
-    "E[tokens per step] at alpha = 0.71, K = 5:", round(theory.expected_tokens_per_step(0.71, 5), 3)
+    "E[tokens per step] at alpha = 0.71, K = 5:", round(costs.expected_tokens_per_step(0.71, 5), 3)
 )
 
 # %%
 K_grid = np.arange(1, 11)
-expected = {alpha: theory.expected_tokens_per_step(alpha, K_grid) for alpha in ALPHAS_MC}
+expected = {alpha: costs.expected_tokens_per_step(alpha, K_grid) for alpha in ALPHAS_MC}
 fig = figs.tokens_per_step(K_grid, expected, mc, n_steps=N_STEPS)
 savefig("01_tokens_per_step", fig)
 # %% [markdown]
@@ -850,15 +850,15 @@ settings = [(a, c) for a in (0.6, 0.8, 0.9) for c in (0.05, 0.25)]
 settings += [(CLAIMED_ALPHA, c) for c in (0.0, 0.1, 0.3)]
 curves = pd.DataFrame(
     [
-        {"alpha": a, "c": c, "K": K, "speedup": theory.walltime_speedup(a, K, c)}
+        {"alpha": a, "c": c, "K": K, "speedup": costs.walltime_speedup(a, K, c)}
         for a, c in settings
         for K in K_grid
     ]
 )
-k_opt = {(a, c): theory.optimal_K(a, c, K_max=16) for a, c in settings if c > 0}
+k_opt = {(a, c): costs.optimal_K(a, c, K_max=16) for a, c in settings if c > 0}
 optima = pd.DataFrame(
     [
-        {"alpha": a, "c": c, "K": K, "speedup": theory.walltime_speedup(a, K, c)}
+        {"alpha": a, "c": c, "K": K, "speedup": costs.walltime_speedup(a, K, c)}
         for (a, c), K in k_opt.items()
     ]
 )
@@ -868,7 +868,7 @@ savefig("01_speedup_vs_K", fig)
 # NBVAL_CHECK_OUTPUT
 opt = pd.DataFrame(
     {
-        f"c = {c}": [theory.optimal_K(a, c, K_max=64) for a in (0.6, 0.7, 0.8, 0.9)]
+        f"c = {c}": [costs.optimal_K(a, c, K_max=64) for a in (0.6, 0.7, 0.8, 0.9)]
         for c in (0.01, 0.05, 0.1, 0.25)
     },
     index=pd.Index([0.6, 0.7, 0.8, 0.9], name="alpha"),

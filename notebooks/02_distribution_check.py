@@ -1172,7 +1172,8 @@ print(f"all pass (Holm, alpha = {ALPHA_FAMILY}):", bool((far["Holm p"] > ALPHA_F
 # often:
 
 # %%
-from specdec_lib.bench import identical_outputs, near_tie_evidence  # noqa: E402
+from specdec_lib.bench import identical_outputs  # noqa: E402
+from specdec_lib.research.forensics import near_tie_evidence  # noqa: E402
 from specdec_lib.results import read_json  # noqa: E402
 
 rows = []
@@ -1306,7 +1307,7 @@ print(
 # headline configuration and two failing arms live, with `N_LIVE` outputs each.
 
 # %%
-from specdec_lib import exactness  # noqa: E402
+from specdec_lib.research import exactness  # noqa: E402
 from specdec_lib.results import atomic_write_json  # noqa: E402
 
 SHIPPED_FILE = config.RESULTS_DIR / "exactness_shipped.json"

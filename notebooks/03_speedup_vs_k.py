@@ -57,16 +57,11 @@ from IPython.display import Markdown, display
 
 from specdec_lib.bench import BenchSettings, per_prompt_frame, run_benchmark, runs_frame, summarize
 from specdec_lib.config import REMEASURE, RESULTS_DIR, quick
+from specdec_lib.costs import expected_tokens_per_step, optimal_K, walltime_speedup
 from specdec_lib.figures import speedup_vs_k as figs
+from specdec_lib.research.gpu_model import GPUS, gpu_pass_time
 from specdec_lib.results import read_json
 from specdec_lib.style import savefig
-from specdec_lib.theory import (
-    GPUS,
-    expected_tokens_per_step,
-    gpu_pass_time,
-    optimal_K,
-    walltime_speedup,
-)
 
 pd.set_option("display.precision", 3)
 QUICK = quick()

@@ -63,10 +63,10 @@ from IPython.display import Markdown, display
 
 from specdec_lib.bench import pool_repeats, runs_frame
 from specdec_lib.config import DATA_DIR, RESULTS_DIR, quick
+from specdec_lib.costs import expected_tokens_per_step
 from specdec_lib.figures import drafting_strategies as figs
 from specdec_lib.results import read_json
 from specdec_lib.style import savefig
-from specdec_lib.theory import expected_tokens_per_step
 from specdec_lib.training import load_manifest, summary
 
 pd.set_option("display.precision", 3)

@@ -39,14 +39,15 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
-from specdec_lib import bench, theory
+from specdec_lib import bench
 from specdec_lib.bench import runs_frame
 from specdec_lib.config import DATA_DIR, RESULTS_DIR, quick
+from specdec_lib.costs import drafted_tokens, expected_tokens_per_step, monotone_costs
 from specdec_lib.figures import drafting_appendix as figs
 from specdec_lib.figures.drafting_strategies import speedup_intervals
+from specdec_lib.research import trees
 from specdec_lib.results import read_json
 from specdec_lib.style import savefig
-from specdec_lib.theory import expected_tokens_per_step
 
 pd.set_option("display.precision", 3)
 QUICK = quick()
@@ -727,7 +728,7 @@ print("prototype's correction: largest TV from p =", round(wrong, 2))
 #
 # $$E[\text{tokens per step}] = \sum_{d=1}^{K} R_d\,(1 - \beta_d)\,(d + \gamma_d(w_d)) + R_{K+1}(K+1),\qquad R_1 = 1,\ R_{d+1} = R_d\,\beta_d$$
 #
-# (`theory.tree_tokens_per_step`; with no alternatives and $\beta_d = \alpha$ it is notebook 01's
+# (`costs.tree_tokens_per_step`; with no alternatives and $\beta_d = \alpha$ it is notebook 01's
 # $E(\alpha, K)$). A step costs $K$ draft passes and one target pass over $1 + \sum_d w_d$
 # tokens. Alternatives are tried in the order they are drawn, so the first $w - 1$ of a wide
 # tree's alternatives are exactly a narrower tree's: one run with a wide tree measures $\beta_d$
@@ -778,7 +779,7 @@ BUDGET = 8  # drafted tokens per target pass
 rank_rows = []
 for (panel, probe), (r, costs) in probe_rates.items():
     rank_rows += [
-        t | {"panel": panel, "probe": probe} for t in bench.best_trees(r, costs, max_tokens=BUDGET)
+        t | {"panel": panel, "probe": probe} for t in trees.best_trees(r, costs, max_tokens=BUDGET)
     ]
 ranked = pd.DataFrame(rank_rows)
 ranked["tree"] = ranked["tree"].map(tuple)
@@ -793,11 +794,11 @@ pooled.head(8)
 # NBVAL_CHECK_OUTPUT
 print(
     "the benchmark's default tree is the top of the pooled ranking:",
-    pooled.index[0] == bench.FASTEST_TREE,
+    pooled.index[0] == bench.DEFAULT_TREE,
 )
 
 # %%
-CHOSEN = tuple(bench.FASTEST_TREE)
+CHOSEN = tuple(bench.DEFAULT_TREE)
 probe_eff = {
     probe: [
         rec["efficiency"]
@@ -812,7 +813,7 @@ probe_eff = {
 }
 display(
     Markdown(
-        f"The chosen tree, {CHOSEN} (`bench.FASTEST_TREE`, `bench`'s default for the trained head), "
+        f"The chosen tree, {CHOSEN} (`bench.DEFAULT_TREE`, `bench`'s default for the trained head), "
         f"is predicted at {pooled.loc[[CHOSEN], 'mean'].iloc[0]:.2f}× on average; the chain at "
         f"$K = 2$ at {pooled.loc[[(1, 1)], 'mean'].iloc[0]:.2f}×, and the chain with two "
         f"first-position candidates at {pooled.loc[[(2, 1)], 'mean'].iloc[0]:.2f}×. The wide runs "
@@ -996,18 +997,18 @@ levers.set_index(["lever", "panel"])
 # and can only hold more tokens per step. How many more? Rank the candidates a node proposes, and
 # let $m_d(i)$ be the probability that its $i$-th is the one accepted once the step reaches a node
 # at depth $d$: $m_d(1) = \beta_d$ and $m_d(i) = (1 - \beta_d)(\gamma_d(i) - \gamma_d(i - 1))$
-# (`bench.rank_rates`). A node lies on the accepted path with probability $v$, the product of $m$
+# (`trees.rank_rates`). A node lies on the accepted path with probability $v$, the product of $m$
 # along its path, and a step emits one token more than the nodes it accepts:
 #
 # $$E[\text{tokens per step}] = 1 + \sum_{\text{nodes}} v(\text{node}).$$
 #
 # $v$ never grows from a node to its child, so the $n$ largest values form a tree, and it is the
-# best tree of $n$ nodes (`theory.best_tree`, which grows it best-first as EAGLE-2 does; tested
-# against every tree of up to five nodes). `bench.tree_ceiling` divides its tokens per step by
+# best tree of $n$ nodes (`trees.best_tree`, which grows it best-first as EAGLE-2 does; tested
+# against every tree of up to five nodes). `trees.tree_ceiling` divides its tokens per step by
 # the cost of a step: one draft pass per depth and one target pass over $n + 1$ tokens, from a
 # separate run that times target passes over up to 64 tokens on this CPU
 # (`python -m specdec_lib device-costs --device cpu --n-max 64`, with the int8 head's draft
-# cost; made non-decreasing in $n$ by `bench.monotone_costs`, since a pass over more tokens never
+# cost; made non-decreasing in $n$ by `costs.monotone_costs`, since a pass over more tokens never
 # costs less). The ranks are those of the wide run: 8 candidates at 2 depths, so at most 8
 # children per node. The result is a
 # ceiling, optimistic on three counts: every node's candidates are accepted at the rates the chain
@@ -1016,7 +1017,7 @@ levers.set_index(["lever", "panel"])
 
 # %%
 DEVICE_COSTS = read_json(RESULTS / "device_costs_cpu.json")
-CEILING_COSTS = bench.monotone_costs(
+CEILING_COSTS = monotone_costs(
     {
         "t_target_s": DEVICE_COSTS["costs"]["t_target_s"],
         "t_draft_s": DEVICE_COSTS["draft_costs"]["int8"]["t_draft_s"],
@@ -1026,14 +1027,14 @@ WIDE = "8 candidates × 2 depths"
 curve_rows, ceilings = [], {}
 for panel in TEMPS:
     r, _ = probe_rates[panel, WIDE]
-    ceiling = bench.tree_ceiling(r, CEILING_COSTS)
+    ceiling = trees.tree_ceiling(r, CEILING_COSTS)
     ceilings[panel] = max(ceiling, key=lambda c: c["predicted_speedup"])
     curve_rows += [
         {"panel": panel, "curve": "best tree of n nodes: the ceiling"}
         | {"nodes": c["nodes"], "predicted_speedup": c["predicted_speedup"]}
         for c in ceiling
     ]
-    chain_trees = pd.DataFrame(bench.best_trees(r, CEILING_COSTS))  # K <= 2, up to 8 per depth
+    chain_trees = pd.DataFrame(trees.best_trees(r, CEILING_COSTS))  # K <= 2, up to 8 per depth
     best_chain = chain_trees.groupby("drafted").predicted_speedup.max()
     curve_rows += [
         {"panel": panel, "curve": "best chain tree of n nodes (K ≤ 2)"}
@@ -1042,7 +1043,7 @@ for panel in TEMPS:
     ]
 curves = pd.DataFrame(curve_rows)
 measured_tree = tree_speed[tree_speed.config == TT].assign(
-    nodes=lambda d: [bench.drafted_tokens(int(k), tree=CHOSEN) for k in d.K],
+    nodes=lambda d: [drafted_tokens(int(k), tree=CHOSEN) for k in d.K],
     label=f"chain tree {CHOSEN}, measured (K = 1, 2, 3)",
 )
 pd.DataFrame(ceilings).T[["nodes", "depth", "tokens_per_step", "step_cost", "predicted_speedup"]]
@@ -1059,7 +1060,7 @@ savefig("06_tree_ceiling", fig)
 # Past a few nodes a node's $v$ is smaller than what it adds to the pass, so the ceiling flattens
 # and falls. What would move it is the draft's acceptance itself. The acceptance $\alpha$, the
 # same at every position, that a chain needs for a given speedup at its best $K$ on these pass
-# costs (`theory.required_alpha`), beside the head's chain acceptance at depth 1 in the wide runs:
+# costs (`trees.required_alpha`), beside the head's chain acceptance at depth 1 in the wide runs:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -1070,7 +1071,7 @@ for panel, c in ceilings.items():
         f" the head's depth-1 acceptance {beta_1:.2f}"
     )
 for target_speedup in (1.5, 2.0, 2.5, 3.0):
-    a = theory.required_alpha(
+    a = trees.required_alpha(
         target_speedup, CEILING_COSTS["t_draft_s"], CEILING_COSTS["t_target_s"]
     )
     print(f"a chain reaches {target_speedup:.1f}x from alpha = {a:.2f}")
@@ -1086,7 +1087,7 @@ display(
             for panel, c in ceilings.items()
         )
         + f" A chain needs $\\alpha$ = "
-        f"{theory.required_alpha(2.0, CEILING_COSTS['t_draft_s'], CEILING_COSTS['t_target_s']):.2f}"
+        f"{trees.required_alpha(2.0, CEILING_COSTS['t_draft_s'], CEILING_COSTS['t_target_s']):.2f}"
         " for 2× on this CPU, where this head's top candidate is accepted at about "
         f"{min(probe_rates[p, WIDE][0]['beta'][0] for p in TEMPS):.2f}–"
         f"{max(probe_rates[p, WIDE][0]['beta'][0] for p in TEMPS):.2f}."

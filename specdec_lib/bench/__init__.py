@@ -2,8 +2,10 @@
 
 * :mod:`~specdec_lib.bench.settings`: what defines a run, the named presets behind its defaults
   (``presets.toml``, each with why), where it runs;
-* :mod:`~specdec_lib.bench.run`: running the cells (our decoders and transformers' generation),
-  the pass costs, a draft's acceptance by decoding;
+* :mod:`~specdec_lib.bench.run`: running the cells (our decoders and transformers' generation)
+  and the pass costs;
+* :mod:`~specdec_lib.bench.evaluate`: a draft's acceptance by decoding, and its evaluation on
+  held-out prompts (``eval-drafter``);
 * :mod:`~specdec_lib.bench.analysis`: what a stored run says: the summary, acceptance by position
   and by depth, outputs against the baseline's, bootstrap intervals, frames.
 
@@ -21,7 +23,8 @@ from .analysis import (
     summarize,
     tree_rates,
 )
-from .run import acceptance, evaluate_drafter, measure_pass_costs, run_benchmark
+from .evaluate import acceptance, evaluate_drafter
+from .run import measure_pass_costs, run_benchmark
 from .settings import (
     DEFAULT_METHODS,
     DEFAULT_TREE,

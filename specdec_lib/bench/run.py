@@ -8,8 +8,7 @@ and never leaves a truncated file behind.
 
 The pass costs of the cost model (:mod:`specdec_lib.costs`, notebook 03) are measured here too:
 ``t_target(n)``, one target pass over ``n`` new tokens with a KV cache, and ``t_draft``, one draft
-step. Also here: a draft's acceptance by decoding, and its evaluation on held-out prompts
-(``eval-drafter``).
+step.
 """
 
 from __future__ import annotations
@@ -17,11 +16,10 @@ from __future__ import annotations
 import dataclasses
 import statistics
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from ..costs import drafted_tokens
@@ -31,10 +29,10 @@ from ..lm import model_forward, synchronize
 from ..models import ModelPair, load_pair
 from ..results import atomic_write_json, load_prompts, provenance, read_json
 from ..sampling import Warp
-from .analysis import cell_key, position_counts, rates, summarize
-from .settings import SUPPLIED_BASELINES, BenchSettings, EvalSettings, settings_record
+from .analysis import cell_key, summarize
+from .settings import SUPPLIED_BASELINES, BenchSettings, settings_record
 
-__all__ = ["acceptance", "evaluate_drafter", "measure_pass_costs", "run_benchmark"]
+__all__ = ["measure_pass_costs", "run_benchmark"]
 
 FORMAT_VERSION = 1
 
@@ -285,28 +283,10 @@ def run_benchmark(
     if settings.threads is not None:
         torch.set_num_threads(settings.threads)
     _check_supplied(settings, baselines)
-    if settings.reuse_memory and tune_allocator is None:
-        raise ValueError(
-            "reuse_memory: the allocator tuning is an experiment outside the library's core; pass "
-            "tune_allocator (the command line passes specdec_lib.research.hostwork's "
-            "reuse_freed_memory)"
-        )
-    allocator = tune_allocator() if settings.reuse_memory else "unchanged"
-
-    result: dict[str, Any] | None = None
-    if out.exists() and resume:
-        try:
-            prev = read_json(out)
-        except ValueError:
-            prev = None  # unreadable: start over (it was never ours to trust)
-        if prev is not None and prev.get("status") in ("partial", "complete"):
-            if prev.get("settings") != settings_record(settings):
-                raise ValueError(
-                    f"{out} holds a run with other settings; choose another --out or pass --restart"
-                )
-            result = prev
-            if prev.get("status") == "complete":
-                return prev
+    allocator = _allocator(settings, tune_allocator)
+    result = _previous(out, settings) if resume else None
+    if result is not None and result["status"] == "complete":
+        return result
     if pair is None:
         pair = load_pair(
             settings.pair,
@@ -317,28 +297,14 @@ def run_benchmark(
         )
     if pair.tokenizer is None:
         raise ValueError(f"pair {settings.pair!r} has no tokenizer; the benchmark needs one")
-
     if result is None:
-        result = {
-            "format": FORMAT_VERSION,
-            "status": "partial",
-            "settings": settings_record(settings),
-            "pair": pair.describe(),
-            # Both sides of every comparison run the same way: eager PyTorch, no CUDA graphs,
-            # no torch.compile.
-            "execution": "eager",
-            "prompts": prompts,
-            "sessions": [],
-            "costs": None,
-            "cells": {},
-        }
+        result = _new_result(settings, pair, prompts)
     result["sessions"].append(
         provenance(device=pair.device, seed=settings.seed, settings=settings_record(settings))
         | {"allocator": allocator}
     )
     result["provenance"] = result["sessions"][0]
 
-    runner = _Runner(pair, settings, baselines)
     encoded = [
         pair.tokenizer(p["text"], return_tensors="pt").input_ids[0].to(pair.device) for p in prompts
     ]
@@ -350,23 +316,9 @@ def run_benchmark(
             reps=settings.cost_reps,
         )
         atomic_write_json(out, result)
-
-    # Warm-up, excluded: one short generation per method.
-    for method, K in _configs(settings)[:: max(1, len(_configs(settings)) // 4)] + [
-        ("autoregressive", 0)
-    ]:
-        s_short = dataclasses.replace(settings, max_new_tokens=4)
-        _Runner(pair, s_short, baselines).run(method, K or settings.K[0], encoded[0], seed=0)
-
-    configs = _configs(settings)
-    todo = []
-    for rep in range(settings.repeats):
-        for p in range(len(prompts)):
-            shift = (p + rep * 7) % len(configs)
-            for method, K in configs[shift:] + configs[:shift]:
-                key = cell_key(method, K, p, rep)
-                if key not in result["cells"]:
-                    todo.append((key, method, K, p, rep))
+    _warm_up(pair, settings, baselines, encoded[0])
+    runner = _Runner(pair, settings, baselines)
+    todo = _cells_to_run(settings, len(prompts), result["cells"])
     bar = tqdm(todo, desc=f"bench {settings.pair} {settings.warp.describe()}", disable=not progress)
     for key, method, K, p, rep in bar:
         cell = runner.run(method, K, encoded[p], _cell_seed(settings.seed, p, rep))
@@ -378,111 +330,82 @@ def run_benchmark(
     return result
 
 
-# --------------------------------------------------------------------------------------------
-# A draft's acceptance and cost on held-out prompts
-# --------------------------------------------------------------------------------------------
-
-
-def acceptance(
-    pair: ModelPair,
-    prompts: list[dict[str, str]] | str | Path,
-    *,
-    K: int = 1,
-    temperature: float = 1.0,
-    top_k: int | None = None,
-    top_p: float | None = None,
-    max_new_tokens: int = 64,
-    seeds: Iterable[int] = (0,),
-    draft: Any = None,
-    progress: bool = False,
-    width: int = 1,
-) -> dict[str, Any]:
-    """The draft's acceptance measured by decoding: ``alpha`` = accepted / proposed over all
-    prompts and seeds, per draft position, with the per-prompt values (for intervals).
-
-    At ``K = 1`` every proposal is judged, so ``alpha`` is the per-token acceptance rate of the
-    theory (``E[sum_x min(p, q)]`` over the contexts the target visits). With ``width > 1`` a
-    position counts as accepted when any of its candidates is.
-    """
-    from tqdm.auto import tqdm
-
-    if not isinstance(prompts, list):
-        prompts = load_prompts(prompts)
-    dec = SpeculativeDecoder(
-        pair.draft if draft is None else draft,
-        pair.target,
-        K=K,
-        width=width,
-        temperature=temperature,
-        top_k=top_k,
-        top_p=top_p,
-    )
-    cells, per_prompt = [], []
-    jobs = [(i, p, s) for i, p in enumerate(prompts) for s in seeds]
-    for i, p, s in tqdm(jobs, desc="acceptance", disable=not progress):
-        ids = pair.tokenizer(p["text"], return_tensors="pt").input_ids[0].to(pair.device)
-        r = dec.generate_ids(ids, max_new_tokens, seed=s)
-        steps = [[len(st.draft_tokens), st.n_accepted, st.emitted] for st in r.steps]
-        cells.append({"steps": steps})
-        per_prompt.append(
-            {
-                "prompt": i,
-                "category": p.get("category"),
-                "seed": s,
-                "proposed": r.n_proposed,
-                "accepted": r.n_accepted,
-                "tau": r.tau,
-            }
+def _allocator(settings: BenchSettings, tune_allocator: Callable[[], str] | None) -> str:
+    """The allocator tuning ``settings.reuse_memory`` asks for, run; what it set, for the record."""
+    if not settings.reuse_memory:
+        return "unchanged"
+    if tune_allocator is None:
+        raise ValueError(
+            "reuse_memory: the allocator tuning is an experiment outside the library's core; pass "
+            "tune_allocator (the command line passes specdec_lib.research.hostwork's "
+            "reuse_freed_memory)"
         )
-    proposed = sum(c["proposed"] for c in per_prompt)
-    accepted = sum(c["accepted"] for c in per_prompt)
-    reached_at, accepted_at = position_counts(cells, K)
-    return {
-        "alpha": accepted / proposed if proposed else float("nan"),
-        "by_position": rates(reached_at, accepted_at),
-        "reached_by_position": reached_at.tolist(),
-        "accepted_by_position": accepted_at.tolist(),
-        "proposed": proposed,
-        "accepted": accepted,
-        "tau": float(np.mean([c["tau"] for c in per_prompt])),
-        "per_prompt": per_prompt,
-        "settings": {
-            "K": K,
-            "temperature": temperature,
-            "top_k": top_k,
-            "top_p": top_p,
-            "max_new_tokens": max_new_tokens,
-            "seeds": list(seeds),
-        },
-    }
+    return tune_allocator()
 
 
-def evaluate_drafter(
-    settings: EvalSettings, *, progress: bool = True, pair: ModelPair | None = None
-) -> dict[str, Any]:
-    """Acceptance by decoding at each temperature (:func:`acceptance`) and the pass costs (the
-    cost model up to ``K = 5``), with provenance: the record ``eval-drafter`` writes."""
-    import dataclasses as dc
-
-    if settings.threads:
-        torch.set_num_threads(settings.threads)
-    prompts = load_prompts(settings.prompts)
-    pair = settings.load_pair() if pair is None else pair
-    results = {}
-    for T in settings.temperatures:
-        results[f"{T:g}"] = acceptance(
-            pair,
-            prompts,
-            K=settings.K,
-            temperature=T,
-            max_new_tokens=settings.max_new_tokens,
-            seeds=range(settings.seeds),
-            progress=progress,
-            width=settings.width,
+def _previous(out: Path, settings: BenchSettings) -> dict[str, Any] | None:
+    """The run stored at ``out`` to resume (partial) or return (complete), if any; a run made
+    with other settings is refused."""
+    if not out.exists():
+        return None
+    try:
+        prev = read_json(out)
+    except ValueError:
+        return None  # unreadable: start over (it was never ours to trust)
+    if prev.get("status") not in ("partial", "complete"):
+        return None
+    if prev.get("settings") != settings_record(settings):
+        raise ValueError(
+            f"{out} holds a run with other settings; choose another --out or pass --restart"
         )
+    return prev
+
+
+def _new_result(
+    settings: BenchSettings, pair: ModelPair, prompts: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """A run's record before its first cell."""
     return {
+        "format": FORMAT_VERSION,
+        "status": "partial",
+        "settings": settings_record(settings),
         "pair": pair.describe(),
-        "by_temperature": results,
-        "costs": measure_pass_costs(pair, 6),  # t_target(1..6): the cost model up to K = 5
-        "provenance": provenance(device=pair.device, seed=0, settings=dc.asdict(settings)),
+        # Both sides of every comparison run the same way: eager PyTorch, no CUDA graphs, no
+        # torch.compile.
+        "execution": "eager",
+        "prompts": prompts,
+        "sessions": [],
+        "costs": None,
+        "cells": {},
     }
+
+
+def _warm_up(
+    pair: ModelPair,
+    settings: BenchSettings,
+    baselines: Mapping[str, Callable[..., Any]] | None,
+    ids: torch.Tensor,
+) -> None:
+    """One short generation of a spread of the methods and of the baseline, not recorded."""
+    configs = _configs(settings)
+    s_short = dataclasses.replace(settings, max_new_tokens=4)
+    for method, K in configs[:: max(1, len(configs) // 4)] + [("autoregressive", 0)]:
+        _Runner(pair, s_short, baselines).run(method, K or settings.K[0], ids, seed=0)
+
+
+def _cells_to_run(
+    settings: BenchSettings, n_prompts: int, done: Mapping[str, Any]
+) -> list[tuple[str, str, int, int, int]]:
+    """``(key, method, K, prompt, repeat)`` of every cell not in ``done``, in an order rotated from
+    prompt to prompt (and repeat to repeat), so that slow drift of the machine spreads over all
+    methods."""
+    configs = _configs(settings)
+    todo = []
+    for rep in range(settings.repeats):
+        for p in range(n_prompts):
+            shift = (p + rep * 7) % len(configs)
+            for method, K in configs[shift:] + configs[:shift]:
+                key = cell_key(method, K, p, rep)
+                if key not in done:
+                    todo.append((key, method, K, p, rep))
+    return todo

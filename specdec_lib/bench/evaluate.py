@@ -1,0 +1,125 @@
+"""A draft's acceptance, measured by decoding, and its evaluation on held-out prompts
+(``python -m specdec_lib eval-drafter``; notebook 05 and the model cards).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..decoding import SpeculativeDecoder
+from ..models import ModelPair
+from ..results import load_prompts, provenance
+from .analysis import position_counts, rates
+from .run import measure_pass_costs
+from .settings import EvalSettings
+
+__all__ = ["acceptance", "evaluate_drafter"]
+
+
+def acceptance(
+    pair: ModelPair,
+    prompts: list[dict[str, str]] | str | Path,
+    *,
+    K: int = 1,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    max_new_tokens: int = 64,
+    seeds: Iterable[int] = (0,),
+    draft: Any = None,
+    progress: bool = False,
+    width: int = 1,
+) -> dict[str, Any]:
+    """The draft's acceptance measured by decoding: ``alpha`` = accepted / proposed over all
+    prompts and seeds, per draft position, with the per-prompt values (for intervals).
+
+    At ``K = 1`` every proposal is judged, so ``alpha`` is the per-token acceptance rate of the
+    theory (``E[sum_x min(p, q)]`` over the contexts the target visits). With ``width > 1`` a
+    position counts as accepted when any of its candidates is.
+    """
+    from tqdm.auto import tqdm
+
+    if not isinstance(prompts, list):
+        prompts = load_prompts(prompts)
+    dec = SpeculativeDecoder(
+        pair.draft if draft is None else draft,
+        pair.target,
+        K=K,
+        width=width,
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+    )
+    cells, per_prompt = [], []
+    jobs = [(i, p, s) for i, p in enumerate(prompts) for s in seeds]
+    for i, p, s in tqdm(jobs, desc="acceptance", disable=not progress):
+        ids = pair.tokenizer(p["text"], return_tensors="pt").input_ids[0].to(pair.device)
+        r = dec.generate_ids(ids, max_new_tokens, seed=s)
+        steps = [[len(st.draft_tokens), st.n_accepted, st.emitted] for st in r.steps]
+        cells.append({"steps": steps})
+        per_prompt.append(
+            {
+                "prompt": i,
+                "category": p.get("category"),
+                "seed": s,
+                "proposed": r.n_proposed,
+                "accepted": r.n_accepted,
+                "tau": r.tau,
+            }
+        )
+    proposed = sum(c["proposed"] for c in per_prompt)
+    accepted = sum(c["accepted"] for c in per_prompt)
+    reached_at, accepted_at = position_counts(cells, K)
+    return {
+        "alpha": accepted / proposed if proposed else float("nan"),
+        "by_position": rates(reached_at, accepted_at),
+        "reached_by_position": reached_at.tolist(),
+        "accepted_by_position": accepted_at.tolist(),
+        "proposed": proposed,
+        "accepted": accepted,
+        "tau": float(np.mean([c["tau"] for c in per_prompt])),
+        "per_prompt": per_prompt,
+        "settings": {
+            "K": K,
+            "temperature": temperature,
+            "top_k": top_k,
+            "top_p": top_p,
+            "max_new_tokens": max_new_tokens,
+            "seeds": list(seeds),
+        },
+    }
+
+
+def evaluate_drafter(
+    settings: EvalSettings, *, progress: bool = True, pair: ModelPair | None = None
+) -> dict[str, Any]:
+    """Acceptance by decoding at each temperature (:func:`acceptance`) and the pass costs (the
+    cost model up to ``K = 5``), with provenance: the record ``eval-drafter`` writes."""
+    if settings.threads:
+        torch.set_num_threads(settings.threads)
+    prompts = load_prompts(settings.prompts)
+    pair = settings.load_pair() if pair is None else pair
+    results = {}
+    for T in settings.temperatures:
+        results[f"{T:g}"] = acceptance(
+            pair,
+            prompts,
+            K=settings.K,
+            temperature=T,
+            max_new_tokens=settings.max_new_tokens,
+            seeds=range(settings.seeds),
+            progress=progress,
+            width=settings.width,
+        )
+    return {
+        "pair": pair.describe(),
+        "by_temperature": results,
+        "costs": measure_pass_costs(pair, 6),  # t_target(1..6): the cost model up to K = 5
+        "provenance": provenance(device=pair.device, seed=0, settings=dataclasses.asdict(settings)),
+    }

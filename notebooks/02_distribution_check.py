@@ -1287,14 +1287,15 @@ print(
 # **Three decoders that must fail**, through the same test, on the headline draft:
 #
 # * the prototype's correction plugged into `verify` (as in section 7): a wrong *rule*;
-# * `faults.StaleCacheDecoder`, a decoder whose target KV cache is not cropped after a rejection:
+# * `testing.StaleCacheState`, target KV-cache bookkeeping that does not crop after a rejection:
 #   the next pass then sees the rejected drafts' keys and values as if they were text;
-# * `faults.wrong_bonus_row_verify`, which draws the bonus token from the target's row of the last
+# * `testing.wrong_bonus_row_verify`, which draws the bonus token from the target's row of the last
 #   draft ($p_{K-1}$) instead of the row after it ($p_K$): an off-by-one in the rows of the
 #   target's pass, visible only in steps that accept every draft.
 #
-# The last two are wrong *bookkeeping* around a right rule. They live in `specdec_lib.faults`,
-# test-only pieces plugged in through the decoder's seams, not options of the library's decoder.
+# The last two are wrong *bookkeeping* around a right rule. They live in `specdec_lib.testing`,
+# test-only pieces plugged in through the decoder's test-only arguments (`target_state=`,
+# `verifier=`), not options of the library's decoder.
 #
 # **bfloat16.** The reference of a bfloat16 configuration is computed in bfloat16 (uncached passes);
 # the decoder's law is that of its own cached multi-token passes. The two differ by bfloat16

@@ -341,16 +341,24 @@ display(
 # after it: a bonus token, as after a fully accepted chain. With $K > 1$ the chain continues from
 # $c_1$ only.
 #
-# The exact law, by enumerating every ordered draw (`stats.exact_candidates_law`, which runs the
-# decoder's own stage functions through `candidates.candidate_stage`), is $p$; with the prototype's
-# correction in place of the residual it is not:
+# Candidates for one position are the draft tree $(w,)$ with one draft depth. The exact law of the
+# token it emits, by enumerating every ordered draw (`stats.exact_tree_law`, which runs the
+# decoder's own stage functions through `candidates.candidate_stage`; `stats.first_token_law` keeps
+# the first token), is $p$; with the prototype's correction in place of the residual it is not:
 
 # %%
 # NBVAL_CHECK_OUTPUT
 import torch
 
 from specdec_lib.sampling import prototype_correction
-from specdec_lib.stats import exact_candidates_law, tv
+from specdec_lib.stats import exact_tree_law, first_token_law, tv
+
+
+def width_law(p, q, width, *correction):
+    """The law of the token emitted by `width` candidates for one position: the tree (width,)."""
+    law = exact_tree_law(lambda s: p, lambda s: q, (width,), 1, *correction)
+    return first_token_law(law, len(p))
+
 
 g = torch.Generator().manual_seed(0)
 worst, wrong = 0.0, 0.0
@@ -359,8 +367,8 @@ for V in (3, 5, 8):
         for _ in range(3):
             p = torch.softmax(2 * torch.randn(V, generator=g, dtype=torch.float64), 0)
             q = torch.softmax(3 * torch.randn(V, generator=g, dtype=torch.float64), 0)
-            worst = max(worst, tv(exact_candidates_law(p, q, width), p))
-            wrong = max(wrong, tv(exact_candidates_law(p, q, width, prototype_correction), p))
+            worst = max(worst, tv(width_law(p, q, width), p))
+            wrong = max(wrong, tv(width_law(p, q, width, prototype_correction), p))
 print("residual rule, 1-3 candidates, V = 3, 5, 8: law == p to 1e-12:", worst < 1e-12)
 print("prototype's correction: largest TV from p =", round(wrong, 2))
 
@@ -678,8 +686,6 @@ display(
 # %%
 # NBVAL_CHECK_OUTPUT
 import itertools  # noqa: E402
-
-from specdec_lib.stats import exact_tree_law  # noqa: E402
 
 
 def toy_laws(V: int, seed: int):

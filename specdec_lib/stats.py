@@ -4,8 +4,8 @@ Exact laws are computed from :func:`specdec_lib.sampling.step_distributions`, th
 :func:`~specdec_lib.sampling.verify` samples from, so an exact check tests the code that runs
 (notebook 01). The test machinery of notebook 02 lives here too: samples for the tests
 (:func:`step_samples` runs ``verify`` on fixed distributions, :func:`sample_continuations` draws an
-autoregressive reference), binning (:func:`bin_labels`), chi-square goodness of fit and
-homogeneity, Holm's correction, and power, by simulation and by the noncentral chi-square
+autoregressive reference), binning (:func:`bin_labels`), chi-square goodness of fit,
+Holm's correction, and power, by simulation and by the noncentral chi-square
 approximation. Every distribution comes from ``scipy.stats``.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 import math
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,7 +38,6 @@ from .sampling import (
 
 __all__ = [
     "GofResult",
-    "HomogeneityResult",
     "NothingToTest",
     "accepted_count_law",
     "bin_labels",
@@ -51,13 +50,10 @@ __all__ = [
     "exact_output_law",
     "exact_step_law",
     "holm",
-    "homogeneity_counts",
-    "homogeneity_test",
     "least_favourable",
     "merge_bins",
     "power_gof",
     "power_gof_ncx2",
-    "power_homogeneity",
     "prototype_output_law",
     "sample_continuations",
     "step_samples",
@@ -641,87 +637,6 @@ def position_law(
     return counts_j, law_j
 
 
-@dataclass(frozen=True)
-class HomogeneityResult:
-    """A chi-square test that two samples of outcomes come from one law."""
-
-    statistic: float
-    pvalue: float
-    dof: int
-    n_a: int
-    n_b: int
-    n_bins: int
-    table: np.ndarray
-    bins: tuple = ()  # the outcome of each single bin; the last column is "other" when present
-
-    def __str__(self) -> str:
-        return f"chi2={self.statistic:.1f}, dof={self.dof}, N={self.n_a}+{self.n_b}, p={self.pvalue:.3g}"
-
-
-def homogeneity_counts(
-    counts_a: Mapping[Hashable, int],
-    counts_b: Mapping[Hashable, int],
-    *,
-    max_bins: int = 50,
-    min_expected: float = 5.0,
-) -> HomogeneityResult:
-    """Chi-square homogeneity test (``scipy.stats.chi2_contingency``, no continuity correction) of
-    two samples given as counts per outcome.
-
-    Bins: the outcomes most frequent in both samples together, each expecting at least
-    ``min_expected`` in the smaller sample (at most ``max_bins``), then one "other" bin for the rest;
-    if "other" would expect less than ``min_expected`` there, the least frequent single bins join it.
-    """
-    ca, cb = Counter(dict(counts_a)), Counter(dict(counts_b))
-    n_a, n_b = sum(ca.values()), sum(cb.values())
-    if n_a <= 0 or n_b <= 0:
-        raise ValueError("both samples must be non-empty")
-    _check_bins_args(min_expected, max_bins)
-    frac_small = min(n_a, n_b) / (n_a + n_b)
-    pooled = (ca + cb).most_common()
-    bins = [k for k, c in pooled if c * frac_small >= min_expected][:max_bins]
-    total = (n_a + n_b) * frac_small
-    while bins and len(bins) < len(pooled):
-        rest = total - sum(ca[k] + cb[k] for k in bins) * frac_small
-        if rest >= min_expected:
-            break
-        bins.pop()
-    row_a, row_b = [ca[k] for k in bins], [cb[k] for k in bins]
-    if len(bins) < len(pooled):
-        row_a.append(n_a - sum(row_a))
-        row_b.append(n_b - sum(row_b))
-    t = np.array([row_a, row_b], dtype=float)
-    if t.shape[1] < 2:
-        raise NothingToTest(
-            f"N = {n_a} + {n_b} outcomes fall into one bin expecting >= {min_expected}: "
-            "nothing to test"
-        )
-    res = sps.chi2_contingency(t, correction=False)
-    return HomogeneityResult(
-        float(res.statistic), float(res.pvalue), int(res.dof), n_a, n_b, t.shape[1], t, tuple(bins)
-    )
-
-
-def homogeneity_test(
-    samples_a: Iterable[Hashable],
-    samples_b: Iterable[Hashable],
-    *,
-    max_bins: int = 50,
-    min_expected: float = 5.0,
-) -> HomogeneityResult:
-    """:func:`homogeneity_counts` of two samples of outcomes (e.g. tuples of the first ``m``
-    tokens; lists and arrays are turned into tuples)."""
-
-    def key(x):
-        return tuple(np.asarray(x).tolist()) if isinstance(x, (list, np.ndarray)) else x
-
-    a = [key(x) for x in samples_a]
-    b = [key(x) for x in samples_b]
-    if not a or not b:
-        raise ValueError("both samples must be non-empty")
-    return homogeneity_counts(Counter(a), Counter(b), max_bins=max_bins, min_expected=min_expected)
-
-
 def holm(pvalues: Sequence[float]) -> np.ndarray:
     """Holm-Bonferroni adjusted p-values (step-down; controls the family-wise error rate under any
     dependence). Rejecting where the adjusted value is ``<= alpha`` rejects nothing at all exactly
@@ -849,38 +764,6 @@ def power_gof(
     return rejections / n_sim
 
 
-def power_homogeneity(
-    pi_a: Any,
-    pi_b: Any,
-    n_a: int,
-    n_b: int,
-    *,
-    level: float = 0.01,
-    n_sim: int = 300,
-    seed: int = 0,
-    max_bins: int = 50,
-    min_expected: float = 5.0,
-) -> float:
-    """Probability that :func:`homogeneity_counts` at ``level`` rejects when ``n_a`` outcomes come
-    from ``pi_a`` and ``n_b`` from ``pi_b`` (two laws over the same outcomes), by simulation."""
-    pa = _as_probs(pi_a)
-    pb = _as_probs(pi_b)
-    if pa.shape != pb.shape:
-        raise ValueError("pi_a and pi_b must have the same shape")
-    rng = np.random.default_rng(seed)
-    rejections = 0
-    for _ in range(n_sim):
-        ca, cb = rng.multinomial(n_a, pa), rng.multinomial(n_b, pb)
-        res = homogeneity_counts(
-            {i: int(c) for i, c in enumerate(ca) if c},
-            {i: int(c) for i, c in enumerate(cb) if c},
-            max_bins=max_bins,
-            min_expected=min_expected,
-        )
-        rejections += res.pvalue < level
-    return rejections / n_sim
-
-
 def detectable_tv(n: float, n_bins: int, *, level: float = 0.01, power: float = 0.9) -> float:
     """The smallest bias that a chi-square test on ``n_bins`` bins at ``level`` detects with
     probability ``>= power`` *whatever its direction*: a total-variation distance between the binned
@@ -888,8 +771,7 @@ def detectable_tv(n: float, n_bins: int, *, level: float = 0.01, power: float = 
 
     For any two binned laws, Cauchy-Schwarz gives ``sum_b (pi1_b - pi0_b)^2 / pi0_b >= 4 TV^2``, so
     the noncentrality is at least ``4 n TV^2`` and the power at least that of
-    ``ncx2(n_bins - 1, 4 n TV^2)`` beyond the critical value. For a homogeneity test of ``n_a``
-    against ``n_b`` samples use ``n = n_a n_b / (n_a + n_b)``. A bias that only moves mass inside the
+    ``ncx2(n_bins - 1, 4 n TV^2)`` beyond the critical value. A bias that only moves mass inside the
     pooled bin is invisible to the test and not covered.
     """
     if n <= 0 or n_bins < 2:

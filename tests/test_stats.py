@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from specdec_lib.stats import chisquare_gof, holm, homogeneity_test, merge_bins, power_gof
+from specdec_lib.stats import chisquare_gof, holm, merge_bins, power_gof
 
 
 def test_merge_bins_reaches_min_expected():
@@ -20,15 +20,6 @@ def test_gof_accepts_and_rejects():
     assert chisquare_gof(probs=p, counts=rng.multinomial(20000, q)).pvalue < 1e-6
     # a token of probability 0 appearing is an immediate failure
     assert chisquare_gof(torch.tensor([0, 1, 2]), [0.5, 0.5, 0.0]).pvalue == 0.0
-
-
-def test_homogeneity():
-    rng = np.random.default_rng(1)
-    a = [tuple(x) for x in rng.integers(0, 4, size=(3000, 2))]
-    b = [tuple(x) for x in rng.integers(0, 4, size=(3000, 2))]
-    assert homogeneity_test(a, b).pvalue > 1e-3
-    c = [tuple(x) for x in rng.choice(4, size=(3000, 2), p=[0.4, 0.2, 0.2, 0.2])]
-    assert homogeneity_test(a, c).pvalue < 1e-6
 
 
 def test_holm():
@@ -61,11 +52,9 @@ from specdec_lib.stats import (  # noqa: E402
     detectable_tv,
     exact_continuation_law,
     exact_output_law,
-    homogeneity_counts,
     least_favourable,
     position_law,
     power_gof_ncx2,
-    power_homogeneity,
     prototype_output_law,
     sample_continuations,
     step_samples,
@@ -294,28 +283,12 @@ def test_a_test_with_one_bin_has_nothing_to_test():
         chisquare_gof(probs=[0.999, 0.001], counts=[300, 0])
     with pytest.raises(NothingToTest):
         chisquare_law({(1,): 40}, {(1,): 0.99})
-    with pytest.raises(NothingToTest):
-        homogeneity_test([(1,)] * 30, [(1,)] * 30)
     assert issubclass(NothingToTest, ValueError)
 
 
 # ---------------------------------------------------------------------------------------------
-# Homogeneity and power
+# Power
 # ---------------------------------------------------------------------------------------------
-
-
-def test_homogeneity_counts_matches_samples_and_pools_other():
-    rng = np.random.default_rng(7)
-    law = _zipf(200)
-    a = rng.choice(200, size=2000, p=law)
-    b = rng.choice(200, size=6000, p=law)
-    r1 = homogeneity_test(a.tolist(), b.tolist())
-    r2 = homogeneity_counts(Counter(a.tolist()), Counter(b.tolist()))
-    assert r1.pvalue == r2.pvalue and r1.table.sum() == 8000
-    assert r2.n_bins <= 51 and len(r2.bins) == r2.n_bins - 1  # single bins + "other"
-    expected = r2.table.sum(0) * 2000 / 8000
-    assert (expected >= 5).all()
-    assert r2.pvalue > 1e-4
 
 
 def test_power_approximation_agrees_with_simulation():
@@ -362,14 +335,6 @@ def test_least_favourable_bias():
     )
     with pytest.raises(ValueError, match="tv_target"):
         least_favourable(p, n, 0.9)
-
-
-def test_power_homogeneity():
-    law = _zipf(50)
-    assert power_homogeneity(law, law, 500, 5000, level=0.05, n_sim=300) == pytest.approx(
-        0.05, abs=0.04
-    )
-    assert power_homogeneity(toward(law, _zipf(50, 2.0), 0.15), law, 500, 5000, n_sim=100) > 0.9
 
 
 def test_position_law_projects_listed_sequences_and_pools_the_rest():

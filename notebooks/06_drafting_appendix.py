@@ -343,7 +343,7 @@ display(
 #
 # Candidates for one position are the draft tree $(w,)$ with one draft depth. The exact law of the
 # token it emits, by enumerating every ordered draw (`stats.exact_tree_law`, which runs the
-# decoder's own stage functions through `candidates.candidate_stage`; `stats.first_token_law` keeps
+# decoder's own stage functions through `trees.candidate_stage`; `stats.first_token_law` keeps
 # the first token), is $p$; with the prototype's correction in place of the residual it is not:
 
 # %%
@@ -376,7 +376,7 @@ print("prototype's correction: largest TV from p =", round(wrong, 2))
 # The chi-square tests of the decoder with alternatives on the tiny models (the law of 2-token
 # continuations, several $K$, widths and warps), greedy equality with the autoregressive output (on
 # the tiny models and on SmolLM2 with the trained head), and cache against no-cache are in
-# `tests/test_candidates.py`, `tests/test_feature.py` and `tests/test_models.py`.
+# `tests/test_trees.py`, `tests/test_feature.py` and `tests/test_models.py`.
 #
 # ## 6. One, two or three candidates, and int8 weights, measured
 #
@@ -664,7 +664,7 @@ display(
 # last token and every node in one pass. Each node sits at the position of its depth and sees the
 # prefix and its own ancestors only (a tree attention mask).
 #
-# Verification walks down the tree (`candidates.verify_tree`). At a node whose target row is $p$
+# Verification walks down the tree (`trees.verify_tree`). At a node whose target row is $p$
 # (the target's law given the path to it), the node's children are tried in the order they were
 # drawn, by recursive rejection as in §5. The accepted child becomes the node, and its row of the
 # pass becomes $p$. When every child is rejected, the step emits a token from what is left of
@@ -720,7 +720,7 @@ print("residual rule, trees (2, 2), (3, 1, 2), (4, 2), (2, 3): law == p to 1e-12
 print("prototype's correction: largest TV from p =", round(wrong, 2))
 
 # %% [markdown]
-# `tests/test_candidates.py` adds a chi-square test of the sampled rule (the prototype's
+# `tests/test_trees.py` adds a chi-square test of the sampled rule (the prototype's
 # correction rejected at the same sample size), the tiny models' three-token law through the
 # decoder with trees, greedy equality with the autoregressive output, and cache against no
 # cache; `tests/test_feature.py` does the same with the feature head. On SmolLM2, notebook 02

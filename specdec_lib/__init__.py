@@ -1,7 +1,6 @@
 """specdec_lib: speculative decoding derived, proven exact and measured (see the README's
 "Architecture" for the layers: the maths, decoding, drafters, pairs and measurement, training)."""
 
-from .candidates import verify_tree
 from .decoding import (
     AutoregressiveDecoder,
     BaseDrafter,
@@ -12,6 +11,7 @@ from .decoding import (
 )
 from .models import ModelPair, ModelUnavailableError, load_pair
 from .sampling import Verdict, Warp, acceptance_rate, residual, verify
+from .trees import verify_tree
 
 __version__ = "0.1.0"
 

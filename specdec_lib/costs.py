@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from .checks import positive_int
+from .trees import check_widths
 
 __all__ = [
     "as_tree",
@@ -163,18 +164,14 @@ def predicted_speedup(alpha, K, t_draft, t_target: Sequence[float] | float, t_ta
 
 
 def as_tree(tree: Any) -> tuple[int, ...]:
-    """A step's shape as a tuple of candidates per depth: an int ``w`` is ``(w,)``."""
-    if isinstance(tree, (str, bytes)) or not (
-        isinstance(tree, int | np.integer) or hasattr(tree, "__iter__")
-    ):
-        raise ValueError(
-            f"tree must be candidates at each draft depth, e.g. (4, 3), or an int w for (w,), "
-            f"got {tree!r}"
-        )
-    widths = (tree,) if isinstance(tree, int | np.integer) else tuple(tree)
-    if not widths:
-        raise ValueError("tree must name the candidates of at least one depth, e.g. (1,)")
-    return tuple(positive_int(w, "tree", "candidates at each draft depth") for w in widths)
+    """A step's shape as a tuple of candidates per depth (checked by
+    :func:`~specdec_lib.trees.check_widths`): an int ``w`` is ``(w,)``."""
+    if isinstance(tree, int | np.integer) and not isinstance(tree, bool):
+        tree = (int(tree),)
+    shape = check_widths(tree)
+    if shape is None:
+        raise ValueError("tree must be candidates at each draft depth, e.g. (4, 3), got None")
+    return shape
 
 
 def drafted_widths(K: int, tree: Any = (1,)) -> list[int]:

@@ -25,7 +25,6 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
-from .candidates import chain_tree, is_chain, tree_depths, tree_shape, verify_tree
 from .checks import non_negative_int, positive_int
 from .lm import (
     cache_kwargs,
@@ -39,6 +38,7 @@ from .lm import (
     vocab_size,
 )
 from .sampling import NAN_MESSAGE, Verdict, Warp, bad_rows, has_nan, sample, verify
+from .trees import chain_tree, is_chain, tree_depths, tree_shape, verify_tree
 
 __all__ = [
     "AutoregressiveDecoder",
@@ -261,7 +261,7 @@ class TargetState:
         self, seq: torch.Tensor, tokens: torch.Tensor, parents: Sequence[int]
     ) -> torch.Tensor:
         """One pass over the tokens of ``seq`` not yet in the cache and a draft tree after it
-        (``tokens`` ``[N]``, ``parents`` as in :func:`~specdec_lib.candidates.verify_tree`): node
+        (``tokens`` ``[N]``, ``parents`` as in :func:`~specdec_lib.trees.verify_tree`): node
         ``i`` sits at the position of its depth after ``seq`` and sees ``seq`` and its ancestors
         only (a tree attention mask; for a chain, the model's own causal mask).
 
@@ -584,7 +584,7 @@ class SpeculativeDecoder(_DecoderBase):
             decoding, its next-best tokens by the drafter's ``draft_scores``); depths past the
             tuple have one candidate. The tree is checked in one target pass with a tree attention
             mask and verified by recursive rejection at every node
-            (:func:`specdec_lib.candidates.verify_tree`): exact for every shape.
+            (:func:`specdec_lib.trees.verify_tree`): exact for every shape.
         width: another spelling of ``tree=(width,)``: ``width`` candidates for the first draft
             position (give ``width`` or ``tree``, not both).
         use_cache: keep KV caches (default). ``False`` re-encodes the sequence at every pass: the

@@ -23,7 +23,6 @@ import torch
 from scipy import optimize
 from scipy import stats as sps
 
-from .candidates import candidate_stage
 from .checks import positive_int, real
 from .lm import last_rows, model_device, output_cache
 from .sampling import (
@@ -35,6 +34,7 @@ from .sampling import (
     step_distributions,
     verify,
 )
+from .trees import candidate_stage
 
 __all__ = [
     "GofResult",
@@ -103,14 +103,14 @@ def exact_tree_law(
     correction: Correction = residual_correction,
 ) -> dict[tuple[int, ...], float]:
     """The exact law of the first ``K + 1`` tokens when one step of a chain tree
-    (:func:`~specdec_lib.candidates.chain_tree`: ``K`` draft depths, ``widths[d]`` candidates at
-    depth ``d + 1``) is verified by :func:`~specdec_lib.candidates.verify_tree` and the tokens
+    (:func:`~specdec_lib.trees.chain_tree`: ``K`` draft depths, ``widths[d]`` candidates at
+    depth ``d + 1``) is verified by :func:`~specdec_lib.trees.verify_tree` and the tokens
     the step does not emit are drawn from the target. ``p_fn(prefix)`` and ``q_fn(prefix)`` give
     the target's and the draft's laws ``[V]`` after a tuple of tokens. For the residual correction
     the result is the target's own law of ``K + 1`` tokens, ``prod_t p(x_t | x_<t)``.
 
     Enumerates every ordered draw of every node's candidates (stages by
-    :func:`~specdec_lib.candidates.candidate_stage`, made of the two halves the decoder runs), in
+    :func:`~specdec_lib.trees.candidate_stage`, made of the two halves the decoder runs), in
     float64: tiny vocabularies only. ``widths = (w,)`` with ``K = 1`` is ``w`` candidates for one
     position; its first token's law (:func:`first_token_law`) is ``p``."""
     positive_int(K, "K", "draft depths")

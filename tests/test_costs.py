@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 import torch
 
-from specdec_lib.candidates import chain_tree, verify_tree
 from specdec_lib.costs import (
     as_tree,
     chain_tokens_per_step,
@@ -24,6 +23,7 @@ from specdec_lib.costs import (
     walltime_speedup,
 )
 from specdec_lib.sampling import verify
+from specdec_lib.trees import chain_tree, verify_tree
 
 
 def test_expected_tokens_closed_form():

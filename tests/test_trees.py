@@ -11,11 +11,11 @@ import torch
 from conftest import random_dist
 from test_decoding import PROMPT, _continuation_test
 
-from specdec_lib.candidates import chain_tree, more_candidates, tree_shape, verify_tree
 from specdec_lib.decoding import AutoregressiveDecoder, SpeculativeDecoder
 from specdec_lib.drafters import DynamicK
 from specdec_lib.sampling import prototype_correction, residual_correction
 from specdec_lib.stats import chisquare_gof, exact_tree_law, first_token_law, tv
+from specdec_lib.trees import chain_tree, more_candidates, tree_shape, verify_tree
 
 
 def _width_law(p, q, width, correction=residual_correction):

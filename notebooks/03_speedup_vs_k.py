@@ -409,7 +409,7 @@ savefig("03_speedup_vs_K_trained", fig)
 #
 # The acceptance rate does not depend on the device: it is a property of the two distributions.
 # So a GPU's speedup-vs-$K$ curve follows from its pass costs and the per-position acceptance
-# measured here with the real weights. `python -m specdec_lib device-costs` (`make gpu-bench`)
+# measured here with the real weights. `python -m specdec_lib device-costs`
 # measures those costs on any device with the default target's architecture and random weights
 # (the timing of a pass depends on the shapes, not the values) and the committed head, and writes
 # `data/results/device_costs_<device>.json`. Where a GPU's file is committed, the figure below
@@ -417,8 +417,8 @@ savefig("03_speedup_vs_K_trained", fig)
 # three GPUs (roofline plus launch overhead), labelled as such.
 
 # %%
-from specdec_lib.device_costs import acceptance_by_position, predicted_curves
 from specdec_lib.models import load_pair
+from specdec_lib.research.device_costs import acceptance_by_position, predicted_curves
 
 ACCEPTANCE = {
     1: acceptance_by_position(RESULTS_DIR / "bench_default_trained_bfloat16_T1.json"),

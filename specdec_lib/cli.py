@@ -20,8 +20,8 @@ from pathlib import Path
 
 from .bench import BenchSettings, EvalSettings, evaluate_drafter, run_benchmark
 from .config import REPO_ROOT, RESULTS_DIR
-from .device_costs import CostSettings, measure_device_costs, write_device_costs
 from .models import ModelUnavailableError
+from .research.device_costs import CostSettings, measure_device_costs, write_device_costs
 from .research.exactness import ExactnessSettings, as_frame
 from .research.hostwork import BASELINES, reuse_freed_memory
 from .results import atomic_write, atomic_write_json, read_json

@@ -1,4 +1,4 @@
-"""The device-cost run (``specdec_lib.device_costs``), dry on this CPU with tiny settings: the
+"""The device-cost run (``specdec_lib.research.device_costs``), dry on this CPU with tiny settings: the
 default target's architecture with random weights, the committed head, costs, generate's per-token
 time, and the predicted curves built from the committed CPU acceptance."""
 
@@ -7,7 +7,7 @@ import json
 import pytest
 
 from specdec_lib.cli import main
-from specdec_lib.device_costs import (
+from specdec_lib.research.device_costs import (
     CostSettings,
     measure_device_costs,
     predicted_curves,

@@ -40,7 +40,7 @@ LAYERS = {
     2: ["sampling", "candidates", "stats"],
     3: ["decoding"],
     4: ["drafters", "models", "faults"],
-    5: ["bench", "device_costs", "research", "training", "figures", "cli", "__main__", "__init__"],
+    5: ["bench", "research", "training", "figures", "cli", "__main__", "__init__"],
 }
 LAYER_OF = {name: layer for layer, names in LAYERS.items() for name in names}
 

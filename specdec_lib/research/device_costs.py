@@ -1,5 +1,7 @@
 """Pass costs on any device, with the default target's architecture and random weights, and the
-speedup-vs-K curves they predict (``python -m specdec_lib device-costs``; ``make gpu-bench``).
+speedup-vs-K curves they predict (``python -m specdec_lib device-costs``). The GPU run,
+:mod:`specdec_lib.research.gpu_run`, builds on this module: the same random target and the same
+``generate`` timing, and beside them the real decoder's steps.
 
 Where the embedded target's weights cannot travel (a GPU machine reached through a small upload),
 the time of a pass does not need them: at batch size 1 it depends on the shapes, the dtype and the
@@ -32,15 +34,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from .bench import measure_pass_costs, resolve_device
-from .checks import non_negative_int, positive_int
-from .config import DATA_DIR, DEFAULT_HEAD, RESULTS_DIR
-from .costs import chain_tokens_per_step, step_cost
-from .drafters import drafter_for, load_head, quantize_int8
-from .lm import synchronize
-from .models import ModelPair
-from .results import atomic_write_json, provenance, read_json
-from .settings import setting
+from ..bench import measure_pass_costs, resolve_device
+from ..checks import non_negative_int, positive_int
+from ..config import DATA_DIR, DEFAULT_HEAD, RESULTS_DIR
+from ..costs import chain_tokens_per_step, step_cost
+from ..drafters import drafter_for, load_head, quantize_int8
+from ..lm import synchronize
+from ..models import ModelPair
+from ..results import atomic_write_json, provenance, read_json
+from ..settings import setting
 
 __all__ = ["CostSettings", "acceptance_by_position", "measure_device_costs", "predicted_curves"]
 

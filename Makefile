@@ -5,7 +5,8 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
 
-PYTHON ?= $(shell command -v python3.11 || command -v python3)
+# Python 3.11 to 3.13 (3.11 preferred: the committed results were measured with it).
+PYTHON ?= $(shell command -v python3.11 || command -v python3.12 || command -v python3.13 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
@@ -34,8 +35,8 @@ help:
 	@echo "make sync        sync each notebook with its .py twin (after editing either)"
 
 $(VENV)/.installed: pyproject.toml
-	@test -n "$(PYTHON)" || { echo "python3.11 not found"; exit 1; }
-	$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "specdec needs Python 3.11, found " + sys.version'
+	@test -n "$(PYTHON)" || { echo "Python 3.11 to 3.13 not found"; exit 1; }
+	$(PYTHON) -c 'import sys; assert (3, 11) <= sys.version_info[:2] <= (3, 13), "specdec needs Python 3.11 to 3.13, found " + sys.version'
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	# torch first, pinned: on these machines ==2.13.0 is the CPU wheel (a plain `torch` pulls CUDA).

@@ -23,14 +23,16 @@ export MPLBACKEND := Agg
 export PYTHONHASHSEED := 0
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help install test test-lib test-notebooks reproduce lab lint format sync bench gpu-bench clean
+.PHONY: help install test test-lib test-gpu-stack test-notebooks reproduce lab lint format sync bench \
+	gpu-run gpu-rehearsal clean
 
 help:
 	@echo "make reproduce   execute all notebooks on the embedded models, export figures (full mode)"
 	@echo "make test        pytest + nbval (quick mode, SPECDEC_QUICK=1)"
 	@echo "make lab         open the series in JupyterLab"
 	@echo "make bench       the CPU benchmark of notebook 03 (writes data/results/)"
-	@echo "make gpu-bench   pass costs and predicted curves on a GPU (GPU_PYTHON=python3 on a GPU machine)"
+	@echo "make gpu-run     on a lent GPU machine: pass costs and decoder steps, one JSON under \$$OUT"
+	@echo "make gpu-rehearsal  the same on this CPU, dry (tiny settings), checking data/ is untouched"
 	@echo "make lint        ruff check + format check + notebooks in sync with their .py twins"
 	@echo "make sync        sync each notebook with its .py twin (after editing either)"
 
@@ -51,10 +53,51 @@ install: $(VENV)/.installed
 
 # Quick mode for CI; figures from the quick run go to a scratch folder, never over the committed ones.
 test: install
-	$(MAKE) test-lib test-notebooks
+	$(MAKE) test-lib test-gpu-stack test-notebooks
 
 test-lib: install
 	TQDM_DISABLE=1 SPECDEC_QUICK=1 $(PY) -m pytest tests -q
+
+# The GPU machine's own stack: transformers 5.17 with the tokenizers and hub releases it brings,
+# installed without dependencies into a throwaway folder (the venv's transformers is untouched) and
+# put first on the path. The GPU run's rehearsal, the decoders' greedy identity and the KV-cache
+# tests run against it, so a release difference fails here rather than on a device lent once; the
+# sources must also compile under Python 3.12 and 3.13 where those are installed. Skipped, saying
+# so, only when the package index cannot be reached.
+GPU_STACK := transformers==5.17.0 tokenizers==0.23.2 huggingface_hub==1.33.0
+GPU_STACK_DIR := .cache/gpu-stack
+GPU_STACK_PY := PYTHONPATH=$(CURDIR)/$(GPU_STACK_DIR):$(CURDIR) $(PY)
+test-gpu-stack: install
+	@if [ "$$(cat $(GPU_STACK_DIR)/.stack 2>/dev/null)" != "$(GPU_STACK)" ]; then \
+	  rm -rf $(GPU_STACK_DIR) $(GPU_STACK_DIR).tmp; \
+	  if ! $(PIP) install -q --no-deps --timeout 30 --retries 1 --target $(GPU_STACK_DIR).tmp \
+	      $(GPU_STACK); then \
+	    rm -rf $(GPU_STACK_DIR).tmp; \
+	    versions=$$($(PIP) index versions --timeout 30 --retries 1 transformers 2>/dev/null || true); \
+	    if [[ "$$versions" == *"5.17.0"* ]]; then \
+	      echo "test-gpu-stack: the index answers, but installing $(GPU_STACK) failed"; exit 1; \
+	    fi; \
+	    echo "test-gpu-stack: SKIPPED: the package index cannot be reached to install $(GPU_STACK)"; \
+	    exit 0; \
+	  fi; \
+	  echo "$(GPU_STACK)" > $(GPU_STACK_DIR).tmp/.stack; mv $(GPU_STACK_DIR).tmp $(GPU_STACK_DIR); \
+	fi; \
+	$(GPU_STACK_PY) -c 'import transformers as t; assert t.__version__ == "5.17.0", t.__file__; \
+	  print("test-gpu-stack: transformers", t.__version__, "from", t.__file__)'; \
+	out=$$(mktemp -d); trap 'rm -rf "$$out"' EXIT; \
+	OUT=$$out $(GPU_STACK_PY) -m specdec_lib.research.gpu_run --device cpu --dry-run --out "$$out"; \
+	TQDM_DISABLE=1 SPECDEC_QUICK=1 $(GPU_STACK_PY) -m pytest -q \
+	  tests/test_decoding.py::test_greedy_speculative_equals_greedy_autoregressive \
+	  tests/test_heads.py tests/test_lm.py; \
+	for v in 3.12 3.13; do \
+	  py=$$(for c in python$$v $${PYENV_ROOT:-$$HOME/.pyenv}/versions/$$v.*/bin/python$$v; do \
+	    if $$c -c '' 2>/dev/null; then echo $$c; break; fi; done); \
+	  if [ -n "$$py" ]; then \
+	    $$py -W error -c 'import pathlib, sys; [compile(p.read_text(), str(p), "exec") \
+	      for d in sys.argv[1:] for p in sorted(pathlib.Path(d).rglob("*.py"))]' specdec_lib tests; \
+	    echo "test-gpu-stack: the library and its tests compile under Python $$v ($$py)"; \
+	  else echo "test-gpu-stack: no Python $$v here, its compile check skipped"; fi; \
+	done
 
 test-notebooks: install
 	TQDM_DISABLE=1 SPECDEC_QUICK=1 SPECDEC_FIGURES=$(CURDIR)/.test-figures \
@@ -143,12 +186,26 @@ bench: install
 	# Not a benchmark: every shipped configuration against exact laws (notebook 02, section 9).
 	$(PY) -m specdec_lib exactness --out data/results/exactness_shipped.json
 
-# The GPU run (notebook 03, section 8): pass costs with the default target's architecture and random
-# weights, the committed head, and the predicted speedup-vs-K curves, in a few minutes on one GPU.
-# GPU_PYTHON: a Python whose torch sees the GPU (a GPU machine often brings its own; no venv).
-GPU_PYTHON ?= $(PY)
-gpu-bench:
-	PYTHONPATH=$(CURDIR) $(GPU_PYTHON) -m specdec_lib device-costs --device cuda --out data/results
+# The GPU run (specdec_lib/research/gpu_run.py; README, "On a GPU"), on a lent GPU machine with its
+# own python3 (no venv, no install): the target's passes, the draft step, the real decoder's steps
+# and transformers' generate, with the default target's architecture and random weights, in a few
+# minutes; it writes one JSON under $OUT, the one folder that comes back, and nothing elsewhere.
+# GIT_COMMIT names the commit there (the machine's copy of the tree has no git history).
+GPU_PYTHON ?= python3
+gpu-run:
+	@test -n "$${OUT:-}" || { echo "gpu-run: set OUT to the folder the result goes to"; exit 2; }
+	PYTHONPATH=. $(GPU_PYTHON) -m specdec_lib.research.gpu_run --out "$$OUT" \
+	  $(if $(GIT_COMMIT),--commit $(GIT_COMMIT))
+
+# The same on this CPU, as the device runs it (PYTHONPATH=., a fresh OUT), dry: every section with
+# tiny settings, in well under a minute; it fails if anything under data/ changed.
+gpu-rehearsal: install
+	@out=$$(mktemp -d); trap 'rm -rf "$$out"' EXIT; \
+	before=$$(find data -type f -printf '%P %s %T@\n' | sort | sha256sum); \
+	OUT=$$out PYTHONPATH=. $(PY) -m specdec_lib.research.gpu_run --device cpu --dry-run --out "$$out"; \
+	after=$$(find data -type f -printf '%P %s %T@\n' | sort | sha256sum); \
+	test "$$before" = "$$after" || { echo "gpu-rehearsal: the run wrote under data/"; exit 1; }; \
+	echo "gpu-rehearsal: wrote $$(cd "$$out" && ls), nothing under data/"
 
 lint: install
 	$(VENV)/bin/ruff check .

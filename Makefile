@@ -60,10 +60,10 @@ test-lib: install
 
 # The GPU machine's own stack: transformers 5.17 with the tokenizers and hub releases it brings,
 # installed without dependencies into a throwaway folder (the venv's transformers is untouched) and
-# put first on the path. The GPU run's rehearsal, the decoders' greedy identity and the KV-cache
-# tests run against it, so a release difference fails here rather than on a device lent once; the
-# sources must also compile under Python 3.12 and 3.13 where those are installed. Skipped, saying
-# so, only when the package index cannot be reached.
+# put first on the path. The GPU run's rehearsal, the decoders' greedy identity, the trees' cached
+# passes and the KV-cache tests run against it, so a release difference fails here rather than on
+# a device lent once; the sources must also compile under Python 3.12 and 3.13 where those are
+# installed. Skipped, saying so, only when the package index cannot be reached.
 GPU_STACK := transformers==5.17.0 tokenizers==0.23.2 huggingface_hub==1.33.0
 GPU_STACK_DIR := .cache/gpu-stack
 GPU_STACK_PY := PYTHONPATH=$(CURDIR)/$(GPU_STACK_DIR):$(CURDIR) $(PY)
@@ -88,6 +88,8 @@ test-gpu-stack: install
 	OUT=$$out $(GPU_STACK_PY) -m specdec_lib.research.gpu_run --device cpu --dry-run --out "$$out"; \
 	TQDM_DISABLE=1 SPECDEC_QUICK=1 $(GPU_STACK_PY) -m pytest -q \
 	  tests/test_decoding.py::test_greedy_speculative_equals_greedy_autoregressive \
+	  tests/test_feature.py::test_feature_drafter_with_alternatives \
+	  tests/test_feature.py::test_feature_drafter_cache_matches_no_cache \
 	  tests/test_heads.py tests/test_lm.py; \
 	for v in 3.12 3.13; do \
 	  py=$$(for c in python$$v $${PYENV_ROOT:-$$HOME/.pyenv}/versions/$$v.*/bin/python$$v; do \

@@ -204,7 +204,7 @@ def _prompt(pair: ModelPair, n: int) -> torch.Tensor:
 
 
 def decoder_steps(pair: ModelPair, s: GpuRunSettings, clock: _Clock) -> dict[str, Any]:
-    """Section 2: the decoders' steps, cell by cell (temperature, shape, ``K``), a short warm-up
+    """Section 2: the decoders' steps, cell by cell (temperature, ``K``, shape), a short warm-up
     generation before each cell's timed ones; cells past the budget are listed as skipped."""
     prompt = _prompt(pair, s.context)
     rows, skipped = [], []
@@ -213,8 +213,9 @@ def decoder_steps(pair: ModelPair, s: GpuRunSettings, clock: _Clock) -> dict[str
         ar.generate_ids(prompt, 2)
         times = [step_times(ar.generate_ids(prompt, s.new_tokens)) for _ in range(s.decoder_reps)]
         rows.append({"method": "autoregressive", "temperature": T, **_median_cell(times)})
-        for name, tree in SHAPES.items():
-            for K in range(1, s.K_max + 1):
+        # K outermost: past the budget, the longest drafts of every shape go first, not a shape
+        for K in range(1, s.K_max + 1):
+            for name, tree in SHAPES.items():
                 cell = {"method": "speculative", "shape": name, "tree": list(tree), "K": K}
                 if clock.left() < 0:
                     skipped.append({**cell, "temperature": T})

@@ -62,8 +62,10 @@ def context_length(model: Any) -> int | None:
 # up to 5.2x calls it ``past_key_values``, later releases ``cache`` (still accepting the old name,
 # with a warning). A layer handed the wrong name silently runs without a cache, so every call in
 # the library goes through these two helpers.
-CACHE_KW = "cache" if "cache" in inspect.signature(LlamaDecoderLayer.forward).parameters else (
-    "past_key_values"
+CACHE_KW = (
+    "cache"
+    if "cache" in inspect.signature(LlamaDecoderLayer.forward).parameters
+    else ("past_key_values")
 )
 
 
@@ -85,7 +87,9 @@ def model_forward(
     Returns the logits of the last ``n_logits`` positions, ``[n_logits, V]``, and the cache.
     """
     keep = last_rows(n_logits, ids.numel(), ids.device)
-    out = model(input_ids=ids.view(1, -1), use_cache=True, logits_to_keep=keep, **cache_kwargs(cache))
+    out = model(
+        input_ids=ids.view(1, -1), use_cache=True, logits_to_keep=keep, **cache_kwargs(cache)
+    )
     return out.logits[0, -n_logits:], output_cache(out)
 
 

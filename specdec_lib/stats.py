@@ -24,7 +24,7 @@ from scipy import optimize
 from scipy import stats as sps
 
 from .checks import positive_int, real
-from .lm import last_rows, model_device, output_cache
+from .lm import cache_kwargs, last_rows, model_device, output_cache
 from .sampling import (
     Correction,
     Verdict,
@@ -400,7 +400,7 @@ def sample_continuations(
                 cache.batch_repeat_interleave(len(chunk))
                 keep = last_rows(1, rows.shape[1], device)
                 logits = target(
-                    input_ids=rows, cache=cache, use_cache=True, logits_to_keep=keep
+                    input_ids=rows, use_cache=True, logits_to_keep=keep, **cache_kwargs(cache)
                 ).logits[:, -1]
             else:
                 batch = torch.cat([ids.expand(len(chunk), -1), rows], dim=1)

@@ -1,14 +1,18 @@
-"""The core never imports the wings: no module outside ``specdec_lib/research/`` and
-``specdec_lib/training/`` imports either of them, wherever the import stands (functions included);
-only the command line (``cli.py``, ``__main__.py``) may."""
+"""The library's layers, read from the README's architecture diagram and checked against the
+imports: every library module stands on exactly one floor of the diagram, and imports only from
+its own floor or below; the wings (training, research, figures) import the core and are never
+imported by it, wherever the import stands (functions included); only the command line
+(``cli.py``, ``__main__.py``) may import them."""
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
-LIB = Path(__file__).resolve().parents[1] / "specdec_lib"
-WINGS = ("research", "training")
+ROOT = Path(__file__).resolve().parents[1]
+LIB = ROOT / "specdec_lib"
+WINGS = ("research", "training", "figures")
 MAY_IMPORT_WINGS = ("cli.py", "__main__.py")
 
 
@@ -83,3 +87,65 @@ def test_the_check_sees_every_spelling(tmp_path, where, source, wing):
     path.write_text(source)
     found = {_wing(m) for m in imported_modules(path, tmp_path / "specdec_lib")} - {None}
     assert found == ({wing} if wing else set())
+
+
+# --------------------------------------------------------------------------------------------
+# The README's diagram
+# --------------------------------------------------------------------------------------------
+
+
+def readme_layers(text: str | None = None) -> tuple[dict[str, int], set[str]]:
+    """``({unit: floor}, wings)`` from the README's architecture diagram: a line `` N  name  a.py
+    b/ ...`` puts those units on floor N; the line starting ``wings`` names the wings. A unit is a
+    module (``a.py`` -> ``a``) or a package (``b/`` -> ``b``); anything in parentheses is detail."""
+    text = text if text is not None else (ROOT / "README.md").read_text()
+    block = text.split("### Architecture", 1)[1].split("```", 2)[1]
+    floors, wings, in_wings = {}, set(), False
+    for line in block.splitlines():
+        units = re.findall(r"(?<![\w(,./-])(\w+)(?:\.py\b|/)", re.sub(r"\([^)]*\)", "", line))
+        m = re.match(r"\s*(\d+)\s", line)
+        if m:
+            for u in units:
+                assert u not in floors, f"{u} stands on two floors of the diagram"
+                floors[u] = int(m.group(1))
+        elif line.strip().startswith("wings") or (in_wings and line.strip()):
+            in_wings = True  # the wings' line and its continuations
+            wings.update(units)
+    return floors, wings
+
+
+def _unit(path: Path) -> str:
+    rel = path.relative_to(LIB)
+    return rel.parts[0] if len(rel.parts) > 1 else rel.stem
+
+
+def test_every_module_stands_on_one_floor_of_the_diagram():
+    floors, wings = readme_layers()
+    assert wings == set(WINGS)
+    units = {_unit(f) for f in LIB.rglob("*.py")}
+    assert units == set(floors) | wings, "the diagram names every library module, and no more"
+
+
+def test_imports_point_down_only():
+    floors, wings = readme_layers()
+    for f in sorted(LIB.rglob("*.py")):
+        unit = _unit(f)
+        if unit in wings:
+            continue
+        for module in imported_modules(f):
+            dep = module.split(".")[1] if "." in module else None
+            if dep is None or dep == unit or dep in wings or dep not in floors and dep not in wings:
+                continue  # the package itself, a wing (checked above), or a name, not a module
+            assert floors[dep] <= floors[unit], f"{unit} (floor {floors[unit]}) imports {dep}"
+
+
+def test_the_diagram_check_can_fail():
+    text = """### Architecture
+```
+ 2  up     b.py  c/ (x, y)
+ 1  down   a.py
+ wings:    w/
+```"""
+    assert readme_layers(text) == ({"b": 2, "c": 1 + 1, "a": 1}, {"w"})
+    with pytest.raises(AssertionError, match="two floors"):
+        readme_layers(text.replace("a.py", "a.py  b.py"))

@@ -52,11 +52,23 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed
 
 # Quick mode for CI; figures from the quick run go to a scratch folder, never over the committed ones.
+# One pytest run for the library's tests and the notebooks (nbval), spread over one worker per core
+# (pytest-xdist; a notebook's cells stay together in one worker, in order), each worker with one
+# thread: the tiny models' tests are bound by Python, not arithmetic, and two workers of one thread
+# keep both cores busy where one process of two threads idles one while the other runs Python.
+WORKERS ?= $(shell nproc)
+TEST_ENV := TQDM_DISABLE=1 SPECDEC_QUICK=1 SPECDEC_FIGURES=$(CURDIR)/.test-figures OMP_NUM_THREADS=1
+NBVAL := --nbval-lax --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg
 test: install
-	$(MAKE) test-lib test-gpu-stack test-notebooks
+	$(TEST_ENV) $(PY) -m pytest -q -n $(WORKERS) --dist loadfile $(NBVAL) --durations=15 \
+	  tests $(NOTEBOOKS)
+	$(MAKE) test-gpu-stack
 
 test-lib: install
-	TQDM_DISABLE=1 SPECDEC_QUICK=1 $(PY) -m pytest tests -q
+	$(TEST_ENV) $(PY) -m pytest tests -q -n $(WORKERS)
+
+test-notebooks: install
+	$(TEST_ENV) $(PY) -m pytest -q -n $(WORKERS) --dist loadfile $(NBVAL) --durations=10 $(NOTEBOOKS)
 
 # The GPU machine's own stack: transformers 5.17 with the tokenizers and hub releases it brings,
 # installed without dependencies into a throwaway folder (the venv's transformers is untouched) and
@@ -100,11 +112,6 @@ test-gpu-stack: install
 	    echo "test-gpu-stack: the library and its tests compile under Python $$v ($$py)"; \
 	  else echo "test-gpu-stack: no Python $$v here, its compile check skipped"; fi; \
 	done
-
-test-notebooks: install
-	TQDM_DISABLE=1 SPECDEC_QUICK=1 SPECDEC_FIGURES=$(CURDIR)/.test-figures \
-	  $(PY) -m pytest -q --nbval-lax --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg \
-	  --durations=10 $(NOTEBOOKS)
 
 # Full mode: the committed outputs. Each notebook is executed in place, in order, with the inline
 # backend (the Agg exported above would leave the committed notebooks without their figures).

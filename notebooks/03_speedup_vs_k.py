@@ -59,6 +59,7 @@ from specdec_lib.bench import BenchSettings, per_prompt_frame, run_benchmark, ru
 from specdec_lib.config import REMEASURE, RESULTS_DIR, quick
 from specdec_lib.costs import expected_tokens_per_step, optimal_K, walltime_speedup
 from specdec_lib.figures import speedup_vs_k as figs
+from specdec_lib.research import gpu_model
 from specdec_lib.research.gpu_model import GPUS, gpu_pass_time
 from specdec_lib.results import read_json
 from specdec_lib.style import savefig
@@ -409,12 +410,13 @@ savefig("03_speedup_vs_K_trained", fig)
 #
 # The acceptance rate does not depend on the device: it is a property of the two distributions.
 # So a GPU's speedup-vs-$K$ curve follows from its pass costs and the per-position acceptance
-# measured here with the real weights. `python -m specdec_lib device-costs`
-# measures those costs on any device with the default target's architecture and random weights
-# (the timing of a pass depends on the shapes, not the values) and the committed head, and writes
-# `data/results/device_costs_<device>.json`. Where a GPU's file is committed, the figure below
-# plots its **measured** costs (acceptance from the CPU run); otherwise it plots a **model** of
-# three GPUs (roofline plus launch overhead), labelled as such.
+# measured here with the real weights. The GPU run (`make gpu-run`, the module
+# `specdec_lib.research.gpu_run`) measures those costs on a GPU with the default target's
+# architecture and random weights (the timing of a pass depends on the shapes, not the values) and
+# the committed head, with the decoders' own step times, and writes `gpu_run_cuda.json`. Where that
+# file is committed in `data/results/`, the figure below plots its **measured** pass costs and the
+# speedup they predict with the CPU's acceptance; otherwise it plots a **model** of three GPUs
+# (roofline plus launch overhead) whose every assumption is printed below, labelled as such.
 
 # %%
 from specdec_lib.models import load_pair
@@ -436,20 +438,20 @@ measured_cpu = pd.concat(
         .assign(width=2),
     ]
 )[["width", "K", "speedup", "speedup_low", "speedup_high"]]
-gpu_file = RESULTS_DIR / "device_costs_cuda.json"
+gpu_file = RESULTS_DIR / "gpu_run_cuda.json"
 GPU_MEASURED = gpu_file.exists()
 print("measured GPU costs committed:", GPU_MEASURED)
 
 # %%
-passes = {"this CPU (bf16, measured)": cpu_costs["t_target_s"]}
-curves = [
-    dict(r, device="this CPU (bf16, measured)") for r in predicted_curves(cpu_costs, ACCEPTANCE, 4)
-]
+# Each device's curves are predictions from its pass costs; only the CPU's markers are measured.
+CPU_NAME = "this CPU, bf16: measured pass costs"
+passes = {CPU_NAME: cpu_costs["t_target_s"]}
+curves = [dict(r, device=CPU_NAME) for r in predicted_curves(cpu_costs, ACCEPTANCE, 4)]
 if GPU_MEASURED:
     gpu = read_json(gpu_file)
-    name = f"{gpu['provenance'].get('gpu', 'GPU')} (measured)"
+    name = f"{gpu['provenance'].get('gpu', 'GPU')}: measured pass costs"
     passes[name] = gpu["costs"]["t_target_s"]
-    curves += [dict(r, device=name) for r in gpu["predicted"]]
+    curves += [dict(r, device=name) for r in predicted_curves(gpu["costs"], ACCEPTANCE, 8)]
     title = f"{gpu['label']}: {gpu['provenance'].get('gpu')}"
 else:
     # The model: the target's weights read once per pass, the head's own weights and its
@@ -486,6 +488,17 @@ else:
             for r in predicted_curves(costs, ACCEPTANCE, 8)
         ]
     title = "Modelled GPUs (roofline + launch overhead): a model, not a measurement; acceptance from the CPU run"
+    print(
+        "The GPU model's assumptions (specdec_lib.research.gpu_model): a pass costs "
+        "max(weights / (bandwidth x efficiency), tokens x FLOPs / (peak x efficiency)) "
+        "+ ops x launch overhead, with\n"
+        f"  launch overhead per op: {gpu_model.LAUNCH_OVERHEAD_S * 1e6:.0f} us (eager PyTorch)\n"
+        f"  ops per decoder layer: {gpu_model.OPS_PER_LAYER}, plus {gpu_model.OPS_FIXED} per pass\n"
+        f"  bandwidth efficiency: {gpu_model.BANDWIDTH_EFFICIENCY:.0%}, "
+        f"compute efficiency: {gpu_model.COMPUTE_EFFICIENCY:.0%}\n"
+        "  weights and draft in bf16, read once per pass; KV-cache traffic and attention ignored\n"
+        + "\n".join(f"  {s.name}: {s.source}" for s in GPUS.values())
+    )
 predicted = pd.DataFrame(curves)
 display(
     predicted.pivot_table(index=["device", "width"], columns="K", values="predicted_speedup").round(

@@ -105,6 +105,7 @@ def test_tree_tokens_bad_rates(beta, gamma):
 def test_chain_tokens_per_step_by_position():
     # 1 + a1 + a1 a2 + a1 a2 a2 (the last rate repeats)
     assert math.isclose(chain_tokens_per_step([0.8, 0.5], 3), 1 + 0.8 + 0.4 + 0.2)
+    assert chain_tokens_per_step([1.0, 1.0], 3) == 4
     assert math.isclose(chain_tokens_per_step([0.7], 4), expected_tokens_per_step(0.7, 4))
     with pytest.raises(ValueError, match="alpha_by_position"):
         chain_tokens_per_step([], 2)

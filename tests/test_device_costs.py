@@ -11,7 +11,6 @@ from specdec_lib.research.device_costs import (
     CostSettings,
     measure_device_costs,
     predicted_curves,
-    tokens_per_step,
 )
 
 TINY = dict(device="cpu", n_max=4, K_max=2, context=8, reps=1, generate_tokens=2)
@@ -39,7 +38,6 @@ def test_predictions_follow_the_cost_model():
     assert rows[1, 2]["tokens_per_step"] == pytest.approx(1.75)  # the last rate repeats
     assert rows[1, 2]["extrapolated"] and not rows[2, 2]["extrapolated"]
     assert rows[2, 2]["predicted_speedup"] == pytest.approx((1 + 0.6 + 0.24) / 2.2)
-    assert tokens_per_step([1.0, 1.0], 3) == 4
 
 
 def test_settings_refuse_too_few_pass_sizes():

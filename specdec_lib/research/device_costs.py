@@ -100,6 +100,24 @@ def random_target(config: str | Path, dtype: torch.dtype, device: str, seed: int
 
 
 @torch.inference_mode()
+def random_weights_pair(
+    target: Any, head: str | Path = DEFAULT_HEAD, *, int8: bool = False
+) -> ModelPair:
+    """A target with random weights (:func:`random_target`) and the committed head read onto it,
+    with int8 weights when asked: what the pass costs of a device are measured on."""
+    draft = load_head(head, target)
+    return ModelPair(
+        draft=drafter_for(quantize_int8(draft) if int8 else draft),
+        target=target,
+        tokenizer=None,
+        name="default-architecture",
+        draft_name=f"trained draft ({Path(head).name}) on random target weights"
+        + (", int8 weights" if int8 else ""),
+        target_name="SmolLM2-135M architecture, random weights",
+        dtype=next(target.parameters()).dtype,
+    )
+
+
 def generate_per_token(model: Any, n: int, *, graphs: bool = False, reps: int = 3) -> float:
     """Median seconds per token of transformers' greedy ``generate`` over ``n`` tokens (a fixed
     length: EOS ignored) after a short prompt; with ``graphs``, a static cache whose decoding step
@@ -143,13 +161,6 @@ def acceptance_by_position(path: str | Path) -> dict[str, Any]:
     }
 
 
-def tokens_per_step(alpha_by_position: list[float], K: int) -> float:
-    """``1 + sum_{i=1..K} prod_{j<=i} alpha_j``: the expected tokens per step when position ``j``
-    is accepted with probability ``alpha_j`` given the earlier ones; positions beyond the measured
-    ones repeat the last measured rate (:func:`specdec_lib.costs.chain_tokens_per_step`)."""
-    return chain_tokens_per_step(alpha_by_position, K)
-
-
 def predicted_curves(
     costs: dict[str, Any], acceptance: dict[int, dict[str, Any]], K_max: int
 ) -> list[dict[str, Any]]:
@@ -158,14 +169,15 @@ def predicted_curves(
     rows = []
     for width, acc in acceptance.items():
         for K in range(1, K_max + 1):
-            tau = tokens_per_step(acc["alpha_by_position"], K)
+            tau = chain_tokens_per_step(acc["alpha_by_position"], K)
+            cost = step_cost(K, costs, width)
             rows.append(
                 {
                     "width": width,
                     "K": K,
                     "tokens_per_step": tau,
-                    "step_cost": step_cost(K, costs, width),
-                    "predicted_speedup": tau / step_cost(K, costs, width),
+                    "step_cost": cost,
+                    "predicted_speedup": tau / cost,
                     "extrapolated": K > len(acc["alpha_by_position"]),
                 }
             )
@@ -178,27 +190,11 @@ def measure_device_costs(settings: CostSettings, *, head: str | Path = DEFAULT_H
     device = resolve_device(settings.device)
     dtype = {"bfloat16": torch.bfloat16, "float32": torch.float32}[settings.dtype]
     target = random_target(CONFIG, dtype, device, settings.seed)
-    pair = ModelPair(
-        draft=drafter_for(load_head(head, target)),
-        target=target,
-        tokenizer=None,
-        name="default-architecture",
-        draft_name=f"trained draft ({Path(head).name}) on random target weights",
-        target_name="SmolLM2-135M architecture, random weights",
-        dtype=dtype,
-    )
+    pair = random_weights_pair(target, head)
     costs = measure_pass_costs(pair, settings.n_max, context=settings.context, reps=settings.reps)
     drafts: dict[str, Any] = {"bfloat16" if dtype == torch.bfloat16 else "float32": costs}
     try:
-        int8_pair = ModelPair(
-            draft=drafter_for(quantize_int8(load_head(head, target))),
-            target=target,
-            tokenizer=None,
-            name=pair.name,
-            draft_name=pair.draft_name + ", int8 weights",
-            target_name=pair.target_name,
-            dtype=dtype,
-        )
+        int8_pair = random_weights_pair(target, head, int8=True)
         int8 = measure_pass_costs(int8_pair, 1, context=settings.context, reps=settings.reps)
         drafts["int8"] = {
             "t_draft_s": int8["t_draft_s"],

@@ -57,11 +57,10 @@ from ..bench import measure_pass_costs, resolve_device
 from ..checks import non_negative_int, one_of, positive_int, real
 from ..config import DEFAULT_HEAD, REPO_ROOT
 from ..decoding import AutoregressiveDecoder, GenerationResult, SpeculativeDecoder
-from ..drafters import drafter_for, load_head
 from ..models import ModelPair
 from ..results import atomic_write_json, provenance
 from ..settings import add_arguments, from_arguments, setting
-from .device_costs import CONFIG, generate_per_token, random_target
+from .device_costs import CONFIG, generate_per_token, random_target, random_weights_pair
 
 __all__ = ["SHAPES", "GpuRunSettings", "run", "source_digest", "step_times"]
 
@@ -185,16 +184,7 @@ class _Clock:
 
 def _pair(s: GpuRunSettings, device: str) -> ModelPair:
     dtype = {"bfloat16": torch.bfloat16, "float32": torch.float32}[s.dtype]
-    target = random_target(CONFIG, dtype, device, s.seed)
-    return ModelPair(
-        draft=drafter_for(load_head(DEFAULT_HEAD, target)),
-        target=target,
-        tokenizer=None,
-        name="default-architecture",
-        draft_name=f"trained draft ({DEFAULT_HEAD.name}) on random target weights",
-        target_name="SmolLM2-135M architecture, random weights",
-        dtype=dtype,
-    )
+    return random_weights_pair(random_target(CONFIG, dtype, device, s.seed))
 
 
 def _prompt(pair: ModelPair, n: int) -> torch.Tensor:

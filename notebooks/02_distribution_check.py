@@ -78,12 +78,8 @@ from scipy import stats as sps
 warnings.filterwarnings("ignore", message="IProgress not found")
 
 from specdec_lib import config, stats
-from specdec_lib.decoding import (
-    AutoregressiveDecoder,
-    BaseDrafter,
-    ModelDrafter,
-    SpeculativeDecoder,
-)
+from specdec_lib.decoding import AutoregressiveDecoder, SpeculativeDecoder
+from specdec_lib.drafters import BaseDrafter, ModelDrafter
 from specdec_lib.figures import distribution_check as figs
 from specdec_lib.lm import model_forward
 from specdec_lib.models import load_pair

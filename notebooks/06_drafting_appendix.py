@@ -42,7 +42,7 @@ from IPython.display import Markdown, display
 from specdec_lib import bench
 from specdec_lib.bench import runs_frame
 from specdec_lib.config import DATA_DIR, RESULTS_DIR, quick
-from specdec_lib.costs import drafted_tokens, expected_tokens_per_step, monotone_costs
+from specdec_lib.costs import drafted_tokens, expected_tokens_per_step
 from specdec_lib.figures import drafting_appendix as figs
 from specdec_lib.figures.drafting_strategies import speedup_intervals
 from specdec_lib.research import trees
@@ -1014,7 +1014,7 @@ levers.set_index(["lever", "panel"])
 # the cost of a step: one draft pass per depth and one target pass over $n + 1$ tokens, from a
 # separate run that times target passes over up to 64 tokens on this CPU
 # (`python -m specdec_lib device-costs --device cpu --n-max 64`, with the int8 head's draft
-# cost; made non-decreasing in $n$ by `costs.monotone_costs`, since a pass over more tokens never
+# cost; made non-decreasing in $n$ by `trees.monotone_costs`, since a pass over more tokens never
 # costs less). The ranks are those of the wide run: 8 candidates at 2 depths, so at most 8
 # children per node. The result is a
 # ceiling, optimistic on three counts: every node's candidates are accepted at the rates the chain
@@ -1023,7 +1023,7 @@ levers.set_index(["lever", "panel"])
 
 # %%
 DEVICE_COSTS = read_json(RESULTS / "device_costs_cpu.json")
-CEILING_COSTS = monotone_costs(
+CEILING_COSTS = trees.monotone_costs(
     {
         "t_target_s": DEVICE_COSTS["costs"]["t_target_s"],
         "t_draft_s": DEVICE_COSTS["draft_costs"]["int8"]["t_draft_s"],

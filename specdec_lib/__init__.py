@@ -1,14 +1,8 @@
 """specdec_lib: speculative decoding derived, proven exact and measured (see the README's
 "Architecture" for the layers: the maths, decoding, drafters, pairs and measurement, training)."""
 
-from .decoding import (
-    AutoregressiveDecoder,
-    BaseDrafter,
-    Drafter,
-    GenerationResult,
-    ModelDrafter,
-    SpeculativeDecoder,
-)
+from .decoding import AutoregressiveDecoder, GenerationResult, SpeculativeDecoder
+from .drafters import BaseDrafter, Drafter, ModelDrafter
 from .models import ModelPair, ModelUnavailableError, load_pair
 from .sampling import Verdict, Warp, acceptance_rate, residual, verify
 from .trees import verify_tree

@@ -32,7 +32,6 @@ __all__ = [
     "drafted_tokens",
     "drafted_widths",
     "expected_tokens_per_step",
-    "monotone_costs",
     "optimal_K",
     "predicted_from_costs",
     "predicted_speedup",
@@ -241,13 +240,3 @@ def predicted_tree_speedup(
     step's cost (:func:`step_cost`)."""
     E, cost = tree_prediction(rates, K, tree, costs)
     return E / cost
-
-
-def monotone_costs(costs: dict[str, Any]) -> dict[str, Any]:
-    """``costs`` with ``t_target`` made non-decreasing in the tokens of the pass, by least squares
-    (scipy's isotonic regression): a pass over more tokens never costs less, so a dip between
-    neighbouring sizes is timing noise, which a maximum over tree sizes would otherwise chase."""
-    from scipy.optimize import isotonic_regression
-
-    t = np.asarray(costs["t_target_s"], dtype=float)
-    return {**costs, "t_target_s": isotonic_regression(t).x.tolist()}

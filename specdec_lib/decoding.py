@@ -3,13 +3,11 @@
 The algorithm is derived in ``notebooks/01_acceptance_rule.ipynb``; the acceptance rule itself lives
 in :mod:`specdec_lib.sampling` and is not repeated here. This module only moves tokens and caches:
 
-* both models keep a KV cache covering every token of the sequence except the last one, so the
-  prefix is never re-encoded;
-* one speculative step asks the drafter for ``k`` tokens, runs the target once on
-  ``[last token, d_1..d_k]`` (``k + 1`` distributions ``p_0..p_k``), calls ``verify`` and crops both
-  caches back to the accepted length;
-* ``k = min(K, tokens still wanted - 1)``, so exactly ``max_new_tokens`` tokens come out (fewer
-  only when EOS is emitted, which ends the output, EOS included).
+* both models keep a KV cache of the sequence but its last token, so no prefix is re-encoded;
+* a step has one shape, a draft tree (a chain is ``(1,)``): the drafter proposes, the target runs
+  once over the tree, recursive rejection verifies it, and the accepted path is kept;
+* ``K`` shrinks near the end, so exactly ``max_new_tokens`` tokens come out (fewer only when EOS
+  is emitted, which ends the output, EOS included).
 
 :class:`AutoregressiveDecoder` is the fair baseline: the same warps, the same sampler, the same cache
 handling, one target pass per token.
@@ -21,12 +19,14 @@ import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import torch
 
 from .checks import non_negative_int, positive_int
+from .drafters.base import Drafter, as_drafter
 from .lm import (
+    KVState,
     cache_kwargs,
     capture_features,
     context_length,
@@ -42,14 +42,10 @@ from .trees import chain_tree, is_chain, tree_depths, tree_shape, verify_tree
 
 __all__ = [
     "AutoregressiveDecoder",
-    "BaseDrafter",
-    "Drafter",
     "GenerationResult",
-    "ModelDrafter",
     "SpeculativeDecoder",
     "StepRecord",
     "TargetState",
-    "as_drafter",
 ]
 
 
@@ -189,12 +185,9 @@ def _cut_at_eos(tokens: list[int], eos: frozenset[int]) -> tuple[list[int], bool
     return tokens, False
 
 
-class TargetState:
-    """A model and its KV cache, which covers the first ``length`` tokens of the sequence.
-
-    ``forward(seq, n)`` runs the model on the tokens of ``seq`` not yet in the cache and returns
-    the logits of its last ``n`` positions. With ``use_cache=False`` every pass re-encodes the
-    whole sequence instead (slow; the reference that tests the cache logic).
+class TargetState(KVState):
+    """The target model and its KV cache (:class:`~specdec_lib.lm.KVState`), with the passes of a
+    step: :meth:`forward_tree` over a draft tree, and :meth:`keep`, which keeps the accepted path.
     :meth:`for_drafter` wires the target's hidden states to a drafter that reads them.
     """
 
@@ -215,10 +208,7 @@ class TargetState:
         feature_sink: Any = None,
         feature_layers: Sequence[int] = (-1,),
     ) -> None:
-        self.model = model
-        self.use_cache = use_cache
-        self.cache: Any = None
-        self.length = 0
+        super().__init__(model, use_cache)
         # feature_sink(start, features [m, F]) receives the target's hidden states (the outputs of
         # feature_layers, concatenated) for positions start..start+m-1 of every pass:
         # feature-level drafters read them.
@@ -230,18 +220,10 @@ class TargetState:
     def forward(self, seq: torch.Tensor, n_logits: int) -> torch.Tensor:
         start = self.length if self.use_cache else 0
         if self.feature_sink is None:
-            return self._forward(seq, n_logits)
+            return super().forward(seq, n_logits)
         with capture_features(self.model, self.feature_layers) as captured:
-            logits = self._forward(seq, n_logits)
+            logits = super().forward(seq, n_logits)
         self.feature_sink(start, captured[-1][0])
-        return logits
-
-    def _forward(self, seq: torch.Tensor, n_logits: int) -> torch.Tensor:
-        if not self.use_cache:
-            logits, _ = model_forward(self.model, seq, None, n_logits)
-            return logits
-        logits, self.cache = model_forward(self.model, seq[self.length :], self.cache, n_logits)
-        self.length = seq.numel()
         return logits
 
     def _feature_hooks(self) -> Any:
@@ -271,7 +253,7 @@ class TargetState:
         start = self.length if self.use_cache else 0
         with self._feature_hooks() as captured:
             if chain:  # an ordinary causal pass over the sequence and the drafts
-                logits = self._forward(torch.cat([seq, tokens.to(seq.device)]), N + 1)
+                logits = KVState.forward(self, torch.cat([seq, tokens.to(seq.device)]), N + 1)
             elif self.use_cache:
                 logits = self._tree_pass(seq, tokens, parents)
             else:  # the reference: the sequence, and each node's path, re-encoded on their own
@@ -345,131 +327,8 @@ class TargetState:
             layer.values[..., dst, :] = layer.values[..., src_t, :]
 
     def rollback(self, n_valid: int) -> None:
-        """Only the first ``n_valid`` tokens of the sequence stay: later cache entries go."""
-        if self.use_cache and self.cache is not None:
-            held = self.cache.get_seq_length()  # the sequence, and any tree nodes after it
-            if held > n_valid:
-                self.cache.crop(n_valid - held)  # transformers 5: a negative count removes
-        self.length = min(self.length, n_valid)
+        super().rollback(n_valid)
         self._tree = None
-
-
-# --------------------------------------------------------------------------------------------
-# Drafters
-# --------------------------------------------------------------------------------------------
-
-
-@runtime_checkable
-class Drafter(Protocol):
-    """Everything :class:`SpeculativeDecoder` asks of a draft. Subclass :class:`BaseDrafter`,
-    which supplies the defaults, and write :meth:`propose` (and what your draft needs of the rest).
-
-    ``propose(ids, k, warp, generator)`` gets the whole sequence so far (``[L]``, on the target's
-    device) and returns up to ``k`` draft tokens ``[k']`` (``k' <= k``: a drafter may stop early,
-    or return none) with the distributions they were sampled from ``[k', V]`` (warped by
-    ``warp``; a deterministic drafter returns one-hot rows). Whether to go on drafting may depend
-    on the drafts so far (a stopping time): the output law is still exactly the target's. (A
-    drafter whose ``propose`` also takes ``threshold=`` can stop after a draft ``x`` with
-    ``q(x) < threshold``: :class:`~specdec_lib.drafters.DynamicK` uses it.)
-    ``rollback(n)`` says that only the first ``n`` tokens of ``ids + drafts`` are still valid;
-    ``reset()`` starts a new sequence. Anything honouring this is exact, however poor its guesses.
-
-    ``feature_layers``: ``None``, or the target's decoder layers whose outputs the drafter reads;
-    then ``observe(start, features)`` gets, after every target pass, the target's hidden states
-    ``[m, F]`` (those layers' outputs, concatenated) for positions ``start..start+m-1``, the
-    rejected drafts' positions included (``rollback`` follows). ``draft_scores``: the logits of
-    every position of the last proposal over the whole vocabulary (``[k', V]``), or ``None``;
-    greedy decoding with a tree ranks the alternatives by them. ``vocab_size`` and ``device``
-    (either may be ``None``) let the decoder refuse a draft that does not fit the target.
-    """
-
-    vocab_size: int | None
-    device: torch.device | None
-    feature_layers: tuple[int, ...] | None
-    draft_scores: torch.Tensor | None
-
-    def reset(self) -> None: ...
-
-    def propose(
-        self, ids: torch.Tensor, k: int, warp: Warp, generator: torch.Generator | None
-    ) -> tuple[torch.Tensor, torch.Tensor]: ...
-
-    def rollback(self, n_valid: int) -> None: ...
-
-    def observe(self, start: int, features: torch.Tensor) -> None: ...
-
-
-class BaseDrafter:
-    """The defaults of the :class:`Drafter` protocol: no vocabulary or device to check, no target
-    features, no draft scores, nothing to reset or roll back."""
-
-    vocab_size: int | None = None
-    device: torch.device | None = None
-    feature_layers: tuple[int, ...] | None = None
-    draft_scores: torch.Tensor | None = None
-
-    def reset(self) -> None:
-        pass
-
-    def propose(
-        self, ids: torch.Tensor, k: int, warp: Warp, generator: torch.Generator | None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        raise NotImplementedError
-
-    def rollback(self, n_valid: int) -> None:
-        pass
-
-    def observe(self, start: int, features: torch.Tensor) -> None:
-        raise ValueError(f"{type(self).__name__} reads no target features (feature_layers is None)")
-
-
-class ModelDrafter(BaseDrafter):
-    """Drafts with any causal LM over the target's vocabulary, keeping its own KV cache."""
-
-    def __init__(self, model: Any, *, use_cache: bool = True) -> None:
-        self.model = model
-        self.use_cache = use_cache
-        self.vocab_size = vocab_size(model)
-        self._state = TargetState(model, use_cache)
-
-    @property
-    def device(self) -> torch.device | None:
-        return model_device(self.model)
-
-    def reset(self) -> None:
-        self._state = TargetState(self.model, self.use_cache)
-
-    def propose(
-        self,
-        ids: torch.Tensor,
-        k: int,
-        warp: Warp,
-        generator: torch.Generator | None,
-        threshold: float | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Up to ``k`` drafts; with a ``threshold``, stop after a draft ``x`` with
-        ``q(x) < threshold`` (a stopping time: the output law stays exact)."""
-        if k < 1:
-            return ids.new_empty(0), torch.empty(0, self.vocab_size or 0, device=ids.device)
-        tokens, probs, scores = [], [], []
-        seq = ids
-        for i in range(k):
-            logits = self._state.forward(seq, 1)[-1]
-            scores.append(logits)
-            q = warp.probs(logits)
-            x = sample(q, generator)
-            tokens.append(x)
-            probs.append(q)
-            # Decided on the drafts so far only (a stopping time), so the output law stays exact.
-            if threshold is not None and float(q[x]) < threshold:
-                break
-            if i + 1 < k:  # the last draft token is fed at the next step, if it survives
-                seq = torch.cat([seq, x.view(1)])
-        self.draft_scores = torch.stack(scores)
-        return torch.stack(tokens), torch.stack(probs)
-
-    def rollback(self, n_valid: int) -> None:
-        self._state.rollback(n_valid)
 
 
 def _check_proposal(tokens: Any, probs: Any, k: int) -> int:
@@ -486,18 +345,6 @@ def _check_proposal(tokens: Any, probs: Any, k: int) -> int:
             f"a drafter must return one distribution row per draft token ([{n}, V]), got {shape}"
         )
     return n
-
-
-def as_drafter(draft: Any, use_cache: bool = True) -> Drafter:
-    """``draft`` as a :class:`Drafter`: a causal LM is wrapped in :class:`ModelDrafter`."""
-    if isinstance(draft, torch.nn.Module):
-        return ModelDrafter(draft, use_cache=use_cache)
-    if isinstance(draft, Drafter):
-        return draft
-    raise ValueError(
-        "draft must be a causal LM (torch.nn.Module returning .logits) or a Drafter (subclass "
-        f"specdec_lib.decoding.BaseDrafter and write propose), got {type(draft).__name__}"
-    )
 
 
 # --------------------------------------------------------------------------------------------

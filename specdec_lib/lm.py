@@ -1,6 +1,7 @@
 """The few pieces of a transformers causal LM that decoding and drafting touch.
 
-One cached forward pass (:func:`model_forward`), the final norm (:func:`final_norm`), the hidden
+One cached forward pass (:func:`model_forward`), a model with its KV cache (:class:`KVState`), the
+final norm (:func:`final_norm`), the hidden
 states of chosen decoder layers (:class:`capture_features`), and the facts the decoders check
 (device, vocabulary size, context length). Llama-like models (``model.model.layers``,
 ``model.model.norm``) are what feature-level drafters need; everything else works with any
@@ -18,6 +19,7 @@ from transformers.models.llama.modeling_llama import LlamaDecoderLayer
 
 __all__ = [
     "CACHE_KW",
+    "KVState",
     "cache_kwargs",
     "capture_features",
     "context_length",
@@ -91,6 +93,39 @@ def model_forward(
         input_ids=ids.view(1, -1), use_cache=True, logits_to_keep=keep, **cache_kwargs(cache)
     )
     return out.logits[0, -n_logits:], output_cache(out)
+
+
+class KVState:
+    """A model and its KV cache, which covers the first ``length`` tokens of the sequence.
+
+    ``forward(seq, n)`` runs the model on the tokens of ``seq`` not yet in the cache and returns
+    the logits of its last ``n`` positions; ``rollback(n)`` keeps the first ``n`` tokens only.
+    With ``use_cache=False`` every pass re-encodes the whole sequence instead (slow; the reference
+    that tests the cache logic). A draft model keeps its cache in one; the target's
+    (:class:`~specdec_lib.decoding.TargetState`) adds the passes over a draft tree.
+    """
+
+    def __init__(self, model: Any, use_cache: bool = True) -> None:
+        self.model = model
+        self.use_cache = use_cache
+        self.cache: Any = None
+        self.length = 0
+
+    def forward(self, seq: torch.Tensor, n_logits: int) -> torch.Tensor:
+        if not self.use_cache:
+            logits, _ = model_forward(self.model, seq, None, n_logits)
+            return logits
+        logits, self.cache = model_forward(self.model, seq[self.length :], self.cache, n_logits)
+        self.length = seq.numel()
+        return logits
+
+    def rollback(self, n_valid: int) -> None:
+        """Only the first ``n_valid`` tokens of the sequence stay: later cache entries go."""
+        if self.use_cache and self.cache is not None:
+            held = self.cache.get_seq_length()  # the sequence, and any tree nodes after it
+            if held > n_valid:
+                self.cache.crop(n_valid - held)  # transformers 5: a negative count removes
+        self.length = min(self.length, n_valid)
 
 
 def last_rows(n: int, length: int, device: torch.device | None = None) -> int | torch.Tensor:

@@ -33,7 +33,7 @@ import torch
 from .checks import one_of, positive_int
 from .config import DEFAULT_HEAD, REPO_ROOT
 from .drafters import NgramDrafter, drafter_for, load_head, quantize_int8
-from .testing import CharTokenizer, tiny_random_llama
+from .tiny import CharTokenizer, tiny_random_llama
 
 __all__ = [
     "DEFAULT_EXIT_LAYERS",
@@ -348,7 +348,7 @@ def _load_gpt2(dtype: torch.dtype, device_map: Any = None) -> ModelPair:
 
 
 # --------------------------------------------------------------------------------------------
-# Tiny random pair, for tests (the models and tokenizer: :mod:`specdec_lib.testing`)
+# Tiny random pair, for tests (the models and tokenizer: :mod:`specdec_lib.tiny`)
 # --------------------------------------------------------------------------------------------
 
 

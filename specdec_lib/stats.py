@@ -11,7 +11,6 @@ approximation. Every distribution comes from ``scipy.stats``.
 
 from __future__ import annotations
 
-import copy
 import math
 from collections import Counter
 from collections.abc import Callable, Hashable, Mapping, Sequence
@@ -24,7 +23,7 @@ from scipy import optimize
 from scipy import stats as sps
 
 from .checks import positive_int, real
-from .lm import cache_kwargs, last_rows, model_device, output_cache
+from .lm import last_rows, model_device
 from .sampling import (
     Correction,
     Verdict,
@@ -41,7 +40,6 @@ __all__ = [
     "NothingToTest",
     "accepted_count_law",
     "bin_labels",
-    "decoder_continuations",
     "chisquare_gof",
     "chisquare_law",
     "position_law",
@@ -55,7 +53,6 @@ __all__ = [
     "power_gof",
     "power_gof_ncx2",
     "prototype_output_law",
-    "sample_continuations",
     "step_samples",
     "toward",
     "tv",
@@ -355,106 +352,6 @@ def step_samples(
 
 
 @torch.inference_mode()
-def sample_continuations(
-    target: Any,
-    prompt_ids: Any,
-    warp: Warp,
-    length: int,
-    n: int,
-    generator: torch.Generator | None = None,
-    *,
-    batch_size: int = 64,
-    use_cache: bool = True,
-) -> Counter:
-    """``n`` independent draws of the target's next ``length`` tokens after ``prompt_ids``: the
-    autoregressive reference for the sequence-level tests, as a ``Counter`` of tuples.
-
-    The same law as :class:`~specdec_lib.decoding.AutoregressiveDecoder`, computed another way so
-    that it is an independent reference. The draws that share a prefix advance together: the prefix
-    is scored once and the next tokens of its ``c`` draws are drawn at once with
-    ``torch.multinomial`` (not the library's sampler). Prefixes of one length form batches of
-    equal-length rows (no padding). With ``use_cache`` the prompt is encoded once and its KV cache
-    copied to every row (nothing is ever cropped); without, every row is a full forward pass.
-    """
-    ids = torch.as_tensor(prompt_ids).view(-1).long()
-    positive_int(length, "length", "tokens per continuation")
-    positive_int(n, "n", "continuations drawn")
-    positive_int(batch_size, "batch_size")
-    device = ids.device
-    prompt_cache = None
-    if use_cache:
-        keep = last_rows(1, ids.numel(), device)
-        out = target(input_ids=ids.view(1, -1), use_cache=True, logits_to_keep=keep)
-        prompt_cache, first_logits = output_cache(out), out.logits[:, -1]
-    groups: dict[tuple[int, ...], int] = {(): n}
-    for step in range(length):
-        prefixes = list(groups)
-        new: Counter = Counter()
-        for start in range(0, len(prefixes), batch_size):
-            chunk = prefixes[start : start + batch_size]
-            rows = torch.tensor(chunk, dtype=torch.long, device=device).view(len(chunk), -1)
-            if use_cache and step == 0:
-                logits = first_logits
-            elif use_cache:
-                cache = copy.deepcopy(prompt_cache)
-                cache.batch_repeat_interleave(len(chunk))
-                keep = last_rows(1, rows.shape[1], device)
-                logits = target(
-                    input_ids=rows, use_cache=True, logits_to_keep=keep, **cache_kwargs(cache)
-                ).logits[:, -1]
-            else:
-                batch = torch.cat([ids.expand(len(chunk), -1), rows], dim=1)
-                keep = last_rows(1, batch.shape[1], device)
-                logits = target(input_ids=batch, use_cache=False, logits_to_keep=keep).logits[:, -1]
-            probs = warp.probs(logits)
-            for row, prefix in enumerate(chunk):
-                draws = torch.multinomial(
-                    probs[row], groups[prefix], replacement=True, generator=generator
-                )
-                for tok, c in Counter(draws.tolist()).items():
-                    new[prefix + (tok,)] += c
-        groups = new
-    return Counter(groups)
-
-
-def decoder_continuations(
-    decoder: Any, prompt_ids: Any, length: int, n: int, *, first: int | None = None, seed: int = 0
-) -> dict[str, Any]:
-    """``n`` outputs of ``length`` tokens from ``decoder`` (anything with ``generate_ids``, seeded
-    ``seed, seed + 1, ...``), as a ``Counter`` of tuples, with what the draft did.
-
-    With ``first``, only the outputs whose first token is ``first`` are kept, and counted without
-    it: the law of tokens ``2..length`` given the first. A drafter that reads the target's hidden
-    states drafts nothing before the target's first pass, so the first token is always the
-    target's own sample: conditioning on a near-certain first token puts the test on the tokens
-    the draft actually proposes. Returns ``counts``, ``kept``, ``proposed`` and ``accepted`` draft
-    tokens, ``steps`` and ``bonus_steps`` (steps whose every draft was accepted, so that a bonus
-    token followed)."""
-    positive_int(length, "length", "tokens per output")
-    positive_int(n, "n", "outputs drawn")
-    counts: Counter = Counter()
-    proposed = accepted = steps = bonus = 0
-    for i in range(n):
-        r = decoder.generate_ids(prompt_ids, length, seed=seed + i)
-        proposed += r.n_proposed
-        accepted += r.n_accepted
-        steps += r.n_steps
-        bonus += sum(1 for st in r.steps if st.draft_tokens and st.bonus)
-        toks = tuple(r.tokens)
-        if first is None:
-            counts[toks] += 1
-        elif toks[0] == first:
-            counts[toks[1:]] += 1
-    return {
-        "counts": counts,
-        "kept": sum(counts.values()),
-        "proposed": proposed,
-        "accepted": accepted,
-        "steps": steps,
-        "bonus_steps": bonus,
-    }
-
-
 # --------------------------------------------------------------------------------------------
 # Chi-square tests
 # --------------------------------------------------------------------------------------------

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 from conftest import train_settings
 
-from specdec_lib.bench import (
-    acceptance,
-    measure_pass_costs,
-)
+from specdec_lib.bench import measure_pass_costs
 from specdec_lib.drafters.feature import FeatureDrafter
 from specdec_lib.drafters.heads import load_head
 from specdec_lib.results import provenance
 from specdec_lib.training.card import model_card
 from specdec_lib.training.distill import train_drafter
+from specdec_lib.training.evaluate import acceptance
 
 
 def test_model_card_and_rebuild_command(tiny_data, tiny_pair):

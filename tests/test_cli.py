@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from specdec_lib.cli import main
+from specdec_lib.__main__ import main
 
 
 def test_gen_data_cli(tmp_path, prompts_file, capsys):

@@ -12,7 +12,6 @@ from specdec_lib.costs import (
     chain_tokens_per_step,
     drafted_tokens,
     expected_tokens_per_step,
-    monotone_costs,
     optimal_K,
     predicted_from_costs,
     predicted_speedup,
@@ -148,12 +147,3 @@ def test_tree_prediction_at_measured_rates():
     assert math.isclose(E1, tree_tokens_per_step([0.5, 0.4], [0.0, 0.0]))
     with pytest.raises(ValueError, match="rates cover 2 depths"):
         tree_prediction(rates, 3, (1,), costs)
-
-
-def test_monotone_costs():
-    noisy = {"t_draft_s": 0.1, "t_target_s": [1.0, 1.2, 1.1, 1.3]}
-    smooth = monotone_costs(noisy)
-    np.testing.assert_allclose(smooth["t_target_s"], [1.0, 1.15, 1.15, 1.3])
-    assert smooth["t_draft_s"] == 0.1
-    costs = {"t_draft_s": 0.1, "t_target_s": [1.0, 1.0, 1.1, 1.2, 1.3, 1.5, 2.0]}
-    assert monotone_costs(costs) == costs

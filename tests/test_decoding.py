@@ -7,12 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from specdec_lib.decoding import (
-    AutoregressiveDecoder,
-    BaseDrafter,
-    ModelDrafter,
-    SpeculativeDecoder,
-)
+from specdec_lib.decoding import AutoregressiveDecoder, SpeculativeDecoder
+from specdec_lib.drafters import BaseDrafter, ModelDrafter
 from specdec_lib.sampling import Warp, prototype_correction, verify
 from specdec_lib.stats import chisquare_gof, exact_continuation_law
 
@@ -192,7 +188,7 @@ def test_generate_bad_input(tiny_pair, ids, n, name):
 
 
 def test_vocab_mismatch_refused(tiny_pair):
-    from specdec_lib.testing import tiny_random_llama
+    from specdec_lib.tiny import tiny_random_llama
 
     other = tiny_random_llama(0, vocab_size=40)
     with pytest.raises(ValueError, match="vocab"):

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from specdec_lib.cli import main
+from specdec_lib.__main__ import main
 from specdec_lib.research.device_costs import (
     CostSettings,
     measure_device_costs,

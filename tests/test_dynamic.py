@@ -7,13 +7,8 @@ import pytest
 import torch
 from conftest import N_LAW, first_two_law_test
 
-from specdec_lib.decoding import (
-    AutoregressiveDecoder,
-    BaseDrafter,
-    ModelDrafter,
-    SpeculativeDecoder,
-)
-from specdec_lib.drafters import DynamicK
+from specdec_lib.decoding import AutoregressiveDecoder, SpeculativeDecoder
+from specdec_lib.drafters import BaseDrafter, DynamicK, ModelDrafter
 from specdec_lib.drafters.feature import FeatureDrafter
 from specdec_lib.sampling import Warp
 from specdec_lib.stats import chisquare_gof, exact_continuation_law
@@ -296,7 +291,7 @@ def test_dynamic_k_bad_drafter_and_k(tiny_pair):
     with pytest.raises(ValueError, match="k must be"):
         DynamicK(FakeDrafter()).propose(torch.arange(3), 0, Warp(), None)
     # The wrapper shows the decoder the inner draft's vocabulary, so a mismatch is caught.
-    from specdec_lib.testing import tiny_random_llama
+    from specdec_lib.tiny import tiny_random_llama
 
     with pytest.raises(ValueError, match="vocab"):
         SpeculativeDecoder(DynamicK(tiny_random_llama(0, vocab_size=40)), tiny_pair.target)

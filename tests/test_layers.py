@@ -2,7 +2,7 @@
 imports: every library module stands on exactly one floor of the diagram, and imports only from
 its own floor or below; the wings (training, research, figures) import the core and are never
 imported by it, wherever the import stands (functions included); only the command line
-(``cli.py``, ``__main__.py``) may import them."""
+(``__main__.py``) may import them."""
 
 import ast
 import re
@@ -13,7 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 LIB = ROOT / "specdec_lib"
 WINGS = ("research", "training", "figures")
-MAY_IMPORT_WINGS = ("cli.py", "__main__.py")
+MAY_IMPORT_WINGS = ("__main__.py",)
 
 
 def imported_modules(path: Path, lib: Path = LIB) -> set[str]:
@@ -54,7 +54,7 @@ def _core_files() -> list[Path]:
 
 def test_the_core_never_imports_the_wings():
     files = _core_files()
-    assert LIB / "bench" / "run.py" in files and LIB / "cli.py" not in files
+    assert LIB / "bench" / "run.py" in files and LIB / "__main__.py" not in files
     offenders = {
         str(f.relative_to(LIB)): sorted(m for m in imported_modules(f) if _wing(m)) for f in files
     }
@@ -124,6 +124,40 @@ def test_every_module_stands_on_one_floor_of_the_diagram():
     assert wings == set(WINGS)
     units = {_unit(f) for f in LIB.rglob("*.py")}
     assert units == set(floors) | wings, "the diagram names every library module, and no more"
+
+
+def core_floors() -> dict[str, int]:
+    """Each core unit's floor computed from the imports: one above the highest core unit it
+    imports (a module or package importing only outside the core stands on floor 1)."""
+    deps: dict[str, set[str]] = {}
+    for f in _core_files() + [LIB / name for name in MAY_IMPORT_WINGS]:
+        unit = deps.setdefault(_unit(f), set())
+        for module in imported_modules(f):
+            dep = module.split(".")[1] if "." in module else None
+            if dep and dep != _unit(f) and dep not in WINGS and _is_unit(dep):
+                unit.add(dep)
+    floors: dict[str, int] = {}
+
+    def floor(u: str, seen: tuple[str, ...] = ()) -> int:
+        assert u not in seen, f"an import circle: {' -> '.join((*seen, u))}"
+        if u not in floors:
+            floors[u] = 1 + max((floor(d, (*seen, u)) for d in deps[u]), default=0)
+        return floors[u]
+
+    for u in deps:
+        floor(u)
+    return floors
+
+
+def _is_unit(name: str) -> bool:
+    return (LIB / f"{name}.py").is_file() or (LIB / name).is_dir()
+
+
+def test_the_diagram_is_the_house_the_imports_build():
+    drawn, _ = readme_layers()
+    computed = core_floors()
+    assert drawn == computed, "the diagram's floors differ from the floors the imports give"
+    assert max(computed.values()) <= 6, "the core's house has more than six floors"
 
 
 def test_imports_point_down_only():

@@ -197,7 +197,7 @@ def test_hub_pair_with_a_device_map(tmp_path, tiny_pair, monkeypatch):
     """A Hub pair by name (here local folders) with device_map="auto" through accelerate: the
     target is dispatched, the draft sits where the target's embedding is, and decoding is exact."""
     from specdec_lib.models import load_hub_pair
-    from specdec_lib.testing import CharTokenizer
+    from specdec_lib.tiny import CharTokenizer
 
     for name, model in (("draft", tiny_pair.draft), ("target", tiny_pair.target)):
         model.save_pretrained(tmp_path / name)

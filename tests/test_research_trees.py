@@ -4,10 +4,12 @@ acceptance a chain needs."""
 
 import math
 
+import numpy as np
 import pytest
 
 from specdec_lib.bench import tree_rates
 from specdec_lib.costs import expected_tokens_per_step, step_cost, tree_tokens_per_step
+from specdec_lib.research import trees
 from specdec_lib.research.trees import (
     best_tree,
     best_trees,
@@ -116,3 +118,12 @@ def test_tree_ceiling_is_the_best_tree_over_its_costs():
     assert len(tree_ceiling(r, COSTS, max_nodes=2)) == 2
     with pytest.raises(ValueError, match="max_nodes"):
         tree_ceiling(r, COSTS, max_nodes=7)
+
+
+def test_monotone_costs():
+    noisy = {"t_draft_s": 0.1, "t_target_s": [1.0, 1.2, 1.1, 1.3]}
+    smooth = trees.monotone_costs(noisy)
+    np.testing.assert_allclose(smooth["t_target_s"], [1.0, 1.15, 1.15, 1.3])
+    assert smooth["t_draft_s"] == 0.1
+    costs = {"t_draft_s": 0.1, "t_target_s": [1.0, 1.0, 1.1, 1.2, 1.3, 1.5, 2.0]}
+    assert trees.monotone_costs(costs) == costs

@@ -6,11 +6,11 @@ import dataclasses
 
 import pytest
 
-from specdec_lib.bench import BenchSettings, EvalSettings
+from specdec_lib.bench import BenchSettings
 from specdec_lib.research.device_costs import CostSettings
 from specdec_lib.research.exactness import ExactnessSettings
 from specdec_lib.settings import add_arguments, command_line, from_arguments, setting
-from specdec_lib.training import DataSettings, TrainSettings
+from specdec_lib.training import DataSettings, EvalSettings, TrainSettings
 
 
 @dataclasses.dataclass

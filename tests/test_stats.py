@@ -37,11 +37,15 @@ def test_power_increases_with_n():
 # Binning: every bin expects >= 5, whatever the law (notebook 02)
 # ---------------------------------------------------------------------------------------------
 
+import copy  # noqa: E402
 from collections import Counter  # noqa: E402
+from typing import Any  # noqa: E402
 
 from scipy import stats as sps  # noqa: E402
 
 from specdec_lib import costs  # noqa: E402
+from specdec_lib.checks import positive_int  # noqa: E402
+from specdec_lib.lm import cache_kwargs, last_rows, output_cache  # noqa: E402
 from specdec_lib.models import load_pair  # noqa: E402
 from specdec_lib.sampling import Warp, prototype_correction, verify  # noqa: E402
 from specdec_lib.stats import (  # noqa: E402
@@ -56,7 +60,6 @@ from specdec_lib.stats import (  # noqa: E402
     position_law,
     power_gof_ncx2,
     prototype_output_law,
-    sample_continuations,
     step_samples,
     toward,
     tv,
@@ -234,6 +237,68 @@ def test_step_samples_bad_args():
         step_samples(p, q[:1, :-1], 10)
     with pytest.raises(ValueError, match="n must"):
         step_samples(p, q, 0)
+
+
+def sample_continuations(
+    target: Any,
+    prompt_ids: Any,
+    warp: Warp,
+    length: int,
+    n: int,
+    generator: torch.Generator | None = None,
+    *,
+    batch_size: int = 64,
+    use_cache: bool = True,
+) -> Counter:
+    """``n`` independent draws of the target's next ``length`` tokens after ``prompt_ids``, as a
+    ``Counter`` of tuples: a sampler independent of the library's, to check the exact law by.
+
+    The same law as :class:`~specdec_lib.decoding.AutoregressiveDecoder`, computed another way so
+    that it is an independent reference. The draws that share a prefix advance together: the prefix
+    is scored once and the next tokens of its ``c`` draws are drawn at once with
+    ``torch.multinomial`` (not the library's sampler). Prefixes of one length form batches of
+    equal-length rows (no padding). With ``use_cache`` the prompt is encoded once and its KV cache
+    copied to every row (nothing is ever cropped); without, every row is a full forward pass.
+    """
+    ids = torch.as_tensor(prompt_ids).view(-1).long()
+    positive_int(length, "length", "tokens per continuation")
+    positive_int(n, "n", "continuations drawn")
+    positive_int(batch_size, "batch_size")
+    device = ids.device
+    prompt_cache = None
+    if use_cache:
+        keep = last_rows(1, ids.numel(), device)
+        out = target(input_ids=ids.view(1, -1), use_cache=True, logits_to_keep=keep)
+        prompt_cache, first_logits = output_cache(out), out.logits[:, -1]
+    groups: dict[tuple[int, ...], int] = {(): n}
+    for step in range(length):
+        prefixes = list(groups)
+        new: Counter = Counter()
+        for start in range(0, len(prefixes), batch_size):
+            chunk = prefixes[start : start + batch_size]
+            rows = torch.tensor(chunk, dtype=torch.long, device=device).view(len(chunk), -1)
+            if use_cache and step == 0:
+                logits = first_logits
+            elif use_cache:
+                cache = copy.deepcopy(prompt_cache)
+                cache.batch_repeat_interleave(len(chunk))
+                keep = last_rows(1, rows.shape[1], device)
+                logits = target(
+                    input_ids=rows, use_cache=True, logits_to_keep=keep, **cache_kwargs(cache)
+                ).logits[:, -1]
+            else:
+                batch = torch.cat([ids.expand(len(chunk), -1), rows], dim=1)
+                keep = last_rows(1, batch.shape[1], device)
+                logits = target(input_ids=batch, use_cache=False, logits_to_keep=keep).logits[:, -1]
+            probs = warp.probs(logits)
+            for row, prefix in enumerate(chunk):
+                draws = torch.multinomial(
+                    probs[row], groups[prefix], replacement=True, generator=generator
+                )
+                for tok, c in Counter(draws.tolist()).items():
+                    new[prefix + (tok,)] += c
+        groups = new
+    return Counter(groups)
 
 
 def test_sample_continuations_match_exact_law():

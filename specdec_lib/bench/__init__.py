@@ -4,8 +4,6 @@
   (``presets.toml``, each with why), where it runs;
 * :mod:`~specdec_lib.bench.run`: running the cells (our decoders and transformers' generation)
   and the pass costs;
-* :mod:`~specdec_lib.bench.evaluate`: a draft's acceptance by decoding, and its evaluation on
-  held-out prompts (``eval-drafter``);
 * :mod:`~specdec_lib.bench.analysis`: what a stored run says: the summary, acceptance by position
   and by depth, outputs against the baseline's, bootstrap intervals, frames.
 
@@ -23,7 +21,6 @@ from .analysis import (
     summarize,
     tree_rates,
 )
-from .evaluate import acceptance, evaluate_drafter
 from .run import measure_pass_costs, run_benchmark
 from .settings import (
     DEFAULT_METHODS,
@@ -32,7 +29,6 @@ from .settings import (
     PRESETS,
     SCHEDULES,
     BenchSettings,
-    EvalSettings,
     native_bfloat16,
     resolve_device,
 )
@@ -44,10 +40,7 @@ __all__ = [
     "PRESETS",
     "SCHEDULES",
     "BenchSettings",
-    "EvalSettings",
-    "acceptance",
     "against_baseline",
-    "evaluate_drafter",
     "identical_outputs",
     "measure_pass_costs",
     "native_bfloat16",

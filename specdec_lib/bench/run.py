@@ -23,8 +23,8 @@ from typing import Any
 import torch
 
 from ..costs import drafted_tokens
-from ..decoding import AutoregressiveDecoder, SpeculativeDecoder, TargetState, as_drafter
-from ..drafters import DynamicK
+from ..decoding import AutoregressiveDecoder, SpeculativeDecoder, TargetState
+from ..drafters import DynamicK, as_drafter
 from ..lm import model_forward, synchronize
 from ..models import ModelPair, load_pair
 from ..results import atomic_write_json, load_prompts, provenance, read_json

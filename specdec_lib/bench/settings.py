@@ -1,8 +1,8 @@
 """What defines a benchmark run: its settings, the named presets behind their defaults, and where
 the run happens (device, dtype).
 
-The flags of ``python -m specdec_lib bench`` and ``eval-drafter`` are generated from
-:class:`BenchSettings` and :class:`EvalSettings` (:mod:`specdec_lib.settings`). What ``bench`` runs
+The flags of ``python -m specdec_lib bench`` are generated from
+:class:`BenchSettings` (:mod:`specdec_lib.settings`). What ``bench`` runs
 where a flag is left out is data, not code: the presets of ``presets.toml`` beside this module,
 each with the reason for its choices (``why``). :meth:`BenchSettings.validate` resolves every
 default, so that a stored run records what it measured.
@@ -21,7 +21,7 @@ import torch
 from ..checks import one_of, positive_int, probability
 from ..config import DEFAULT_PROMPTS, REPO_ROOT
 from ..costs import as_tree
-from ..models import DRAFTS, PAIRS, TRAINED_DRAFTS, ModelPair, default_draft, load_pair
+from ..models import DRAFTS, PAIRS, TRAINED_DRAFTS, default_draft
 from ..sampling import Warp
 from ..settings import setting
 
@@ -33,7 +33,6 @@ __all__ = [
     "SCHEDULES",
     "SUPPLIED_BASELINES",
     "BenchSettings",
-    "EvalSettings",
     "draft_runs",
     "load_presets",
     "native_bfloat16",
@@ -282,46 +281,3 @@ def native_bfloat16(device: str) -> bool:
     except OSError:
         return False
     return "avx512_bf16" in flags or "amx_bf16" in flags
-
-
-@dataclass
-class EvalSettings:
-    """What defines a draft's evaluation (``python -m specdec_lib eval-drafter``)."""
-
-    draft: str = setting(
-        "trained",
-        "a draft of the pair by name, or a path to saved draft weights (a trained head)",
-    )
-    pair: str = setting("default", "model pair", choices=PAIRS)
-    prompts: str = setting("data/drafter/heldout_prompts.json", "held-out prompts (JSON)")
-    dtype: str = setting("bfloat16", "dtype of both models", choices=DTYPES)
-    temperatures: list[float] = setting([1.0, 0.7, 0.0], "temperatures (0 = greedy)")
-    K: int = setting(1, "draft tokens per step (1: every proposal is judged)")
-    width: int = setting(1, "candidates for the first draft position")
-    max_new_tokens: int = setting(64, "tokens generated per prompt")
-    seeds: int = setting(1, "seeds per prompt")
-    threads: int | None = setting(None, "torch threads (default: torch's)")
-
-    def __post_init__(self) -> None:
-        one_of(self.pair, "pair", PAIRS)
-        one_of(self.dtype, "dtype", DTYPES)
-        positive_int(self.K, "K", "draft tokens per step")
-        positive_int(self.width, "width", "candidates for the first draft position")
-        positive_int(self.max_new_tokens, "max_new_tokens")
-        positive_int(self.seeds, "seeds", "seeds per prompt")
-        positive_int(self.threads, "threads", optional=True)
-        for T in self.temperatures:
-            Warp(T)
-
-    def load_pair(self) -> ModelPair:
-        """The pair with the draft named, or with the trained head saved at the path given."""
-        if self.draft in PAIRS[self.pair]:
-            return load_pair(self.pair, draft=self.draft, dtype=self.dtype)
-        if self.draft in DRAFTS:
-            one_of(self.draft, "draft", PAIRS[self.pair])  # a draft of another pair: say so
-        if not Path(self.draft).is_file():
-            raise ValueError(
-                f"draft must be one of {', '.join(PAIRS[self.pair])} or a path to saved draft "
-                f"weights, got {self.draft!r}"
-            )
-        return load_pair(self.pair, draft="trained", dtype=self.dtype, head=self.draft)

@@ -16,8 +16,8 @@ import inspect
 import torch
 
 from ..checks import one_of, positive_int, probability
-from ..decoding import BaseDrafter, Drafter, as_drafter
 from ..sampling import Warp
+from .base import BaseDrafter, Drafter, as_drafter
 
 __all__ = ["SCHEDULES", "DynamicK"]
 
@@ -28,8 +28,8 @@ class DynamicK(BaseDrafter):
     """Wraps a drafter and chooses how many tokens it drafts at each step.
 
     Args:
-        drafter: any :class:`~specdec_lib.decoding.Drafter` (a causal LM is wrapped in
-            :class:`~specdec_lib.decoding.ModelDrafter`).
+        drafter: any :class:`~specdec_lib.drafters.Drafter` (a causal LM is wrapped in
+            :class:`~specdec_lib.drafters.ModelDrafter`).
         schedule: ``"heuristic"`` (transformers' ``num_assistant_tokens_schedule="heuristic"``):
             start at ``initial``; after a step in which every proposed draft was accepted, +2,
             otherwise -1 (never below 1). ``"constant"``: always ``initial``. Either way the
@@ -40,7 +40,7 @@ class DynamicK(BaseDrafter):
             which keeps the low-confidence token too). ``q`` is the warped draft distribution, so
             under greedy decoding (one-hot ``q``) the threshold never fires. Needs a drafter that
             can stop by confidence (its ``propose`` takes ``threshold=``, as
-            :class:`~specdec_lib.decoding.ModelDrafter` and the feature head's do).
+            :class:`~specdec_lib.drafters.ModelDrafter` and the feature head's do).
 
     Two deliberate differences from transformers: the schedule restarts at ``initial`` on every
     :meth:`reset`, i.e. every sequence (transformers' ``"heuristic_transient"``; its

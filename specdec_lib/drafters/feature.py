@@ -1,4 +1,4 @@
-"""The feature head as a :class:`~specdec_lib.decoding.Drafter` (EAGLE-style drafting).
+"""The feature head as a :class:`~specdec_lib.drafters.Drafter` (EAGLE-style drafting).
 
 The decoder hands the drafter the target's hidden states after every pass (``observe``); the head
 (:mod:`specdec_lib.drafters.heads`) turns the last one and the next token into its own feature and
@@ -10,9 +10,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..decoding import BaseDrafter, Drafter
 from ..lm import model_device
 from ..sampling import Warp, sample
+from .base import BaseDrafter, Drafter
 from .heads import FeatureHead
 
 __all__ = ["FeatureDrafter", "drafter_for"]
@@ -20,7 +20,7 @@ __all__ = ["FeatureDrafter", "drafter_for"]
 
 def drafter_for(head: nn.Module) -> Drafter | nn.Module:
     """The Drafter for a loaded draft: a :class:`FeatureDrafter` for a head, the model itself
-    (driven by :class:`~specdec_lib.decoding.ModelDrafter`) for a
+    (driven by :class:`~specdec_lib.drafters.ModelDrafter`) for a
     :class:`~specdec_lib.drafters.heads.LayerDraft`."""
     return FeatureDrafter(head) if isinstance(head, FeatureHead) else head
 

@@ -269,7 +269,7 @@ class LayerDraft(_SubsetOutput):
     It behaves as a transformers causal LM (``model(input_ids=..., use_cache=...,
     logits_to_keep=..., **lm.cache_kwargs(cache))`` returns ``.logits`` over the full vocabulary,
     ``-inf`` outside the subset, and the cache as :func:`~specdec_lib.lm.output_cache` reads it),
-    so :class:`~specdec_lib.decoding.ModelDrafter` drives it as it drives any draft model. The
+    so :class:`~specdec_lib.drafters.ModelDrafter` drives it as it drives any draft model. The
     cache is taken and returned under both names, ``cache`` and ``past_key_values``, whatever the
     installed transformers calls it.
     """

@@ -3,7 +3,7 @@
 :class:`NgramDrafter` copies what followed the last earlier occurrence of the sequence's final
 n-gram. It is deterministic, so its ``q`` rows are one-hot: a draft ``x`` is accepted with
 probability ``p(x)``, and after a rejection the residual ``norm(max(0, p - q))`` is ``p`` with
-``x`` removed. Exact like any :class:`~specdec_lib.decoding.Drafter`.
+``x`` removed. Exact like any :class:`~specdec_lib.drafters.Drafter`.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from __future__ import annotations
 import torch
 
 from ..checks import positive_int
-from ..decoding import BaseDrafter
 from ..sampling import Warp
+from .base import BaseDrafter
 
 __all__ = ["NgramDrafter"]
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -42,7 +43,6 @@ from ..settings import setting
 from ..stats import (
     NothingToTest,
     chisquare_law,
-    decoder_continuations,
     exact_continuation_law,
     holm,
     position_law,
@@ -50,6 +50,44 @@ from ..stats import (
 from ..testing import StaleCacheState, prototype_verify, wrong_bonus_row_verify
 
 __all__ = ["CONFIGS", "FAULTS", "Config", "ExactnessSettings", "as_frame", "shipped_grid"]
+
+
+def decoder_continuations(
+    decoder: Any, prompt_ids: Any, length: int, n: int, *, first: int | None = None, seed: int = 0
+) -> dict[str, Any]:
+    """``n`` outputs of ``length`` tokens from ``decoder`` (anything with ``generate_ids``, seeded
+    ``seed, seed + 1, ...``), as a ``Counter`` of tuples, with what the draft did.
+
+    With ``first``, only the outputs whose first token is ``first`` are kept, and counted without
+    it: the law of tokens ``2..length`` given the first. A drafter that reads the target's hidden
+    states drafts nothing before the target's first pass, so the first token is always the
+    target's own sample: conditioning on a near-certain first token puts the test on the tokens
+    the draft actually proposes. Returns ``counts``, ``kept``, ``proposed`` and ``accepted`` draft
+    tokens, ``steps`` and ``bonus_steps`` (steps whose every draft was accepted, so that a bonus
+    token followed)."""
+    positive_int(length, "length", "tokens per output")
+    positive_int(n, "n", "outputs drawn")
+    counts: Counter = Counter()
+    proposed = accepted = steps = bonus = 0
+    for i in range(n):
+        r = decoder.generate_ids(prompt_ids, length, seed=seed + i)
+        proposed += r.n_proposed
+        accepted += r.n_accepted
+        steps += r.n_steps
+        bonus += sum(1 for st in r.steps if st.draft_tokens and st.bonus)
+        toks = tuple(r.tokens)
+        if first is None:
+            counts[toks] += 1
+        elif toks[0] == first:
+            counts[toks[1:]] += 1
+    return {
+        "counts": counts,
+        "kept": sum(counts.values()),
+        "proposed": proposed,
+        "accepted": accepted,
+        "steps": steps,
+        "bonus_steps": bonus,
+    }
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,14 @@ import numpy as np
 from ..checks import positive_int
 from ..costs import drafted_tokens, predicted_speedup, tree_prediction
 
-__all__ = ["best_tree", "best_trees", "rank_rates", "required_alpha", "tree_ceiling"]
+__all__ = [
+    "best_tree",
+    "best_trees",
+    "monotone_costs",
+    "rank_rates",
+    "required_alpha",
+    "tree_ceiling",
+]
 
 
 def best_tree(m: Sequence[Sequence[float]], n: int, max_depth: int | None = None) -> dict:
@@ -186,3 +193,13 @@ def tree_ceiling(
                 break
         out.append(best)
     return out
+
+
+def monotone_costs(costs: dict[str, Any]) -> dict[str, Any]:
+    """``costs`` with ``t_target`` made non-decreasing in the tokens of the pass, by least squares
+    (scipy's isotonic regression): a pass over more tokens never costs less, so a dip between
+    neighbouring sizes is timing noise, which a maximum over tree sizes would otherwise chase."""
+    from scipy.optimize import isotonic_regression
+
+    t = np.asarray(costs["t_target_s"], dtype=float)
+    return {**costs, "t_target_s": isotonic_regression(t).x.tolist()}

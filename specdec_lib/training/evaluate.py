@@ -1,25 +1,72 @@
 """A draft's acceptance, measured by decoding, and its evaluation on held-out prompts
-(``python -m specdec_lib eval-drafter``; notebook 05 and the model cards).
+(``python -m specdec_lib eval-drafter``): what notebook 05 and the model cards read.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from ..bench.analysis import position_counts, rates
+from ..bench.run import measure_pass_costs
+from ..bench.settings import DTYPES
+from ..checks import one_of, positive_int
 from ..decoding import SpeculativeDecoder
-from ..models import ModelPair
+from ..models import DRAFTS, PAIRS, ModelPair, load_pair
 from ..results import load_prompts, provenance
-from .analysis import position_counts, rates
-from .run import measure_pass_costs
-from .settings import EvalSettings
+from ..sampling import Warp
+from ..settings import setting
 
-__all__ = ["acceptance", "evaluate_drafter"]
+__all__ = ["EvalSettings", "acceptance", "evaluate_drafter"]
+
+
+@dataclass
+class EvalSettings:
+    """What defines a draft's evaluation (``python -m specdec_lib eval-drafter``)."""
+
+    draft: str = setting(
+        "trained",
+        "a draft of the pair by name, or a path to saved draft weights (a trained head)",
+    )
+    pair: str = setting("default", "model pair", choices=PAIRS)
+    prompts: str = setting("data/drafter/heldout_prompts.json", "held-out prompts (JSON)")
+    dtype: str = setting("bfloat16", "dtype of both models", choices=DTYPES)
+    temperatures: list[float] = setting([1.0, 0.7, 0.0], "temperatures (0 = greedy)")
+    K: int = setting(1, "draft tokens per step (1: every proposal is judged)")
+    width: int = setting(1, "candidates for the first draft position")
+    max_new_tokens: int = setting(64, "tokens generated per prompt")
+    seeds: int = setting(1, "seeds per prompt")
+    threads: int | None = setting(None, "torch threads (default: torch's)")
+
+    def __post_init__(self) -> None:
+        one_of(self.pair, "pair", PAIRS)
+        one_of(self.dtype, "dtype", DTYPES)
+        positive_int(self.K, "K", "draft tokens per step")
+        positive_int(self.width, "width", "candidates for the first draft position")
+        positive_int(self.max_new_tokens, "max_new_tokens")
+        positive_int(self.seeds, "seeds", "seeds per prompt")
+        positive_int(self.threads, "threads", optional=True)
+        for T in self.temperatures:
+            Warp(T)
+
+    def load_pair(self) -> ModelPair:
+        """The pair with the draft named, or with the trained head saved at the path given."""
+        if self.draft in PAIRS[self.pair]:
+            return load_pair(self.pair, draft=self.draft, dtype=self.dtype)
+        if self.draft in DRAFTS:
+            one_of(self.draft, "draft", PAIRS[self.pair])  # a draft of another pair: say so
+        if not Path(self.draft).is_file():
+            raise ValueError(
+                f"draft must be one of {', '.join(PAIRS[self.pair])} or a path to saved draft "
+                f"weights, got {self.draft!r}"
+            )
+        return load_pair(self.pair, draft="trained", dtype=self.dtype, head=self.draft)
 
 
 def acceptance(

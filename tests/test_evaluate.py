@@ -1,10 +1,10 @@
-"""A draft's acceptance by decoding (``specdec_lib.bench.evaluate``) on the tiny pair; the whole
+"""A draft's acceptance by decoding (``specdec_lib.training.evaluate``) on the tiny pair; the whole
 evaluation runs through ``eval-drafter`` in ``tests/test_cli.py``."""
 
 import pytest
 
-from specdec_lib.bench import acceptance
 from specdec_lib.drafters.feature import FeatureDrafter
+from specdec_lib.training import acceptance
 
 
 def test_acceptance_counts_every_proposal_at_K1(tiny_pair, random_head):

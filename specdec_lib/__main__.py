@@ -185,18 +185,20 @@ def default_out(settings: BenchSettings) -> Path:
 def _print_table(result: dict) -> None:
     print(
         f"{'method':<18}{'K':>3}{'tok/s':>9}{'speedup':>9}{'alpha':>8}{'tau':>7}{'pred':>7}"
-        f"{'p50 ms':>9}{'p95 ms':>9}"
+        f"{'p50 ms':>9}{'p95 ms':>9}{'target':>8}{'draft':>7}{'host':>6}{'host ms':>9}"
     )
+
+    def fmt(v, f):
+        return format(v, f) if v is not None else "-"
+
     for r in result["runs"]:
-
-        def fmt(v, f):
-            return format(v, f) if v is not None else "-"
-
         print(
             f"{r['method']:<18}{r['K']:>3}{r['tokens_per_s']:>9.2f}{r['speedup']:>9.3f}"
             f"{fmt(r['alpha'], '.3f'):>8}{fmt(r['tau'], '.2f'):>7}"
             f"{fmt(r['predicted_speedup'], '.3f'):>7}"
             f"{r['latency_p50_ms']:>9.0f}{r['latency_p95_ms']:>9.0f}"
+            f"{fmt(r.get('target_share'), '.0%'):>8}{fmt(r.get('draft_share'), '.0%'):>7}"
+            f"{fmt(r.get('host_share'), '.0%'):>6}{fmt(r.get('host_ms_per_step'), '.2f'):>9}"
         )
 
 

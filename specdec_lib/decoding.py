@@ -63,8 +63,11 @@ class StepRecord:
     # candidate was rejected on): depth d is True when the chain's token or an alternative was
     accepted: list[bool]
     emitted: list[int]  # accepted path + one corrected or bonus token (cut at EOS)
+    # where the step's time went: the drafter's proposal, the target's pass, and the host's work
+    # around them (the tree, the warps, recursive rejection, the caches' bookkeeping)
     draft_ms: float
-    verify_ms: float
+    target_ms: float
+    host_ms: float
     alternatives: list[int] = field(default_factory=list)  # the tree's other candidates
     branch: int = 0  # j >= 1: alternative j was accepted; -1: every candidate rejected
     alt_depths: list[int] = field(default_factory=list)  # each alternative's depth
@@ -81,6 +84,11 @@ class StepRecord:
     @property
     def n_accepted(self) -> int:
         return sum(self.accepted)
+
+    @property
+    def verify_ms(self) -> float:
+        """The step after the proposal: the target's pass and the host's work."""
+        return self.target_ms + self.host_ms
 
     @property
     def bonus(self) -> bool:
@@ -534,20 +542,23 @@ class SpeculativeDecoder(_DecoderBase):
             synchronize(self.device)
             if _check_proposal(*proposal, k):  # else a drafter that declined to guess
                 d_tokens, d_probs = proposal
+        t1 = time.perf_counter()
         k = d_tokens.numel()
         scores = self.drafter.draft_scores if self.warp.greedy else None
         if k == 0 or (self.warp.greedy and scores is None):  # no ranking: no greedy alternatives
             tokens, parents, laws = d_tokens, list(range(-1, k - 1)), d_probs
         else:
             tokens, parents, laws = chain_tree(d_tokens, d_probs, self.tree, self.generator, scores)
-        t1 = time.perf_counter()
-        p = self.warp.probs(target.forward_tree(ids, tokens, parents))
+        t2 = time.perf_counter()
+        logits = target.forward_tree(ids, tokens, parents)
+        synchronize(self.device)
+        t3 = time.perf_counter()
+        p = self.warp.probs(logits)
         if k == 0:
             laws = p.new_empty((0, p.shape[-1]))
         verdict, path = verify_tree(
             tokens, parents, laws, p, self.generator, chain_verify=self.verifier
         )
-        t2 = time.perf_counter()
         n = verdict.n_accepted
         on_chain = sum(1 for i, node in enumerate(path) if node == i)  # chain nodes kept
         # The drafter's state is valid along the chain's kept part; a feature drafter is then
@@ -560,7 +571,8 @@ class SpeculativeDecoder(_DecoderBase):
             accepted=[i < n for i in range(k)],
             emitted=verdict.tokens.tolist(),
             draft_ms=(t1 - t0) * 1e3,
-            verify_ms=(t2 - t1) * 1e3,
+            target_ms=(t3 - t2) * 1e3,
+            host_ms=(t2 - t1 + time.perf_counter() - t3) * 1e3,
             alternatives=tokens[k:].tolist(),
             branch=branch,
             alt_depths=[parents[i] + 2 for i in range(k, tokens.numel())],
@@ -606,14 +618,18 @@ class AutoregressiveDecoder(_DecoderBase):
         t_start = time.perf_counter()
         while len(out) < max_new_tokens and not eos_reached:
             t0 = time.perf_counter()
-            x, bad_row = self._draw(target.forward(ids, 1))
+            logits = target.forward(ids, 1)
+            synchronize(self.device)
+            t1 = time.perf_counter()
+            x, bad_row = self._draw(logits)
             token, bad = torch.cat([x, bad_row.long().view(1)]).tolist()  # one host read
             if bad:
                 raise ValueError(NAN_MESSAGE)
             ids = torch.cat([ids, x])
             eos_reached = token in eos
             out.append(token)
-            steps.append(StepRecord([], [], [token], 0.0, (time.perf_counter() - t0) * 1e3))
+            host_ms = (time.perf_counter() - t1) * 1e3
+            steps.append(StepRecord([], [], [token], 0.0, (t1 - t0) * 1e3, host_ms))
         return GenerationResult(
             tokens=out,
             n_steps=len(steps),

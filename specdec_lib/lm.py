@@ -20,6 +20,8 @@ from transformers.models.llama.modeling_llama import LlamaDecoderLayer
 __all__ = [
     "CACHE_KW",
     "KVState",
+    "PackedLinear",
+    "pack_linears",
     "cache_kwargs",
     "capture_features",
     "context_length",
@@ -126,6 +128,48 @@ class KVState:
             if held > n_valid:
                 self.cache.crop(n_valid - held)  # transformers 5: a negative count removes
         self.length = min(self.length, n_valid)
+
+
+class PackedLinear(torch.nn.Linear):
+    """A linear layer whose weight is also held prepacked for oneDNN, the CPU matmul library: a
+    pass over a few tokens then streams the weights once, in the library's own blocked layout,
+    instead of a general matrix product repacking them on every call (measured: twice the time
+    of a one-token pass for two tokens in float32 on AVX2-only CPUs). One float32 row keeps the
+    matrix-vector kernel, already at the memory bandwidth. Same maths, another order of the sums:
+    a packed model is another floating-point rounding of the same model, and decoding with it is
+    exact with respect to it (the autoregressive baseline runs the same packed model)."""
+
+    def pack(self) -> PackedLinear:
+        self.packed = torch.ops.mkldnn._reorder_linear_weight(self.weight.detach())
+        return self
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.weight.dtype == torch.float32 and x.numel() == x.shape[-1]:
+            return torch.nn.functional.linear(x, self.weight, self.bias)
+        return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
+
+
+def pack_linears(model: torch.nn.Module) -> int:
+    """Turn every ``nn.Linear`` of ``model`` (on a CPU, in float32 or bfloat16) into a
+    :class:`PackedLinear`, in place; returns how many. Where oneDNN cannot pack the dtype on this
+    CPU (bfloat16 without AVX512-BW or AVX-NE-CONVERT) nothing changes and 0 is returned."""
+    layers = [
+        m
+        for m in model.modules()
+        if type(m) is torch.nn.Linear
+        and m.weight.device.type == "cpu"
+        and m.weight.dtype in (torch.float32, torch.bfloat16)
+    ]
+    if not layers or not torch.backends.mkldnn.is_available():
+        return 0
+    try:
+        torch.ops.mkldnn._reorder_linear_weight(layers[0].weight.detach()[:1])
+    except RuntimeError:  # no kernel for this dtype on this CPU
+        return 0
+    for m in layers:
+        m.__class__ = PackedLinear
+        m.pack()
+    return len(layers)
 
 
 def last_rows(n: int, length: int, device: torch.device | None = None) -> int | torch.Tensor:

@@ -33,6 +33,7 @@ import torch
 from .checks import one_of, positive_int
 from .config import DEFAULT_HEAD, REPO_ROOT
 from .drafters import NgramDrafter, drafter_for, load_head, quantize_int8
+from .lm import PackedLinear, pack_linears
 from .tiny import CharTokenizer, tiny_random_llama
 
 __all__ = [
@@ -166,7 +167,7 @@ def find_smollm2_gguf() -> Path:
 
 
 @functools.lru_cache(maxsize=4)
-def _load_smollm2(dtype: torch.dtype) -> tuple[Any, Any]:
+def _load_smollm2(dtype: torch.dtype, pack: bool = False) -> tuple[Any, Any]:
     import transformers.modeling_gguf_pytorch_utils as gguf_utils
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
@@ -190,6 +191,8 @@ def _load_smollm2(dtype: torch.dtype) -> tuple[Any, Any]:
             gguf_utils.tqdm = bar
     model.eval()
     model.requires_grad_(False)
+    if pack:  # a model of its own in the cache: the plain one stays plain
+        pack_linears(model)
     return model, tokenizer
 
 
@@ -227,8 +230,10 @@ def early_exit_draft(target: Any, n_layers: int = DEFAULT_EXIT_LAYERS) -> Any:
     return draft
 
 
-def _load_default(dtype: torch.dtype, exit_layers: int, draft: str, head: Any) -> ModelPair:
-    target, tokenizer = _load_smollm2(dtype)
+def _load_default(
+    dtype: torch.dtype, exit_layers: int, draft: str, head: Any, pack: bool = False
+) -> ModelPair:
+    target, tokenizer = _load_smollm2(dtype, pack)
     early = early_exit_draft(target, exit_layers)
     notes: dict[str, Any] = {"gguf": SMOLLM2_FILE, "exit_layers": exit_layers}
     if draft in TRAINED_DRAFTS:
@@ -383,6 +388,7 @@ def load_pair(
     device: str | torch.device | None = None,
     head: str | Path | None = None,
     device_map: Any = None,
+    pack: bool = False,
 ) -> ModelPair:
     """Load a named pair: ``"default"`` (offline, embedded), ``"gpt2"`` (Hub), ``"tiny-random"``.
 
@@ -393,7 +399,9 @@ def load_pair(
     on a CPU only), ``"early-exit"`` or ``"ngram"``. ``dtype`` applies to both models (float32 by
     default, the safest for exact greedy checks; bfloat16 is much faster on CPUs with
     avx512_bf16). ``device`` moves both models there. ``device_map`` (Hub pairs only, e.g.
-    ``"auto"``) spreads the target over several devices (see :func:`load_hub_pair`).
+    ``"auto"``) spreads the target over several devices (see :func:`load_hub_pair`). ``pack``
+    prepacks both models' linear weights for the CPU matmul library
+    (:func:`~specdec_lib.lm.pack_linears`; on a CPU only).
     """
     draft = default_draft(name) if draft is None else one_of(draft, "draft", PAIRS[name])
     dtype = _resolve_dtype(dtype)
@@ -401,8 +409,10 @@ def load_pair(
         raise ValueError(f"device_map is for Hub pairs ('gpt2'), not {name!r}: use device=")
     if device is not None and device_map is not None:
         raise ValueError("give device (one device) or device_map (several), not both")
+    if pack and device is not None and torch.device(device).type != "cpu":
+        raise ValueError(f"pack prepacks weights for a CPU's matmul library, not for {device}")
     if name == "default":
-        pair = _load_default(dtype, exit_layers, draft, head)
+        pair = _load_default(dtype, exit_layers, draft, head, pack)
     elif name == "gpt2":
         pair = _load_gpt2(dtype, device_map)
     else:
@@ -418,4 +428,10 @@ def load_pair(
             head.to(device)
             if hasattr(head, "refresh_frozen"):  # trained drafts borrow frozen target pieces
                 head.refresh_frozen()
+    if pack:  # the cached default target is packed already; a layer is packed only once
+        draft_module = getattr(pair.draft, "head", pair.draft)
+        pack_linears(pair.target)
+        if isinstance(draft_module, torch.nn.Module):
+            pack_linears(draft_module)
+        pair.notes["packed"] = any(isinstance(x, PackedLinear) for x in pair.target.modules())
     return pair

@@ -59,6 +59,12 @@ def test_benchmark_structure(tmp_path, prompts_file, tiny_pair):
     assert runs[("autoregressive", 0)]["speedup"] == pytest.approx(1.0)
     spec = runs[("speculative", 2)]
     assert 0 <= spec["alpha"] <= 1 and spec["tau"] >= 1 and spec["predicted_speedup"] > 0
+    # where a step's time went, in every speculative cell and in the summary
+    cell = next(c for k, c in on_disk["cells"].items() if "speculative" in k)
+    assert all(cell[part] >= 0 for part in ("draft_ms", "target_ms", "host_ms"))
+    shares = [spec[f"{part}_share"] for part in ("draft", "target", "host")]
+    assert all(s > 0 for s in shares) and sum(shares) <= 1 + 1e-9
+    assert spec["host_ms_per_step"] > 0
     assert on_disk["settings"]["tree"] == [1] and on_disk["settings"]["width"] == 1  # the chain
     assert len(on_disk["costs"]["t_target_s"]) == 2 + 1  # a pass over K + 1 tokens
 

@@ -65,6 +65,16 @@ def test_defaults_come_from_the_default_preset(monkeypatch):
     assert (s.draft, s.tree, s.dtype) == ("trained", [1], "float32")
 
 
+def test_weights_are_packed_in_bfloat16_on_a_cpu_unless_told(monkeypatch):
+    monkeypatch.setattr(settings, "native_bfloat16", lambda device: True)
+    assert BenchSettings().validate().pack == "on"
+    assert BenchSettings(dtype="float32").validate().pack == "off"
+    assert BenchSettings(dtype="float32", pack="on").validate().pack == "on"
+    assert BenchSettings(pack="off").validate().pack == "off"
+    with pytest.raises(ValueError, match="pack"):
+        BenchSettings(pack="maybe").validate()
+
+
 def test_width_is_a_spelling_of_a_one_depth_tree():
     s = BenchSettings(width=3).validate()
     assert (s.tree, s.width) == ([3], None) and settings_record(s)["width"] == 3

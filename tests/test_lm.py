@@ -51,3 +51,34 @@ def test_last_rows_index_the_positions_kept(tiny_pair):
         got, _ = model_forward(tiny_pair.target, ids, None, 2)
         ref = tiny_pair.target(input_ids=ids.view(1, -1)).logits[0, -2:]
     torch.testing.assert_close(got, ref)
+
+
+def test_packed_linears_compute_what_the_plain_ones_do():
+    from specdec_lib.lm import PackedLinear, pack_linears
+    from specdec_lib.tiny import tiny_random_llama
+
+    plain, packed = tiny_random_llama(0), tiny_random_llama(0)
+    n = pack_linears(packed)
+    assert n == sum(type(m) is torch.nn.Linear for m in plain.modules()) > 0
+    assert isinstance(packed.lm_head, PackedLinear) and pack_linears(packed) == 0  # once only
+    ids = torch.tensor([[0, 5, 9, 3, 7, 2]])
+    with torch.inference_mode():
+        for rows in (1, 6):  # one row keeps the matrix-vector kernel; several go to oneDNN
+            torch.testing.assert_close(
+                packed(ids[:, :rows]).logits, plain(ids[:, :rows]).logits, rtol=1e-5, atol=1e-5
+            )
+
+
+def test_a_packed_pair_decodes_greedily_as_its_own_autoregressive_baseline():
+    from specdec_lib.decoding import AutoregressiveDecoder, SpeculativeDecoder
+    from specdec_lib.models import load_pair
+
+    pair = load_pair("tiny-random", pack=True)
+    assert pair.notes["packed"]
+    ids = torch.tensor([0, 5, 9, 3])
+    ar = AutoregressiveDecoder(pair.target, temperature=0).generate_ids(ids, 12)
+    for tree in ((1,), (3, 2)):
+        spec = SpeculativeDecoder(pair.draft, pair.target, K=3, tree=tree, temperature=0)
+        assert spec.generate_ids(ids, 12).tokens == ar.tokens
+    with pytest.raises(ValueError, match="pack"):
+        load_pair("tiny-random", pack=True, device="meta")

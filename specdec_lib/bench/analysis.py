@@ -242,7 +242,14 @@ def _speculative(
         rec["efficiency"] = speedup / rec["predicted_speedup"]
         # The same cost model with the measured tokens per step instead of the modelled E.
         rec["predicted_speedup_from_tau"] = rec["tau"] / step_cost(K, costs, tree)
-    rec["draft_share"] = sum(c["draft_ms"] for c in cells) / (1e3 * secs)
+    # The step's time by part, as shares of the cells' time, and the host's work per step.
+    for part in ("draft", "target", "host"):
+        if all(f"{part}_ms" in c for c in cells):  # runs before the breakdown lack target, host
+            rec[f"{part}_share"] = sum(c[f"{part}_ms"] for c in cells) / (1e3 * secs)
+    if "host_share" in rec:
+        rec["host_ms_per_step"] = sum(c["host_ms"] for c in cells) / sum(
+            c["n_steps"] for c in cells
+        )
     return rec
 
 

@@ -248,8 +248,9 @@ class _Runner:
             cell["steps"] = [[len(st.draft_tokens), st.n_accepted, st.emitted] for st in r.steps]
             # which alternative, counted within its depth, was kept (0: none), for tree_rates
             cell["alt_index"] = [st.alt_index for st in r.steps]
-            cell["draft_ms"] = sum(st.draft_ms for st in r.steps)
-            cell["verify_ms"] = sum(st.verify_ms for st in r.steps)
+            # where the cell's time went: the drafter, the target's passes, the host's work
+            for part in ("draft_ms", "target_ms", "host_ms"):
+                cell[part] = sum(getattr(st, part) for st in r.steps)
         return cell
 
 
@@ -294,6 +295,7 @@ def run_benchmark(
             dtype=settings.dtype,
             device=settings.device,
             head=settings.head,
+            pack=settings.pack == "on",
         )
     if pair.tokenizer is None:
         raise ValueError(f"pair {settings.pair!r} has no tokenizer; the benchmark needs one")

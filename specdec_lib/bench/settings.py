@@ -54,15 +54,17 @@ DEFAULT_METHODS = METHODS[:4]
 SUPPLIED_BASELINES = ("autoregressive_inverse_cdf",)
 SCHEDULES = ("fixed", "heuristic", "threshold")
 DTYPES = ("float32", "bfloat16", "float16")
+PACKING = ("auto", "on", "off")
 DEVICES = ("auto", "cpu", "cuda")
 PRESETS_FILE = Path(__file__).with_name("presets.toml")
 
 
 def load_presets(path: str | Path = PRESETS_FILE) -> dict[str, dict[str, Any]]:
     """The named presets of ``path`` (TOML), each checked: a ``why``, and optionally the ``pair``
-    it applies to, its ``drafts`` (the first that runs is taken), its ``tree`` and ``dtype``."""
+    it applies to, its ``drafts`` (the first that runs is taken), its ``tree``, ``dtype`` and
+    ``pack``."""
     presets = tomllib.loads(Path(path).read_text())
-    known = {"why", "pair", "drafts", "tree", "dtype"}
+    known = {"why", "pair", "drafts", "tree", "dtype", "pack"}
     for name, p in presets.items():
         where = f"preset {name!r} in {Path(path).name}"
         if not isinstance(p, dict) or not isinstance(p.get("why"), str) or not p["why"].strip():
@@ -79,6 +81,8 @@ def load_presets(path: str | Path = PRESETS_FILE) -> dict[str, dict[str, Any]]:
             p["tree"] = list(as_tree(p["tree"]))
         if "dtype" in p:
             one_of(p["dtype"], f"{where}: dtype", DTYPES + ("auto",))
+        if "pack" in p:
+            one_of(p["pack"], f"{where}: pack", PACKING)
     return presets
 
 
@@ -116,6 +120,12 @@ class BenchSettings:
         "dtype of both models (auto: the preset's; bfloat16 on cuda and on a CPU with native "
         "bfloat16 instructions, float32 otherwise)",
         choices=DTYPES + ("auto",),
+    )
+    pack: str = setting(
+        "auto",
+        "prepack both models' linear weights for the CPU matmul library, both sides of every "
+        "comparison (auto: the preset's; on in bfloat16 on a CPU)",
+        choices=PACKING,
     )
     K: list[int] = setting(list(range(1, 9)), "draft lengths (tokens drafted per step)")
     max_new_tokens: int = setting(50, "tokens generated per prompt")
@@ -196,6 +206,11 @@ class BenchSettings:
             self.dtype = preset.get("dtype", "auto")
         if self.dtype == "auto":
             self.dtype = "bfloat16" if native_bfloat16(self.device) else "float32"
+        self.pack = one_of(self.pack, "pack", PACKING)
+        if self.pack == "auto":
+            self.pack = preset.get("pack", "auto")
+        if self.pack == "auto":
+            self.pack = "on" if self.device == "cpu" and self.dtype == "bfloat16" else "off"
         if self.draft is None:
             runs = [
                 d

@@ -4,11 +4,14 @@ results files, prompt lists."""
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import json
 import os
 import platform
 import subprocess
 import tempfile
+import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +22,13 @@ from .config import DEFAULT_PROMPTS, REPO_ROOT
 __all__ = [
     "atomic_write",
     "atomic_write_json",
+    "check_same_machine",
     "device_info",
     "git_commit",
     "load_prompts",
+    "machine_info",
+    "machine_key",
+    "memory_bandwidth_gbs",
     "provenance",
     "read_json",
 ]
@@ -55,6 +62,96 @@ def _cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+# The instruction sets that decide which kernels a pass runs on a CPU (bfloat16 native or
+# emulated, AMX tiles, AVX-512 or AVX2 only), read from /proc/cpuinfo.
+ISA_FLAGS = ("avx2", "avx512f", "avx512bw", "avx512_bf16", "amx_bf16", "amx_tile", "avx_vnni")
+# Environment variables that limit the kernels torch, oneDNN and MKL choose: set, they make this
+# machine run another CPU kind's kernels (on its own memory), so they are part of its identity.
+ISA_LIMITS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS")
+
+
+def _cpuinfo() -> dict[str, str]:
+    """The first processor's fields of /proc/cpuinfo (empty where there is none)."""
+    try:
+        first = Path("/proc/cpuinfo").read_text().split("\n\n", 1)[0]
+    except OSError:
+        return {}
+    fields = (line.split(":", 1) for line in first.splitlines() if ":" in line)
+    return {k.strip(): v.strip() for k, v in fields}
+
+
+@functools.cache
+def memory_bandwidth_gbs(megabytes: int = 256, reps: int = 5) -> float:
+    """This machine's memory bandwidth as torch sees it, GB/s: the best of ``reps`` copies of a
+    ``megabytes`` float32 tensor (each reads and writes it), with the process's torch threads. A
+    one-token pass of the target streams its weights once, so this number explains most of the
+    difference in pass costs between machines. Measured once per process (about a second)."""
+    src = torch.ones(megabytes * 2**18)
+    dst = torch.empty_like(src)
+    dst.copy_(src)  # touch the pages once before timing
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        dst.copy_(src)
+        best = min(best, time.perf_counter() - t0)
+    return round(2 * src.numel() * 4 / best / 1e9, 1)
+
+
+def machine_info() -> dict[str, Any]:
+    """The machine a number was measured on: CPU model (vendor, family, model, stepping: the
+    model name alone does not tell two generations of one product line apart), the cores this
+    process may use, the instruction sets that matter, torch's threads, any limit on the kernels'
+    instruction sets, and the measured memory bandwidth."""
+    info = _cpuinfo()
+    flags = set(info.get("flags", "").split())
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cores = os.cpu_count()
+    return {
+        "cpu": info.get("model name") or platform.processor() or platform.machine(),
+        "vendor": info.get("vendor_id", ""),
+        "family_model_stepping": "/".join(
+            info.get(k, "?") for k in ("cpu family", "model", "stepping")
+        ),
+        "cores": cores,
+        "isa": sorted(f for f in ISA_FLAGS if f in flags),
+        "isa_limits": {k: os.environ[k] for k in ISA_LIMITS if k in os.environ},
+        "torch_threads": torch.get_num_threads(),
+        "memory_bandwidth_gbs": memory_bandwidth_gbs(),
+    }
+
+
+def machine_key(prov: dict[str, Any]) -> str:
+    """Which machine a stored result's provenance names, as a string to compare: the CPU's model,
+    stepping, cores, instruction sets and kernel limits (not the bandwidth, a measurement). A
+    result from before provenance named the machine gives its CPU's name and core count."""
+    m = prov.get("machine")
+    if m is None:
+        return f"{prov.get('cpu', '?')}, {prov.get('cpu_count', '?')} cores"
+    limits = ", ".join(f"{k}={v}" for k, v in sorted(m["isa_limits"].items()))
+    return (
+        f"{m['cpu']} ({m['vendor']} {m['family_model_stepping']}), {m['cores']} cores, "
+        f"{' '.join(m['isa']) or 'no listed ISA'}"
+        + (f", kernels limited: {limits}" if limits else "")
+    )
+
+
+def check_same_machine(records: Iterable[dict[str, Any]], what: str) -> str:
+    """Refuse to compare results measured on different machines: ``records`` are stored results
+    (each with its ``provenance``); returns their one machine, or raises a ``ValueError`` naming
+    ``what`` was being compared and every machine involved. A ratio from one CPU kind is not
+    comparable with one from another (their target passes differ by 2x and more)."""
+    keys = sorted({machine_key(r.get("provenance", {})) for r in records})
+    if len(keys) > 1:
+        raise ValueError(
+            f"{what}: the results come from {len(keys)} machines, and a comparison across "
+            "machines is meaningless; measure them in one campaign on one machine. Machines: "
+            + "; ".join(keys)
+        )
+    return keys[0] if keys else ""
+
+
 def device_info(device: str | torch.device | None = None) -> dict[str, Any]:
     """What the numbers were measured on."""
     dev = torch.device(device) if device is not None else torch.device("cpu")
@@ -86,6 +183,7 @@ def provenance(
         "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "seed": seed,
         "settings": settings or {},
+        "machine": machine_info(),
     }
 
 

@@ -14,7 +14,7 @@ from specdec_lib.bench import (
     tree_rates,
 )
 from specdec_lib.config import RESULTS_DIR
-from specdec_lib.results import read_json
+from specdec_lib.results import machine_info, read_json
 
 
 def test_tree_rates_count_by_depth():
@@ -96,6 +96,12 @@ def test_pool_repeats_merges_runs_under_distinct_repeats():
         pool_repeats(
             [run(0, 0.5), {**run(1, 1.0), "settings": {**run(1, 1.0)["settings"], "width": 2}}]
         )
+    # the same settings measured on two machines: refused, naming both
+    here = {"machine": machine_info()}
+    there = {"machine": {**machine_info(), "cpu": "AMD EPYC 7B13", "isa": ["avx2"]}}
+    with pytest.raises(ValueError, match="pool_repeats: the results come from 2 machines.*EPYC"):
+        pool_repeats([{**run(0, 0.5), "provenance": here}, {**run(1, 1.0), "provenance": there}])
+    assert pool_repeats([{**run(0, 0.5), "provenance": here}, {**run(1, 1.0), "provenance": here}])
 
 
 @pytest.mark.parametrize(

@@ -1,10 +1,18 @@
-"""Prompt files (``specdec_lib.results.load_prompts``): malformed files refused with the path and the reason; the committed benchmark prompts load."""
+"""Provenance and prompt files (``specdec_lib.results``): the machine named in every result and
+comparisons across machines refused; malformed prompt files refused with the path and the reason;
+the committed benchmark prompts load."""
 
 from __future__ import annotations
 
 import pytest
 
-from specdec_lib.results import load_prompts
+from specdec_lib.results import (
+    check_same_machine,
+    load_prompts,
+    machine_info,
+    machine_key,
+    provenance,
+)
 
 
 @pytest.mark.parametrize(
@@ -29,3 +37,35 @@ def test_default_prompts_file():
     assert len(prompts) == 20
     cats = {p["category"] for p in prompts}
     assert len(cats) == 5 and all(sum(p["category"] == c for p in prompts) == 4 for c in cats)
+
+
+def test_provenance_names_the_machine():
+    m = provenance(seed=0)["machine"]
+    assert m == machine_info() and m["cores"] >= 1 and m["torch_threads"] >= 1
+    assert m["memory_bandwidth_gbs"] > 0 and set(m["isa"]) <= {
+        "avx2",
+        "avx512f",
+        "avx512bw",
+        "avx512_bf16",
+        "amx_bf16",
+        "amx_tile",
+        "avx_vnni",
+    }
+    assert m["cpu"] in machine_key({"machine": m})
+
+
+def test_results_from_two_machines_are_not_compared(monkeypatch):
+    here = {"provenance": {"machine": machine_info()}}
+    assert check_same_machine([here, here], "x") == machine_key(here["provenance"])
+    # the same CPU name, another generation (the model name alone does not tell them apart)
+    other = {**machine_info(), "family_model_stepping": "25/1/1"}
+    with pytest.raises(ValueError, match="speedup table: the results come from 2 machines"):
+        check_same_machine([here, {"provenance": {"machine": other}}], "speedup table")
+    # kernels limited to AVX2 on this machine are another machine's kernels
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
+    with pytest.raises(ValueError, match="kernels limited: ATEN_CPU_CAPABILITY=avx2"):
+        check_same_machine([here, {"provenance": {"machine": machine_info()}}], "levers")
+    # results stored before provenance named the machine: their CPU name and core count
+    old = [{"provenance": {"cpu": "AMD EPYC", "cpu_count": 2}}, {"provenance": {"cpu": "Intel"}}]
+    with pytest.raises(ValueError, match="AMD EPYC, 2 cores"):
+        check_same_machine(old, "old")

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..checks import positive_int
 from ..costs import drafted_widths, predicted_from_costs, predicted_tree_speedup, step_cost
-from ..results import read_json
+from ..results import check_same_machine, read_json
 from .settings import METHODS
 
 __all__ = [
@@ -279,10 +279,12 @@ def _per_prompt(cells: list[dict[str, Any]], prompts: list[dict[str, Any]], meth
 def pool_repeats(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Several runs of the same settings (other sampling seeds allowed) as one run with more
     repeats: their cells under distinct repeat indices, ``runs`` summarized again over all of them
-    (so :func:`runs_frame` and :func:`speedup_interval` pool the repeats). The first run's prompts,
+    (so :func:`runs_frame` and :func:`speedup_interval` pool the repeats). Runs from different
+    machines are refused. The first run's prompts,
     costs and provenance are kept; ``pooled_from`` lists every run's seed and repeats."""
     if not results:
         raise ValueError("results must hold at least one benchmark run")
+    check_same_machine(results, "pool_repeats")
     first = results[0]
 
     def comparable(settings: dict[str, Any]) -> dict[str, Any]:
@@ -401,12 +403,15 @@ def runs_frame(result: dict[str, Any], *, intervals: bool = False):
 def speculative_runs(files: Mapping[tuple[str, str], Any]):
     """The speculative rows of several runs side by side (notebook 06): ``files`` maps
     ``(panel, config)`` to a stored run; each run's rows, with their intervals
-    (:func:`runs_frame`), are labelled by its ``panel`` and ``config``."""
+    (:func:`runs_frame`), are labelled by its ``panel`` and ``config``. Runs from different
+    machines are refused."""
     import pandas as pd
 
+    runs = {key: read_json(path) for key, path in files.items()}
+    check_same_machine(runs.values(), "speculative_runs")
     frames = []
-    for (panel, config), path in files.items():
-        df = runs_frame(read_json(path), intervals=True)
+    for (panel, config), result in runs.items():
+        df = runs_frame(result, intervals=True)
         frames.append(df[df.method == "speculative"].assign(panel=panel, config=config))
     return pd.concat(frames, ignore_index=True)
 

@@ -23,7 +23,7 @@ export MPLBACKEND := Agg
 export PYTHONHASHSEED := 0
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help install test test-lib test-gpu-stack test-notebooks reproduce lab lint format sync bench \
+.PHONY: help install test test-lib test-gpu-stack test-notebooks reproduce lab lint format sync bench campaign \
 	gpu-run gpu-rehearsal clean
 
 help:
@@ -31,6 +31,8 @@ help:
 	@echo "make test        pytest + nbval (quick mode, SPECDEC_QUICK=1)"
 	@echo "make lab         open the series in JupyterLab"
 	@echo "make bench       the CPU benchmark of notebook 03 (writes data/results/)"
+	@echo "make campaign    every run of specdec_lib/campaign.toml on this machine, from this commit,"
+	@echo "                 into data/results/campaign/ with a manifest (resumable on this machine)"
 	@echo "make gpu-run     on a lent GPU machine: pass costs and decoder steps, one JSON under \$$OUT"
 	@echo "make gpu-rehearsal  the same on this CPU, dry (tiny settings), checking data/ is untouched"
 	@echo "make lint        ruff check + format check + notebooks in sync with their .py twins"
@@ -148,6 +150,10 @@ BENCH_TTT := $(PY) -m specdec_lib bench --pair default --draft trained-int8 --dt
 # tree, then the tree the cost model chooses beside two first-position candidates, side by side.
 BENCH_TREE := $(PY) -m specdec_lib bench --pair default --draft trained-int8 --dtype bfloat16 \
 	--max-new-tokens 50 --seed 0 --methods autoregressive speculative
+# One campaign: the plan's runs, one machine, one clean commit, one folder with its manifest.
+campaign: install
+	$(PY) -m specdec_lib campaign --out data/results/campaign
+
 bench: install
 	$(BENCH) --temperature 1.0 --out data/results/bench_default_float32_T1.json
 	$(BENCH) --temperature 0 --out data/results/bench_default_float32_greedy.json

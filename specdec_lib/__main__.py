@@ -18,6 +18,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from . import campaign
 from .bench import BenchSettings, run_benchmark
 from .config import REPO_ROOT, RESULTS_DIR
 from .models import ModelUnavailableError
@@ -88,6 +89,14 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument(
         "--out", default=str(RESULTS_DIR / "exactness_shipped.json"), help="results JSON"
     )
+    c = sub.add_parser(
+        "campaign",
+        help="every run the series cites, on this machine, from this commit (make bench)",
+        description=campaign.__doc__.split("\n\n")[0],
+    )
+    c.add_argument("--out", default=str(RESULTS_DIR / "campaign"), help="the campaign's folder")
+    c.add_argument("--plan", default=str(campaign.PLAN_FILE), help="the plan (TOML)")
+    c.add_argument("--only", nargs="+", default=None, help="run only the runs named")
     return parser
 
 
@@ -164,6 +173,16 @@ def _exactness(args: argparse.Namespace) -> None:
     print(f"wrote {args.out}")
 
 
+def _campaign(args: argparse.Namespace) -> None:
+    try:
+        manifest = campaign.run_campaign(args.out, plan=args.plan, only=args.only)
+    except campaign.RunFailed as err:
+        print(f"{PROG} campaign: {err}", file=sys.stderr)
+        raise SystemExit(1) from None
+    print(f"{args.out}: {len(manifest['runs'])} runs in {manifest['seconds'] / 60:.1f} minutes")
+    print(f"on {manifest['machine_key']}, commit {manifest['commit']}")
+
+
 def default_out(settings: BenchSettings) -> Path:
     """``data/results/bench_<pair>[_<draft>][_<schedule>][_w<w>|_tree<w1-w2..>][_<head>]_<dtype>_<T>[...].json``
     for validated ``settings`` (the early exit, the first draft measured, has no draft part; the
@@ -209,6 +228,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], None]] = {
     "eval-drafter": _eval_drafter,
     "device-costs": _device_costs,
     "exactness": _exactness,
+    "campaign": _campaign,
 }
 
 

@@ -1,0 +1,174 @@
+"""One campaign: every number the series cites, measured in one invocation, on one machine, from
+one committed tree (``python -m specdec_lib campaign``, ``make bench``).
+
+The plan is data (``campaign.toml`` beside this module): each run a command of the command line,
+with the file it writes and why the series needs it. A campaign:
+
+* refuses to start from uncommitted changes to code (results, figures, notebooks and prose do not
+  count) and records the exact commit;
+* writes every run into one folder with a manifest (``manifest.json``: the machine, the commit,
+  each run's command, status and time), rewritten atomically after every run;
+* resumes after an interruption only on the same machine and commit, skipping the runs done; it
+  refuses to mix machines or trees.
+
+Each run is a fresh process (``python -m specdec_lib ...``), as a user would start it.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import subprocess
+import sys
+import time
+import tomllib
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from .config import REPO_ROOT
+from .results import atomic_write_json, git_commit, machine_info, machine_key, read_json
+
+__all__ = ["PLAN_FILE", "RunFailed", "code_changes", "load_plan", "run_campaign"]
+
+PLAN_FILE = Path(__file__).with_name("campaign.toml")
+MANIFEST = "manifest.json"
+# What does not count as code: a campaign may start with these changed (it writes some of them).
+NOT_CODE = ("data/**", "figures/**", "notebooks/**", "**/*.md")
+
+
+class RunFailed(RuntimeError):
+    """A run of the campaign exited with an error; the runs before it are kept."""
+
+
+def load_plan(path: str | Path = PLAN_FILE) -> list[dict[str, Any]]:
+    """The runs of a plan file, each checked: a ``name`` (unique), the ``command`` (a subcommand
+    of ``python -m specdec_lib`` and its flags, without ``--out``; or the flags of ``module``,
+    run as ``python -m module``), the ``out`` file it writes and ``why``."""
+    runs = tomllib.loads(Path(path).read_text()).get("run", [])
+    if not runs:
+        raise ValueError(f"plan {path}: no [[run]] entries")
+    seen = set()
+    for r in runs:
+        where = f"plan {Path(path).name}, run {r.get('name')!r}"
+        for key, kind in (("name", str), ("command", list), ("out", str), ("why", str)):
+            if not isinstance(r.get(key), kind) or not r[key]:
+                raise ValueError(f"{where}: needs {key} ({kind.__name__})")
+        if r["name"] in seen:
+            raise ValueError(f"{where}: two runs share the name")
+        if "--out" in r["command"]:
+            raise ValueError(f"{where}: the campaign gives --out itself; name the file in out")
+        seen.add(r["name"])
+    return runs
+
+
+def code_changes(repo: Path = REPO_ROOT) -> list[str]:
+    """The tracked files that differ from HEAD, but results, figures, notebooks and prose."""
+    out = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no", "--", "."]
+        + [f":(exclude,glob){p}" for p in NOT_CODE],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return [line[3:] for line in out.splitlines() if line.strip()]
+
+
+def _argv(run: dict[str, Any], folder: Path) -> list[str]:
+    """The run's command line, ``--out`` included (device-costs takes a folder)."""
+    out = folder if run["command"][0] == "device-costs" else folder / run["out"]
+    module = [] if run.get("module", "specdec_lib") == "specdec_lib" else ["-m", run["module"]]
+    return [*module, *run["command"], "--out", str(out)]
+
+
+def run_campaign(
+    folder: str | Path,
+    *,
+    plan: str | Path = PLAN_FILE,
+    only: Sequence[str] | None = None,
+    execute: Callable[[list[str]], int] | None = None,
+) -> dict[str, Any]:
+    """Run the plan's runs (or those named in ``only``) into ``folder``, resuming a campaign
+    started there on this machine and commit; returns the manifest. ``execute(argv)`` runs one
+    command line of ``python -m specdec_lib`` and returns its exit status (default: a fresh
+    process)."""
+    runs = load_plan(plan)
+    if only:
+        unknown = sorted(set(only) - {r["name"] for r in runs})
+        if unknown:
+            raise ValueError(f"only: no runs named {unknown} in {Path(plan).name}")
+        runs = [r for r in runs if r["name"] in only]
+    changed = code_changes()
+    if changed:
+        raise ValueError(
+            "the code has uncommitted changes, so the campaign could not be reproduced from a "
+            f"commit; commit them first: {', '.join(changed[:8])}"
+            + (f" and {len(changed) - 8} more" if len(changed) > 8 else "")
+        )
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    machine = machine_info()
+    commit = git_commit()
+    manifest = _resume(folder / MANIFEST, machine, commit)
+    manifest["plan"] = os.path.relpath(Path(plan).resolve(), REPO_ROOT)
+    execute = execute or _subprocess
+    for run in runs:
+        done = manifest["runs"].get(run["name"], {})
+        if done.get("status") == "complete" and (folder / run["out"]).exists():
+            continue
+        argv = _argv(run, folder)
+        print(f"== {run['name']}: python -m specdec_lib {' '.join(argv)}", flush=True)
+        t0 = time.perf_counter()
+        status = execute(argv)
+        manifest["runs"][run["name"]] = {
+            "command": argv,
+            "out": run["out"],
+            "why": run["why"],
+            "status": "complete" if status == 0 else f"failed (exit {status})",
+            "seconds": round(time.perf_counter() - t0, 1),
+        }
+        _write(folder, manifest)
+        if status != 0:
+            raise RunFailed(f"run {run['name']!r} failed (exit {status}); rerun to resume")
+    manifest["status"] = "complete"
+    manifest["seconds"] = round(sum(r["seconds"] for r in manifest["runs"].values()), 1)
+    manifest["finished"] = _now()
+    _write(folder, manifest)
+    return manifest
+
+
+def _resume(path: Path, machine: dict[str, Any], commit: str) -> dict[str, Any]:
+    """The manifest to go on with: a new one, or the one at ``path`` when it was started on this
+    machine from this commit (anything else is refused)."""
+    here = machine_key({"machine": machine})
+    if not path.exists():
+        return {"machine": machine, "machine_key": here, "commit": commit, "started": _now(),
+                "status": "running", "runs": {}}  # fmt: skip
+    old = read_json(path)
+    if old["machine_key"] != here:
+        raise ValueError(
+            f"{path.parent} holds a campaign measured on another machine ({old['machine_key']}); "
+            f"this is {here}: a campaign never mixes machines. Start a new one in another folder."
+        )
+    if old["commit"] != commit:
+        raise ValueError(
+            f"{path.parent} holds a campaign of commit {old['commit']}; this tree is {commit}: "
+            "start a new one in another folder."
+        )
+    old["status"] = "running"
+    return old
+
+
+def _write(folder: Path, manifest: dict[str, Any]) -> None:
+    atomic_write_json(folder / MANIFEST, manifest)
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+
+
+def _subprocess(argv: list[str]) -> int:
+    """``python -m specdec_lib ARGV``, or ``python -m MODULE ...`` for an argv led by ``-m``."""
+    cmd = argv if argv[:1] == ["-m"] else ["-m", "specdec_lib", *argv]
+    return subprocess.run([sys.executable, *cmd], cwd=REPO_ROOT).returncode

@@ -1,0 +1,109 @@
+"""The campaign (``specdec_lib.campaign``): its plan parses with the command line's own parser, a
+campaign writes its runs and a manifest, resumes only on the same machine and commit, and refuses
+to start from uncommitted code. The runs themselves are faked (or tiny): speed is not tested."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from specdec_lib import campaign
+from specdec_lib.__main__ import build_parser
+from specdec_lib.results import machine_info, machine_key
+
+
+def test_the_committed_plan_parses_with_the_command_line():
+    runs = campaign.load_plan()
+    assert runs[0]["name"] == "recommended_T1" and all(r["why"].strip() for r in runs)
+    parser = build_parser()
+    for r in runs:
+        if r.get("module", "specdec_lib") == "specdec_lib":
+            parser.parse_args(campaign._argv(r, campaign.REPO_ROOT / "x"))  # exits on a bad flag
+
+
+def _plan(tmp_path, *names):
+    text = "".join(
+        f'[[run]]\nname = "{n}"\ncommand = ["bench"]\nout = "{n}.json"\nwhy = "test"\n'
+        for n in names
+    )
+    path = tmp_path / "plan.toml"
+    path.write_text(text)
+    return path
+
+
+def _fake(calls):
+    def execute(argv):
+        calls.append(argv)
+        out = argv[argv.index("--out") + 1]
+        with open(out, "w") as f:
+            f.write("{}")
+        return 0
+
+    return execute
+
+
+def test_a_campaign_writes_its_runs_and_resumes_only_where_it_started(tmp_path, monkeypatch):
+    monkeypatch.setattr(campaign, "code_changes", lambda: [])
+    folder, calls = tmp_path / "c", []
+    plan = _plan(tmp_path, "a", "b")
+    m = campaign.run_campaign(folder, plan=plan, only=["a"], execute=_fake(calls))
+    assert [c[0] for c in calls] == ["bench"] and m["runs"]["a"]["status"] == "complete"
+    assert m["machine_key"] == machine_key({"machine": machine_info()}) and m["commit"]
+    m = campaign.run_campaign(folder, plan=plan, execute=_fake(calls))  # resumes: b only
+    assert len(calls) == 2 and calls[1][-1].endswith("b.json") and m["status"] == "complete"
+    on_disk = json.loads((folder / "manifest.json").read_text())
+    assert set(on_disk["runs"]) == {"a", "b"}
+    # another machine, or another commit, may not go on with it
+    on_disk["machine_key"] = "AMD EPYC 7B13 (AuthenticAMD 25/1/1), 2 cores, avx2"
+    (folder / "manifest.json").write_text(json.dumps(on_disk))
+    with pytest.raises(ValueError, match="another machine.*never mixes machines"):
+        campaign.run_campaign(folder, plan=plan, execute=_fake(calls))
+    on_disk["machine_key"], on_disk["commit"] = m["machine_key"], "0" * 40
+    (folder / "manifest.json").write_text(json.dumps(on_disk))
+    with pytest.raises(ValueError, match="a campaign of commit 0000"):
+        campaign.run_campaign(folder, plan=plan, execute=_fake(calls))
+
+
+def test_a_failed_run_stops_the_campaign_and_is_recorded(tmp_path, monkeypatch):
+    monkeypatch.setattr(campaign, "code_changes", lambda: [])
+    with pytest.raises(campaign.RunFailed, match="'a' failed"):
+        campaign.run_campaign(tmp_path, plan=_plan(tmp_path, "a"), execute=lambda argv: 3)
+    m = json.loads((tmp_path / "manifest.json").read_text())
+    assert m["runs"]["a"]["status"] == "failed (exit 3)" and m["status"] == "running"
+
+
+def test_uncommitted_code_is_refused_but_results_and_prose_are_not(tmp_path, monkeypatch):
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    for name in ("lib.py", "data/r.json", "notebooks/n.py", "README.md", "figures/f.png"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("x")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x")
+    for name in ("data/r.json", "notebooks/n.py", "README.md", "figures/f.png"):
+        (tmp_path / name).write_text("changed")
+    assert campaign.code_changes(tmp_path) == []
+    (tmp_path / "lib.py").write_text("changed")
+    assert campaign.code_changes(tmp_path) == ["lib.py"]
+    monkeypatch.setattr(campaign, "code_changes", lambda: ["lib.py"])
+    with pytest.raises(ValueError, match="uncommitted changes.*lib.py"):
+        campaign.run_campaign(tmp_path / "c", plan=_plan(tmp_path, "a"), execute=_fake([]))
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("", "no \\[\\[run\\]\\]"),
+        ('[[run]]\nname = "a"\ncommand = ["bench"]\nout = "a.json"\n', "needs why"),
+        ('[[run]]\nname = "a"\ncommand = ["bench", "--out", "x"]\nout = "a"\nwhy = "w"\n', "--out"),
+    ],
+)
+def test_bad_plans_are_refused(tmp_path, text, match):
+    path = tmp_path / "p.toml"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=match):
+        campaign.load_plan(path)

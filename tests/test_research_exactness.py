@@ -34,3 +34,19 @@ def test_grid_passes_the_right_decoder_and_rejects_the_faults(tiny_pair):
 def test_grid_refuses_an_unknown_failing_arm(tiny_pair):
     with pytest.raises(ValueError, match="faults"):
         _tiny_grid(tiny_pair, "tiny", ("a typo",), n=10)
+
+
+def test_transformers_assisted_generation_is_an_arm_under_the_same_test(tiny_pair):
+    result = shipped_grid(
+        {"hf assisted": Config("model", "float32", method="hf_assisted")},
+        faults={},
+        n=600,
+        prompt="abc",
+        first=None,
+        K=2,
+        length=2,
+        load=lambda c: tiny_pair,
+    )
+    row = as_frame(result).set_index("name").loc["hf assisted"]
+    assert row.kept == 600 and row.proposed == 0 and row.bins >= 2
+    assert 0 <= row.p <= 1  # what it finds is reported, either way

@@ -32,7 +32,7 @@ from ..sampling import Warp
 from .analysis import cell_key, summarize
 from .settings import SUPPLIED_BASELINES, BenchSettings, settings_record
 
-__all__ = ["measure_pass_costs", "run_benchmark"]
+__all__ = ["hf_generate", "measure_pass_costs", "run_benchmark"]
 
 FORMAT_VERSION = 1
 
@@ -175,53 +175,18 @@ class _Runner:
         }
 
     def _hf(self, ids: torch.Tensor, n: int, K: int | None, seed: int) -> dict[str, Any]:
-        w = self.s.warp
-        kwargs: dict[str, Any] = {
-            "max_new_tokens": n,
-            "eos_token_id": self.eos,  # None: fixed length, like our decoders
-            "pad_token_id": self.pair.tokenizer.pad_token_id
-            if self.pair.tokenizer is not None
-            else 0,
-        }
-        if w.greedy:
-            kwargs.update(do_sample=False, temperature=None, top_k=None, top_p=None)
-        else:
-            # top_k=0 disables generate's default top_k=50 (the prototype's unfair baseline).
-            kwargs.update(
-                do_sample=True, temperature=w.temperature, top_k=w.top_k or 0, top_p=w.top_p or 1.0
-            )
-        saved = None
-        if K is not None and self.s.draft == "ngram":
-            kwargs["prompt_lookup_num_tokens"] = K  # HF's own n-gram drafter
-        elif K is not None:
-            # transformers reads the draft length, its schedule and the confidence threshold from
-            # the *assistant's* generation_config, not from generate()'s arguments: set them there
-            # (constant K, no early stop on low confidence) and restore them afterwards.
-            gc = self.pair.assistant.generation_config
-            saved = {name: getattr(gc, name, None) for name in _HF_ASSISTANT_FIELDS}
-            gc.num_assistant_tokens = K
-            gc.num_assistant_tokens_schedule = (
-                "heuristic_transient" if self.s.schedule == "heuristic" else "constant"
-            )
-            gc.assistant_confidence_threshold = (
-                self.s.threshold if self.s.schedule == "threshold" else 0.0
-            )
-            kwargs["assistant_model"] = self.pair.assistant
-        try:
-            torch.manual_seed(seed)
-            synchronize(self.device)
-            t0 = time.perf_counter()
-            out = self.pair.target.generate(
-                ids.view(1, -1), attention_mask=torch.ones_like(ids.view(1, -1)), **kwargs
-            )
-            synchronize(self.device)
-            elapsed = time.perf_counter() - t0
-        finally:
-            if saved is not None:
-                for name, value in saved.items():
-                    setattr(self.pair.assistant.generation_config, name, value)
-        tokens = out[0, ids.numel() :].tolist()
-        return {"tokens": tokens, "elapsed_s": elapsed}
+        return hf_generate(
+            self.pair,
+            ids,
+            n,
+            self.s.warp,
+            K=K,
+            seed=seed,
+            eos=self.eos,
+            schedule=self.s.schedule,
+            threshold=self.s.threshold,
+            lookup=self.s.draft == "ngram",
+        )
 
     def run(self, method: str, K: int, ids: torch.Tensor, seed: int) -> dict[str, Any]:
         n = self.s.max_new_tokens
@@ -252,6 +217,70 @@ class _Runner:
             for part in ("draft_ms", "target_ms", "host_ms"):
                 cell[part] = sum(getattr(st, part) for st in r.steps)
         return cell
+
+
+def hf_generate(
+    pair: ModelPair,
+    ids: torch.Tensor,
+    n: int,
+    warp: Warp,
+    *,
+    K: int | None = None,
+    seed: int = 0,
+    eos: Any = None,
+    schedule: str = "fixed",
+    threshold: float = 0.0,
+    lookup: bool = False,
+) -> dict[str, Any]:
+    """transformers' ``generate`` on the pair's target, timed: plain (``K=None``), or its assisted
+    generation with the pair's model draft proposing ``K`` tokens (its prompt lookup with
+    ``lookup``), under the same warp (sampled or greedy), seeded by ``seed``. Returns the new
+    ``tokens`` and ``elapsed_s``."""
+    kwargs: dict[str, Any] = {
+        "max_new_tokens": n,
+        "eos_token_id": eos,  # None: fixed length, like our decoders
+        "pad_token_id": pair.tokenizer.pad_token_id if pair.tokenizer is not None else 0,
+    }
+    if warp.greedy:
+        kwargs.update(do_sample=False, temperature=None, top_k=None, top_p=None)
+    else:
+        # top_k=0 disables generate's default top_k=50 (the prototype's unfair baseline).
+        kwargs.update(
+            do_sample=True,
+            temperature=warp.temperature,
+            top_k=warp.top_k or 0,
+            top_p=warp.top_p or 1.0,
+        )
+    saved = None
+    if K is not None and lookup:
+        kwargs["prompt_lookup_num_tokens"] = K  # HF's own n-gram drafter
+    elif K is not None:
+        # transformers reads the draft length, its schedule and the confidence threshold from
+        # the *assistant's* generation_config, not from generate()'s arguments: set them there
+        # (constant K, no early stop on low confidence) and restore them afterwards.
+        gc = pair.assistant.generation_config
+        saved = {name: getattr(gc, name, None) for name in _HF_ASSISTANT_FIELDS}
+        gc.num_assistant_tokens = K
+        gc.num_assistant_tokens_schedule = (
+            "heuristic_transient" if schedule == "heuristic" else "constant"
+        )
+        gc.assistant_confidence_threshold = threshold if schedule == "threshold" else 0.0
+        kwargs["assistant_model"] = pair.assistant
+    device = pair.device
+    try:
+        torch.manual_seed(seed)
+        synchronize(device)
+        t0 = time.perf_counter()
+        out = pair.target.generate(
+            ids.view(1, -1), attention_mask=torch.ones_like(ids.view(1, -1)), **kwargs
+        )
+        synchronize(device)
+        elapsed = time.perf_counter() - t0
+    finally:
+        if saved is not None:
+            for name, value in saved.items():
+                setattr(pair.assistant.generation_config, name, value)
+    return {"tokens": out[0, ids.numel() :].tolist(), "elapsed_s": elapsed}
 
 
 def run_benchmark(

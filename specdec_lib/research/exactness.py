@@ -29,10 +29,12 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import torch
 
+from ..bench.run import hf_generate
 from ..checks import one_of, positive_int
 from ..config import REPO_ROOT
 from ..decoding import SpeculativeDecoder
@@ -94,7 +96,9 @@ def decoder_continuations(
 class Config:
     """One shipped configuration: the default pair's draft by name (``head``: other saved weights
     of a trained draft), dtype, the step's shape (``width``: a spelling of ``tree=(width,)``),
-    and warp."""
+    and warp; ``method`` is ``"speculative"`` (this library's decoder) or ``"hf_assisted"``
+    (transformers' assisted generation with sampling, the pair's model draft as its assistant:
+    the peer under the same test)."""
 
     draft: str
     dtype: str
@@ -104,6 +108,7 @@ class Config:
     top_k: int | None = None
     top_p: float | None = None
     head: str | None = None
+    method: str = "speculative"
 
     @property
     def warp(self) -> Warp:
@@ -130,6 +135,7 @@ CONFIGS: dict[str, Config] = {
         "trained-int8", "bfloat16", width=2, head="data/drafter/feature_head_ttt.safetensors"
     ),
     "trained-int8-bf16-tree4-3": Config("trained-int8", "bfloat16", tree=(4, 3)),
+    "hf-assisted-early-exit-f32": Config("early-exit", "float32", method="hf_assisted"),
 }
 # The arms that must fail, on the headline draft at width 1 (the prototype's rule plugs into
 # verify, which width 1 uses).
@@ -166,6 +172,23 @@ class ExactnessSettings:
             faults=FAULTS if self.faults else {},
             seed=self.seed,
             progress=progress,
+        )
+
+
+class HFAssisted:
+    """transformers' assisted generation (``generate(do_sample=..., assistant_model=...)``) with
+    the pair's model draft proposing ``K`` tokens, behind ``generate_ids`` as the grid runs
+    decoders; it reports no acceptance (``proposed`` 0)."""
+
+    def __init__(self, pair: Any, K: int, warp: Warp) -> None:
+        if pair.assistant is None:
+            raise ValueError("hf_assisted needs a pair with a model draft (its assistant)")
+        self.pair, self.K, self.warp = pair, K, warp
+
+    def generate_ids(self, prompt_ids: torch.Tensor, length: int, seed: int = 0) -> Any:
+        out = hf_generate(self.pair, prompt_ids, length, self.warp, K=self.K, seed=seed)
+        return SimpleNamespace(
+            tokens=out["tokens"], n_proposed=0, n_accepted=0, n_steps=0, steps=[]
         )
 
 
@@ -251,7 +274,10 @@ def shipped_grid(
             kw["verifier"] = wrong_bonus_row_verify
         elif fault is not None:  # pragma: no cover - the names are checked above
             raise AssertionError(fault)
-        dec = SpeculativeDecoder(pair.draft, pair.target, **kw)
+        if c.method == "hf_assisted":
+            dec = HFAssisted(pair, K, c.warp)
+        else:
+            dec = SpeculativeDecoder(pair.draft, pair.target, **kw)
         t0 = time.perf_counter()
         out = decoder_continuations(
             dec, prompt_ids, length, n_fault if fault else n, first=first_id, seed=seed + 10**6 * i

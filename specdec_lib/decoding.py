@@ -37,8 +37,15 @@ from .lm import (
     synchronize,
     vocab_size,
 )
-from .sampling import NAN_MESSAGE, Verdict, Warp, bad_rows, has_nan, sample, verify
-from .trees import chain_tree, is_chain, tree_depths, tree_shape, verify_tree
+from .sampling import NAN_MESSAGE, Verdict, Warp, greedy_tokens, has_nan, sample, verify
+from .trees import (
+    chain_tree,
+    is_chain,
+    tree_depths,
+    tree_shape,
+    verify_tree,
+    verify_tree_greedy,
+)
 
 __all__ = [
     "AutoregressiveDecoder",
@@ -553,12 +560,15 @@ class SpeculativeDecoder(_DecoderBase):
         logits = target.forward_tree(ids, tokens, parents)
         synchronize(self.device)
         t3 = time.perf_counter()
-        p = self.warp.probs(logits)
-        if k == 0:
-            laws = p.new_empty((0, p.shape[-1]))
-        verdict, path = verify_tree(
-            tokens, parents, laws, p, self.generator, chain_verify=self.verifier
-        )
+        if self.warp.greedy and self.verifier is verify:  # point masses: the argmaxes decide
+            verdict, path = verify_tree_greedy(tokens, parents, logits)
+        else:
+            p = self.warp.probs(logits)
+            if k == 0:
+                laws = p.new_empty((0, p.shape[-1]))
+            verdict, path = verify_tree(
+                tokens, parents, laws, p, self.generator, chain_verify=self.verifier
+            )
         n = verdict.n_accepted
         on_chain = sum(1 for i, node in enumerate(path) if node == i)  # chain nodes kept
         # The drafter's state is valid along the chain's kept part; a feature drafter is then
@@ -647,6 +657,7 @@ class AutoregressiveDecoder(_DecoderBase):
         (NaN or +inf), read with the token in one host read. Greedy decoding takes the argmax
         (the token an inverse-CDF draw from the one-hot row would give, without the draw)."""
         if self.warp.greedy:
-            return logits.float().argmax(dim=-1).view(1), bad_rows(logits).any()  # as Warp.probs
+            token, bad = greedy_tokens(logits[-1])  # as Warp.probs takes the argmax
+            return token.view(1), bad
         p = self.warp.probs(logits)
         return sample(p, self.generator), has_nan(p)

@@ -39,6 +39,7 @@ from .sampling import (
     Correction,
     Verdict,
     acceptance_probs,
+    greedy_tokens,
     has_nan,
     ids_message,
     ids_outside,
@@ -60,6 +61,7 @@ __all__ = [
     "stage_accept",
     "stage_pass_on",
     "verify_tree",
+    "verify_tree_greedy",
 ]
 
 
@@ -296,3 +298,49 @@ def verify_tree(
         else:  # every child rejected (or none): one token from what is left
             last = sample(left, generator).view(1)
             return Verdict(torch.cat([tokens[path], last]), len(path)), path
+
+
+def verify_tree_greedy(
+    tokens: torch.Tensor, parents: Sequence[int], target_logits: torch.Tensor
+) -> tuple[Verdict, list[int]]:
+    """:func:`verify_tree` when the target's law after every node is a point mass on its argmax
+    (greedy decoding), read from the logits ``[N + 1, V]`` themselves.
+
+    Whatever law ``q`` a candidate ``x`` was drawn from, ``min(1, p(x) / q(x))`` is 1 when ``x`` is
+    the argmax ``a`` and 0 otherwise, and what a rejection leaves of ``p``,
+    ``norm(max(0, p - q))``, is the point mass on ``a`` again (``p(a) - q(a) > 0`` unless ``x = a``
+    was certain). So a candidate is accepted exactly when it is the argmax of its parent's row,
+    and the step ends with the argmax of the last accepted node's row: the tokens
+    :func:`verify_tree` gives on the one-hot rows, with no vocabulary-wide work but the argmax,
+    one host read, and no random numbers.
+    """
+    tokens = torch.as_tensor(tokens)
+    par = check_tree(tokens, parents)
+    N, V = tokens.numel(), target_logits.shape[-1]
+    if target_logits.dim() != 2 or target_logits.shape[0] != N + 1:
+        raise ValueError(
+            f"target_logits must be [N + 1, V] = [{N + 1}, V], got {tuple(target_logits.shape)}"
+        )
+    best, bad_row = greedy_tokens(target_logits)  # as Warp.probs takes the argmax
+    ids = tokens.to(device=best.device, dtype=torch.long)
+    flags = torch.stack([bad_row.any(), ids_outside(ids, V)]).long()
+    host = torch.cat([best, ids, flags]).tolist()  # the one host read
+    best, ids_h, (bad, outside) = host[: N + 1], host[N + 1 : 2 * N + 1], host[-2:]
+    if outside:
+        raise ValueError(ids_message("tokens", V))
+    if bad:
+        raise ValueError(NAN_MESSAGE)
+    children: list[list[int]] = [[] for _ in range(N + 1)]  # children[j + 1]: node j's
+    for i, j in enumerate(par):
+        children[j + 1].append(i)
+    path: list[int] = []
+    node = -1
+    while True:
+        for c in children[node + 1]:
+            if ids_h[c] == best[node + 1]:
+                path.append(c)
+                node = c
+                break
+        else:
+            out = [ids_h[i] for i in path] + [best[node + 1]]
+            return Verdict(torch.tensor(out, device=target_logits.device), len(path)), path

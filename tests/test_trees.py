@@ -358,3 +358,39 @@ def test_verify_tree_bad_input():
         verify_tree(torch.tensor([1, 2]), [-1, 0], p[:2], p[:2])
     with pytest.raises(ValueError, match="tokens"):
         verify_tree(torch.tensor([1, 7]), [-1, 0], p[:2], p)
+
+
+def test_greedy_verification_reads_the_argmaxes_and_matches_the_general_rule():
+    """On point-mass target rows, recursive rejection accepts a candidate exactly when it is its
+    parent row's argmax, whatever law it was drawn from: verify_tree_greedy gives the tokens and
+    the path verify_tree gives on the one-hot rows, for random trees, laws and near-ties."""
+    from specdec_lib.sampling import Warp
+    from specdec_lib.trees import verify_tree, verify_tree_greedy
+
+    g = torch.Generator().manual_seed(0)
+    V = 6
+    for trial in range(400):
+        N = int(torch.randint(1, 8, (1,), generator=g))
+        parents = [int(torch.randint(-1, i, (1,), generator=g)) for i in range(N)]
+        logits = torch.randn(N + 1, V, generator=g).round(decimals=1)  # ties happen
+        # candidates: often the parent's argmax, sometimes not; laws far from one-hot
+        best = logits.argmax(-1)
+        tokens = torch.tensor(
+            [
+                int(best[j + 1])
+                if torch.rand((), generator=g) < 0.6
+                else int(torch.randint(V, (1,)))
+                for j in parents
+            ]
+        )
+        laws = torch.softmax(torch.randn(N, V, generator=g), -1)
+        laws[torch.arange(N), tokens] += 0.5
+        laws /= laws.sum(-1, keepdim=True)
+        fast, fast_path = verify_tree_greedy(tokens, parents, logits)
+        slow, slow_path = verify_tree(tokens, parents, laws, Warp(0).probs(logits), g)
+        assert fast.tokens.tolist() == slow.tokens.tolist() and fast_path == slow_path, trial
+        assert fast.n_accepted == slow.n_accepted
+    with pytest.raises(ValueError, match="NaN"):
+        verify_tree_greedy(torch.tensor([1]), [-1], torch.tensor([[0.0, float("nan")], [1, 2]]))
+    with pytest.raises(ValueError, match="token ids"):
+        verify_tree_greedy(torch.tensor([5]), [-1], torch.zeros(2, 3))

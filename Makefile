@@ -31,7 +31,7 @@ help:
 	@echo "make test        pytest + nbval (quick mode, SPECDEC_QUICK=1)"
 	@echo "make lab         open the series in JupyterLab"
 	@echo "make bench       the CPU benchmark of notebook 03 (writes data/results/)"
-	@echo "make campaign    every run of specdec_lib/campaign.toml on this machine, from this commit,"
+	@echo "make campaign    every run of specdec_lib/research/campaign.toml on this machine, from this commit,"
 	@echo "                 into data/results/campaign/ with a manifest (resumable on this machine)"
 	@echo "make gpu-run     on a lent GPU machine: pass costs and decoder steps, one JSON under \$$OUT"
 	@echo "make gpu-rehearsal  the same on this CPU, dry (tiny settings), checking data/ is untouched"

@@ -83,6 +83,7 @@ from specdec_lib.drafters import BaseDrafter, ModelDrafter
 from specdec_lib.figures import distribution_check as figs
 from specdec_lib.lm import model_forward
 from specdec_lib.models import load_pair
+from specdec_lib.research import power
 from specdec_lib.sampling import Warp, acceptance_rate, prototype_correction, sample, verify
 from specdec_lib.style import savefig
 
@@ -171,9 +172,9 @@ print(
 #
 # with equality for the least favourable bias (mass moved in proportion to $\pi$). So a test with
 # $B$ bins at level $\alpha$ detects *any* bias of total variation $t$ between the bins with power at
-# least $P(\chi^2_{B-1}(4Nt^2) > \chi^2_{B-1, 1-\alpha})$: `stats.detectable_tv` solves this for the
-# smallest such $t$ at power 0.9, and `stats.power_gof_ncx2` gives the power against a given bias
-# (checked by simulation with `stats.power_gof`). The critical value grows like
+# least $P(\chi^2_{B-1}(4Nt^2) > \chi^2_{B-1, 1-\alpha})$: `power.detectable_tv` solves this for the
+# smallest such $t$ at power 0.9, and `power.power_gof_ncx2` gives the power against a given bias
+# (checked by simulation with `power.power_gof`). The critical value grows like
 # $B + z\sqrt{2B}$, so a broad bias spread over many bins is diluted by their number: with $B = 50$ and
 # $\alpha = 3 \cdot 10^{-4}$, $\lambda \approx 64$ and $N \approx 40{,}000$ samples detect any bias
 # of $\mathrm{TV} = 0.02$ with power 0.9; with 500 bins it would take 2.6 times as many. The price of
@@ -435,7 +436,7 @@ next_df = pd.DataFrame(rows).set_index("prompt")
 next_df["Holm p"] = stats.holm(next_df.p)
 level = ALPHA_FAMILY / len(next_df)
 next_df["detectable TV"] = [
-    stats.detectable_tv(r.N, r.bins, level=level) for r in next_df.itertuples()
+    power.detectable_tv(r.N, r.bins, level=level) for r in next_df.itertuples()
 ]
 ms_per_call = 1e3 * TIMES["3 next token"] / (len(NEXT_PROMPTS) * N_NEXT)
 print(
@@ -584,7 +585,7 @@ print(
 )
 print(
     f"detectable TV of a position-0 test (50 bins, power 0.9, level {level:.1e}): "
-    f"{stats.detectable_tv(N_GRID, MAX_BINS, level=level):.3f}"
+    f"{power.detectable_tv(N_GRID, MAX_BINS, level=level):.3f}"
 )
 print(
     f"smallest p-value after Holm over the {len(family)} tests made: {family.holm.min():.3f} "
@@ -794,7 +795,7 @@ seq_df["Holm p"] = np.nan
 seq_df.loc[seq_made, "Holm p"] = stats.holm(seq_df.p[seq_made])
 level = ALPHA_FAMILY / max(1, seq_made.sum())
 seq_df["detectable TV"] = [
-    stats.detectable_tv(n, b, level=level) if b >= 2 else np.nan
+    power.detectable_tv(n, b, level=level) if b >= 2 else np.nan
     for n, b in zip(seq_df.N, seq_df.bins, strict=True)
 ]
 print(
@@ -913,7 +914,7 @@ for i in NEXT_PROMPTS:
             "alpha": alpha,
             "TV(proto, p)": stats.tv(law, p),
             "N": res.n,
-            "power at 1e-6": stats.power_gof_ncx2(p, law, N_NEXT, level=1e-6, max_bins=MAX_BINS),
+            "power at 1e-6": power.power_gof_ncx2(p, law, N_NEXT, level=1e-6, max_bins=MAX_BINS),
             "p": res.pvalue,
         }
     )
@@ -941,15 +942,15 @@ formatted(
 t0 = time.perf_counter()
 proto_grid = grid_run(wrong_verify, ("sharp self-draft",), 5)
 TIMES["7.1 prototype, grid"] = time.perf_counter() - t0
-power = []  # of the position-0 test, whose samples follow the prototype's one-position law
+powers = []  # of the position-0 test, whose samples follow the prototype's one-position law
 for wname in proto_grid.warp:
     p, q = next_token_dists(PROMPTS[GRID_PROMPT], WARPS[wname], "sharp self-draft")
-    power.append(
-        stats.power_gof_ncx2(
+    powers.append(
+        power.power_gof_ncx2(
             p, stats.prototype_output_law(p, q), N_GRID, level=1e-6, max_bins=MAX_BINS
         )
     )
-proto_grid["power at 1e-6"] = power
+proto_grid["power at 1e-6"] = powers
 print(f"{len(proto_grid)} cells x N = {N_GRID:,}: {TIMES['7.1 prototype, grid']:.1f} s")
 print(
     "accepted-draft counts under the prototype's rule, smallest p-value:",
@@ -1014,13 +1015,13 @@ print(
 #
 # Power against $N$, for the next-token test of section 3 (prompt 0, $T = 1$, at most 50 bins, level
 # $0.002 / 6$), from the noncentral chi-square approximation (lines) and by simulation (points,
-# `stats.power_gof`), against:
+# `power.power_gof`), against:
 #
 # * the prototype's bias with the early-exit draft and with the sharp self-draft (as computed above);
 # * biases of total variation 0.02 in two directions: *toward the draft*, $(1 - \varepsilon) p + \varepsilon q$,
 #   what a rule that accepts too often produces; and *prototype-shaped*, the sharp self-draft's
 #   prototype bias scaled down to TV 0.02;
-# * the *least favourable* bias of TV 0.02 for the test's bins at each $N$ (`stats.least_favourable`:
+# * the *least favourable* bias of TV 0.02 for the test's bins at each $N$ (`power.least_favourable`:
 #   mass moved in proportion to $p$ from one half of the bins to the other), whose noncentrality is
 #   the minimum $4 N\,\mathrm{TV}^2$: every other bias of that size is detected at least as easily.
 #
@@ -1038,26 +1039,26 @@ proto_sh = stats.prototype_output_law(p, q_sh).numpy()
 BIASES = {
     "prototype, early-exit draft": stats.prototype_output_law(p, q_ee).numpy(),
     "prototype, sharp self-draft": proto_sh,
-    "TV 0.02 toward the draft": stats.toward(p64, q_ee.double().numpy(), 0.02),
-    "TV 0.02, prototype-shaped": stats.toward(p64, proto_sh, 0.02),
+    "TV 0.02 toward the draft": power.toward(p64, q_ee.double().numpy(), 0.02),
+    "TV 0.02, prototype-shaped": power.toward(p64, proto_sh, 0.02),
 }
 level = ALPHA_FAMILY / len(NEXT_PROMPTS)
 n_grid = np.unique(np.geomspace(300, 300_000, 40).astype(int))
 curves = {
-    name: [stats.power_gof_ncx2(p64, law, n, level=level, max_bins=MAX_BINS) for n in n_grid]
+    name: [power.power_gof_ncx2(p64, law, n, level=level, max_bins=MAX_BINS) for n in n_grid]
     for name, law in BIASES.items()
 }
 fine = [
-    stats.power_gof_ncx2(p64, BIASES["TV 0.02, prototype-shaped"], n, level=level) for n in n_grid
+    power.power_gof_ncx2(p64, BIASES["TV 0.02, prototype-shaped"], n, level=level) for n in n_grid
 ]
 
 
 def least_favourable(n):
-    return stats.least_favourable(p64, n, 0.02, max_bins=MAX_BINS)
+    return power.least_favourable(p64, n, 0.02, max_bins=MAX_BINS)
 
 
 worst = [
-    stats.power_gof_ncx2(p64, least_favourable(n), n, level=level, max_bins=MAX_BINS)
+    power.power_gof_ncx2(p64, least_favourable(n), n, level=level, max_bins=MAX_BINS)
     for n in n_grid
 ]
 N_SIM = 100 if QUICK else 300
@@ -1071,10 +1072,10 @@ for name, ns in SIMULATED.items():
     sim_points[name] = []
     for n in ns:
         law = least_favourable(n) if name == "TV 0.02, least favourable" else BIASES[name]
-        sim = stats.power_gof(
+        sim = power.power_gof(
             p64, law, n, level=level, n_sim=N_SIM, seed=seed_of(7, 2, n), max_bins=MAX_BINS
         )
-        approx = stats.power_gof_ncx2(p64, law, n, level=level, max_bins=MAX_BINS)
+        approx = power.power_gof_ncx2(p64, law, n, level=level, max_bins=MAX_BINS)
         sim_points[name].append((n, sim, approx))
 TIMES["7.2 power curves"] = time.perf_counter() - t0
 print(
@@ -1316,7 +1317,7 @@ else:
 shipped_df = exactness.as_frame(shipped)
 shipped_level = ALPHA_FAMILY / int((~shipped_df.must_fail).sum())
 shipped_df["detectable TV"] = [  # of one position's test, at its Bonferroni share of the level
-    stats.detectable_tv(k, b, level=shipped_level / len(ps))
+    power.detectable_tv(k, b, level=shipped_level / len(ps))
     for k, b, ps in zip(shipped_df.kept, shipped_df.bins, shipped_df.p_by_position, strict=True)
 ]
 shipped_df["tree"] = [

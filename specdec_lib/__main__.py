@@ -18,10 +18,10 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from . import campaign
 from .bench import BenchSettings, run_benchmark
 from .config import REPO_ROOT, RESULTS_DIR
 from .models import ModelUnavailableError
+from .research import campaign
 from .research.device_costs import CostSettings, measure_device_costs, write_device_costs
 from .research.exactness import ExactnessSettings, as_frame
 from .research.hostwork import BASELINES, reuse_freed_memory

@@ -2,7 +2,8 @@ import numpy as np
 import pytest
 import torch
 
-from specdec_lib.stats import chisquare_gof, holm, merge_bins, power_gof
+from specdec_lib.research.power import power_gof
+from specdec_lib.stats import chisquare_gof, holm, merge_bins
 
 
 def test_merge_bins_reaches_min_expected():
@@ -47,21 +48,23 @@ from specdec_lib import costs  # noqa: E402
 from specdec_lib.checks import positive_int  # noqa: E402
 from specdec_lib.lm import cache_kwargs, last_rows, output_cache  # noqa: E402
 from specdec_lib.models import load_pair  # noqa: E402
+from specdec_lib.research.power import (  # noqa: E402
+    detectable_tv,
+    least_favourable,
+    power_gof_ncx2,
+    toward,
+)
 from specdec_lib.sampling import Warp, prototype_correction, verify  # noqa: E402
 from specdec_lib.stats import (  # noqa: E402
     NothingToTest,
     accepted_count_law,
     bin_labels,
     chisquare_law,
-    detectable_tv,
     exact_continuation_law,
     exact_output_law,
-    least_favourable,
     position_law,
-    power_gof_ncx2,
     prototype_output_law,
     step_samples,
-    toward,
     tv,
 )
 

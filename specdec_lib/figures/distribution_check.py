@@ -160,7 +160,7 @@ def power_vs_n(
     handles, labels = ax.get_legend_handles_labels()
     ax.legend(
         handles + [Line2D([], [], marker="o", mfc="white", ls="", color="black")],
-        labels + [f"simulated (stats.power_gof, {n_sim} runs)"],
+        labels + [f"simulated (power.power_gof, {n_sim} runs)"],
         fontsize=8,
         loc="center left",
         bbox_to_anchor=(1.01, 0.5),

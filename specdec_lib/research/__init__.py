@@ -1,1 +1,2 @@
-"""Experiments the appendix and the GPU run need: they import the core, which never imports them."""
+"""The experiments the series runs (the campaign, the appendix's, the GPU run): they import the
+core, which never imports them."""

@@ -1,4 +1,4 @@
-"""The campaign (``specdec_lib.campaign``): its plan parses with the command line's own parser, a
+"""The campaign (``specdec_lib.research.campaign``): its plan parses with the command line's own parser, a
 campaign writes its runs and a manifest, resumes only on the same machine and commit, and refuses
 to start from uncommitted code. The runs themselves are faked (or tiny): speed is not tested."""
 
@@ -9,8 +9,8 @@ import subprocess
 
 import pytest
 
-from specdec_lib import campaign
 from specdec_lib.__main__ import build_parser
+from specdec_lib.research import campaign
 from specdec_lib.results import machine_info, machine_key
 
 

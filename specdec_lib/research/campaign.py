@@ -26,8 +26,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .config import REPO_ROOT
-from .results import atomic_write_json, git_commit, machine_info, machine_key, read_json
+from ..config import REPO_ROOT
+from ..results import atomic_write_json, git_commit, machine_info, machine_key, read_json
 
 __all__ = ["PLAN_FILE", "RunFailed", "code_changes", "load_plan", "run_campaign"]
 

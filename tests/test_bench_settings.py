@@ -35,11 +35,13 @@ def test_bad_settings(settings, name):
 def test_device_and_dtype_resolved_and_recorded(monkeypatch):
     import torch
 
-    monkeypatch.setattr(settings, "native_bfloat16", lambda device: device == "cuda")
     s = BenchSettings(pair="tiny-random").validate()
-    assert (s.device, s.dtype) == ("cpu", "float32")  # auto: a CPU without bf16 instructions
-    monkeypatch.setattr(settings, "native_bfloat16", lambda device: True)
-    assert BenchSettings(pair="tiny-random").validate().dtype == "bfloat16"  # one with them
+    assert (s.device, s.dtype) == ("cpu", "float32")  # auto: the faster dtype, measured
+    assert s.dtype_choice == {"dtype": "float32", "why": "tests"}  # recorded with the run
+    _bf16 = {"dtype": "bfloat16", "why": "tests"}
+    monkeypatch.setattr(settings, "fastest_dtype", lambda pair, device: _bf16)
+    assert BenchSettings(pair="tiny-random").validate().dtype == "bfloat16"
+    assert BenchSettings(pair="tiny-random", dtype="float32").validate().dtype_choice is None
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     s = BenchSettings(pair="tiny-random").validate()
     assert (s.device, s.dtype) == ("cuda", "bfloat16")  # auto: bf16 on a GPU
@@ -51,10 +53,10 @@ def test_device_and_dtype_resolved_and_recorded(monkeypatch):
 def test_defaults_come_from_the_default_preset(monkeypatch):
     default = PRESETS["default"]
     assert default["why"] and DEFAULT_TREE == tuple(default["tree"]) == (4, 3)
-    monkeypatch.setattr(settings, "native_bfloat16", lambda device: True)
+    monkeypatch.setattr(settings, "fastest_dtype", lambda pair, device: {"dtype": "bfloat16"})
     s = BenchSettings().validate()
     assert (s.preset, s.draft, s.tree, s.dtype) == ("default", "trained-int8", [4, 3], "bfloat16")
-    monkeypatch.setattr(settings, "native_bfloat16", lambda device: False)
+    monkeypatch.setattr(settings, "fastest_dtype", lambda pair, device: {"dtype": "float32"})
     s = BenchSettings().validate()  # int8 weights run only in bfloat16 on a CPU
     assert (s.draft, s.tree, s.dtype) == ("trained", [4, 3], "float32")
     # the preset's tree is for its drafts, on its pair: anything else runs the chain
@@ -66,7 +68,7 @@ def test_defaults_come_from_the_default_preset(monkeypatch):
 
 
 def test_weights_are_packed_in_bfloat16_on_a_cpu_unless_told(monkeypatch):
-    monkeypatch.setattr(settings, "native_bfloat16", lambda device: True)
+    monkeypatch.setattr(settings, "fastest_dtype", lambda pair, device: {"dtype": "bfloat16"})
     assert BenchSettings().validate().pack == "on"
     assert BenchSettings(dtype="float32").validate().pack == "off"
     assert BenchSettings(dtype="float32", pack="on").validate().pack == "on"
@@ -100,3 +102,13 @@ def test_presets_say_why(tmp_path):
     path.write_text('[fast]\nwhy = "measured"\nwidth = 2\n')
     with pytest.raises(ValueError, match="unknown keys"):
         load_presets(path)
+
+
+def test_the_dtype_auto_runs_in_is_timed_on_this_machine(monkeypatch):
+    monkeypatch.undo()  # the real timing, on the tiny pair
+    settings.fastest_dtype.cache_clear()
+    choice = settings.fastest_dtype("tiny-random", "cpu")
+    t = choice["t_target_s"]
+    assert set(t) == {"float32", "bfloat16"} and all(set(v) == {"1", "8"} for v in t.values())
+    assert choice["dtype"] == min(t, key=lambda d: t[d]["8"])
+    assert settings.fastest_dtype("tiny-random", "cuda")["dtype"] == "bfloat16"

@@ -29,7 +29,7 @@ from .settings import (
     PRESETS,
     SCHEDULES,
     BenchSettings,
-    native_bfloat16,
+    fastest_dtype,
     resolve_device,
 )
 
@@ -43,7 +43,7 @@ __all__ = [
     "against_baseline",
     "identical_outputs",
     "measure_pass_costs",
-    "native_bfloat16",
+    "fastest_dtype",
     "per_prompt_frame",
     "pool_repeats",
     "resolve_device",

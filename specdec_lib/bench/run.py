@@ -407,6 +407,7 @@ def _new_result(
         "prompts": prompts,
         "sessions": [],
         "costs": None,
+        "dtype_choice": getattr(settings, "dtype_choice", None),  # how --dtype auto resolved
         "cells": {},
     }
 

@@ -11,6 +11,9 @@ default, so that a stored run records what it measured.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import statistics
+import time
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +24,8 @@ import torch
 from ..checks import one_of, positive_int, probability
 from ..config import DEFAULT_PROMPTS, REPO_ROOT
 from ..costs import as_tree
-from ..models import DRAFTS, PAIRS, TRAINED_DRAFTS, default_draft
+from ..lm import model_forward
+from ..models import DRAFTS, PAIRS, TRAINED_DRAFTS, default_draft, load_pair
 from ..sampling import Warp
 from ..settings import setting
 
@@ -35,7 +39,7 @@ __all__ = [
     "BenchSettings",
     "draft_runs",
     "load_presets",
-    "native_bfloat16",
+    "fastest_dtype",
     "resolve_device",
     "settings_record",
 ]
@@ -117,8 +121,8 @@ class BenchSettings:
     )
     dtype: str = setting(
         "auto",
-        "dtype of both models (auto: the preset's; bfloat16 on cuda and on a CPU with native "
-        "bfloat16 instructions, float32 otherwise)",
+        "dtype of both models (auto: the preset's; bfloat16 on cuda; on a CPU float32 or "
+        "bfloat16, whichever runs the target faster, timed at start-up)",
         choices=DTYPES + ("auto",),
     )
     pack: str = setting(
@@ -172,7 +176,10 @@ class BenchSettings:
 
     def validate(self) -> BenchSettings:
         """Check every field and resolve the defaults (device, dtype, draft, the step's shape) in
-        place, so that a run records where and what it measured; returns ``self``."""
+        place, so that a run records where and what it measured; returns ``self``. A dtype left
+        to be measured (``auto`` on a CPU) is timed here (:func:`fastest_dtype`); the timings are
+        kept in ``dtype_choice``."""
+        self.dtype_choice: dict[str, Any] | None = None
         if not self.K:
             raise ValueError("K: give at least one draft length")
         self.K = sorted({positive_int(k, "K", "draft tokens per step") for k in self.K})
@@ -205,7 +212,8 @@ class BenchSettings:
         if self.dtype == "auto":
             self.dtype = preset.get("dtype", "auto")
         if self.dtype == "auto":
-            self.dtype = "bfloat16" if native_bfloat16(self.device) else "float32"
+            self.dtype_choice = fastest_dtype(self.pair, self.device)
+            self.dtype = self.dtype_choice["dtype"]
         self.pack = one_of(self.pack, "pack", PACKING)
         if self.pack == "auto":
             self.pack = preset.get("pack", "auto")
@@ -284,15 +292,42 @@ def resolve_device(device: str) -> str:
     return device
 
 
-def native_bfloat16(device: str) -> bool:
-    """Does ``device`` compute in bfloat16 natively? A CUDA device: yes (its tensor cores). A CPU:
-    when it has AVX512-BF16 or AMX-BF16 instructions (read from ``/proc/cpuinfo``; elsewhere: no),
-    where bfloat16 passes cost less than float32 ones (notebook 06); without them bfloat16 is
-    emulated and slower."""
+# The pass the dtype is chosen on, besides the one-token pass: the last token and a step's drafts
+# (the default tree (4, 3) at K = 2 checks 1 + 7 tokens).
+STEP_TOKENS = 8
+
+
+@functools.cache
+def fastest_dtype(pair: str, device: str, reps: int = 5) -> dict[str, Any]:
+    """The dtype ``--dtype auto`` resolves to, measured: on a CUDA device bfloat16 (its tensor
+    cores); on a CPU, float32 or bfloat16, whichever runs the pair's target faster over a step's
+    tokens (``STEP_TOKENS``), each with its weights as ``bench`` would run them (``--pack auto``),
+    timed here in interleaved rounds (medians; a few seconds, once per process). Whether bfloat16
+    is native, emulated or packed decides it, and the flags of ``/proc/cpuinfo`` do not tell the
+    cost: the timings are what the run records (``dtype_choice``)."""
     if device == "cuda":
-        return True
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
+        return {"dtype": "bfloat16", "why": "a CUDA device (tensor cores)"}
+    targets = {
+        d: load_pair(pair, dtype=d, pack=d == "bfloat16").target for d in ("float32", "bfloat16")
+    }
+    times: dict[str, dict[int, list[float]]] = {d: {1: [], STEP_TOKENS: []} for d in targets}
+    with torch.inference_mode():
+        vocab = targets["float32"].config.vocab_size
+        ctx = torch.arange(64) * 7919 % vocab  # any 64 tokens: a pass's cost is not the text's
+        caches = {d: model_forward(m, ctx, None, 1)[1] for d, m in targets.items()}
+        for r in range(reps + 1):  # the first round warms up
+            for d, m in targets.items():
+                for n in (1, STEP_TOKENS):
+                    t0 = time.perf_counter()
+                    model_forward(m, ctx[-n:], caches[d], n)
+                    dt = time.perf_counter() - t0
+                    caches[d].crop(-n)
+                    if r:
+                        times[d][n].append(dt)
+    t = {d: {n: statistics.median(v) for n, v in by_n.items()} for d, by_n in times.items()}
+    best = min(t, key=lambda d: t[d][STEP_TOKENS])
+    return {
+        "dtype": best,
+        "why": f"the faster target pass over {STEP_TOKENS} tokens on this CPU",
+        "t_target_s": {d: {str(n): v for n, v in by_n.items()} for d, by_n in t.items()},
+    }

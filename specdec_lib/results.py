@@ -52,16 +52,6 @@ def git_commit() -> str:
         return "unknown"
 
 
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 # The instruction sets that decide which kernels a pass runs on a CPU (bfloat16 native or
 # emulated, AMX tiles, AVX-512 or AVX2 only), read from /proc/cpuinfo.
 ISA_FLAGS = ("avx2", "avx512f", "avx512bw", "avx512_bf16", "amx_bf16", "amx_tile", "avx_vnni")
@@ -157,7 +147,7 @@ def device_info(device: str | torch.device | None = None) -> dict[str, Any]:
     dev = torch.device(device) if device is not None else torch.device("cpu")
     info: dict[str, Any] = {
         "device": str(dev),
-        "cpu": _cpu_name(),
+        "cpu": _cpuinfo().get("model name") or platform.processor() or platform.machine(),
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "platform": platform.platform(),

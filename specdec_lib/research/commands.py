@@ -1,0 +1,77 @@
+"""The research wing's commands of ``python -m specdec_lib``: ``device-costs``, ``exactness``,
+``campaign``. The command line registers them (:func:`register`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+from ..config import RESULTS_DIR
+from ..results import atomic_write_json
+from ..settings import from_arguments
+from . import campaign
+from .device_costs import CostSettings, measure_device_costs, write_device_costs
+from .exactness import ExactnessSettings, as_frame
+
+__all__ = ["register"]
+
+
+def register(command: Callable[..., argparse.ArgumentParser]) -> None:
+    """Add the wing's commands: ``command(name, help, settings, run)`` makes one."""
+    d = command(
+        "device-costs",
+        "pass costs on this device (the default target's architecture, random weights) and the "
+        "speedup-vs-K curves they predict",
+        CostSettings,
+        _device_costs,
+    )
+    d.add_argument("--out", default=str(RESULTS_DIR), help="folder for device_costs_<device>.json")
+    x = command(
+        "exactness",
+        "every shipped configuration against the target's exact law (chi-square)",
+        ExactnessSettings,
+        _exactness,
+    )
+    x.add_argument(
+        "--out", default=str(RESULTS_DIR / "exactness_shipped.json"), help="results JSON"
+    )
+    c = command(
+        "campaign",
+        "every run the series cites, on this machine, from this commit (make campaign)",
+        None,
+        _campaign,
+    )
+    c.add_argument("--out", default=str(RESULTS_DIR / "campaign"), help="the campaign's folder")
+    c.add_argument("--plan", default=str(campaign.PLAN_FILE), help="the plan (TOML)")
+    c.add_argument("--only", nargs="+", default=None, help="run only the runs named")
+
+
+def _device_costs(args: argparse.Namespace) -> None:
+    result = measure_device_costs(from_arguments(CostSettings, args))
+    t = result["costs"]["t_target_s"]
+    print(f"{result['label']} ({result['provenance'].get('gpu') or result['provenance']['cpu']})")
+    print("t_target(n) ms: " + " ".join(f"{x * 1e3:.2f}" for x in t))
+    print(f"t_draft {result['costs']['t_draft_s'] * 1e3:.2f} ms, c = {result['costs']['c']:.3f}")
+    for row in result["predicted"]:
+        print(f"width {row['width']} K {row['K']}: predicted {row['predicted_speedup']:.2f}x")
+    print(f"wrote {write_device_costs(result, args.out)}")
+
+
+def _exactness(args: argparse.Namespace) -> None:
+    settings = from_arguments(ExactnessSettings, args)
+    result = settings.run(progress=not args.no_progress)
+    cols = ["name", "kept", "alpha", "bonus_steps", "steps", "bins", "p", "p_holm"]
+    print(as_frame(result)[cols].to_string(index=False))
+    atomic_write_json(args.out, result)
+    print(f"wrote {args.out}")
+
+
+def _campaign(args: argparse.Namespace) -> None:
+    try:
+        manifest = campaign.run_campaign(args.out, plan=args.plan, only=args.only)
+    except campaign.RunFailed as err:
+        print(f"campaign: {err}", file=sys.stderr)
+        raise SystemExit(1) from None
+    print(f"{args.out}: {len(manifest['runs'])} runs in {manifest['seconds'] / 60:.1f} minutes")
+    print(f"on {manifest['machine_key']}, commit {manifest['commit']}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
+import hashlib
 import json
 import os
 import platform
@@ -31,6 +32,7 @@ __all__ = [
     "memory_bandwidth_gbs",
     "provenance",
     "read_json",
+    "results_read",
 ]
 
 
@@ -217,15 +219,36 @@ def _jsonable(o: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
+# Every file read_json has read in this process: its path (relative to the repository where it
+# lies inside it) and the SHA-256 of its bytes. A notebook prints them last (results_read), and
+# tests/test_notebooks.py fails when a committed notebook's outputs came from other bytes than
+# the committed files: a stale output cannot land.
+_READ: dict[str, str] = {}
+
+
 def read_json(path: str | Path) -> Any:
-    """Read a results file, with a clear error if it is missing or malformed."""
+    """Read a results file, with a clear error if it is missing or malformed; the file and the
+    digest of what was read are noted (:func:`results_read`)."""
     path = Path(path)
     try:
-        return json.loads(path.read_text())
+        data = path.read_bytes()
     except FileNotFoundError as err:
         raise FileNotFoundError(f"{path}: no such results file") from err
+    try:
+        name = str(path.resolve().relative_to(REPO_ROOT.resolve()))
+    except ValueError:
+        name = str(path)
+    _READ[name] = hashlib.sha256(data).hexdigest()
+    try:
+        return json.loads(data)
     except json.JSONDecodeError as err:
         raise ValueError(f"{path}: not valid JSON ({err})") from err
+
+
+def results_read() -> str:
+    """The results files :func:`read_json` has read in this process, one per line: the SHA-256
+    of the bytes read (its first 16 hex digits) and the path, sorted by path."""
+    return "\n".join(f"sha256:{h[:16]}  {name}" for name, h in sorted(_READ.items())) or "none"
 
 
 def load_prompts(path: str | Path | None = None) -> list[dict[str, str]]:

@@ -1,5 +1,7 @@
-"""The committed notebooks: executed, with their figures, and in sync with their jupytext twins."""
+"""The committed notebooks: executed, with their figures, in sync with their jupytext twins, and
+computed from the committed results (a stale output is refused)."""
 
+import hashlib
 from pathlib import Path
 
 import jupytext
@@ -47,3 +49,46 @@ def test_twin_in_sync(ipynb):
     for i, (a, b) in enumerate(zip(nb, py, strict=False)):
         assert a == b, f"cell {i} differs between {ipynb.name} and {twin.name}: run `make sync`"
     assert len(nb) == len(py), f"{ipynb.name} and {twin.name} differ in length: run `make sync`"
+
+
+def stale_reads(nb: nbformat.NotebookNode, root: Path = ROOT) -> list[str]:
+    """What differs between the results files a notebook's outputs say it read (its last code
+    cell prints ``results_read()``: ``sha256:<16 hex>  <path>`` per line) and those files as they
+    are under ``root``: one line per file changed or gone."""
+    last = [c for c in nb.cells if c.cell_type == "code"][-1]
+    assert "results_read()" in last.source, "the last code cell prints results_read()"
+    text = "".join(o.get("text", "") for o in last.get("outputs", []) if o.get("name") == "stdout")
+    out = []
+    for line in text.splitlines():
+        if line.strip() in ("", "none"):
+            continue
+        digest, name = line.split(maxsplit=1)
+        path = root / name
+        if not path.is_file():
+            out.append(f"{name}: read by the outputs, not in the repository")
+        elif "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()[:16] != digest:
+            out.append(f"{name}: changed since the outputs were computed")
+    return out
+
+
+@pytest.mark.parametrize("ipynb", NOTEBOOKS, ids=lambda p: p.name)
+def test_outputs_were_computed_from_the_committed_results(ipynb):
+    stale = stale_reads(nbformat.read(ipynb, as_version=4))
+    assert not stale, f"{ipynb.name}: re-execute it (make reproduce): " + "; ".join(stale)
+
+
+def test_a_stale_output_is_caught(tmp_path):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "r.json").write_text('{"speedup": 1.4}')
+    digest = hashlib.sha256(b'{"speedup": 1.4}').hexdigest()[:16]
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("print(results_read())")
+    cell.outputs = [
+        nbformat.v4.new_output("stream", name="stdout", text=f"sha256:{digest}  data/r.json\n")
+    ]
+    nb.cells = [cell]
+    assert stale_reads(nb, tmp_path) == []
+    (tmp_path / "data" / "r.json").write_text('{"speedup": 1.5}')  # re-measured, not re-executed
+    assert stale_reads(nb, tmp_path) == ["data/r.json: changed since the outputs were computed"]
+    (tmp_path / "data" / "r.json").unlink()
+    assert "not in the repository" in stale_reads(nb, tmp_path)[0]

@@ -71,3 +71,15 @@ def test_results_from_two_machines_are_not_compared(monkeypatch):
     old = [{"provenance": {"cpu": "AMD EPYC", "cpu_count": 2}}, {"provenance": {"cpu": "Intel"}}]
     with pytest.raises(ValueError, match="AMD EPYC, 2 cores"):
         check_same_machine(old, "old")
+
+
+def test_read_json_notes_what_it_read(tmp_path):
+    import hashlib
+
+    from specdec_lib.results import read_json, results_read
+
+    path = tmp_path / "r.json"
+    path.write_text('{"a": 1}')
+    assert read_json(path) == {"a": 1}
+    digest = hashlib.sha256(b'{"a": 1}').hexdigest()[:16]
+    assert f"sha256:{digest}  {path}" in results_read().splitlines()

@@ -63,6 +63,7 @@ warnings.filterwarnings("ignore", message="IProgress not found")
 
 from specdec_lib import config, costs, stats
 from specdec_lib.figures import acceptance_rule as figs
+from specdec_lib.results import results_read
 from specdec_lib.sampling import (
     Warp,
     acceptance_rate,
@@ -1022,3 +1023,13 @@ display(
 # * **Notebook 03** measures speed: the acceptance rate and draft cost $c$ of a real model pair, the
 #   cost of a $(K{+}1)$-token verification pass, and the measured speedup against the prediction of
 #   section 6.
+
+# %% [markdown]
+# ## The data this page read
+#
+# The results files read above, each with the SHA-256 of the bytes read (its first 16 digits).
+# The repository's tests recompute them from the committed files: a page whose outputs came from
+# other results than those is refused.
+
+# %%
+print(results_read())

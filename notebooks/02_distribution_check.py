@@ -84,6 +84,7 @@ from specdec_lib.figures import distribution_check as figs
 from specdec_lib.lm import model_forward
 from specdec_lib.models import load_pair
 from specdec_lib.research import power
+from specdec_lib.results import results_read
 from specdec_lib.sampling import Warp, acceptance_rate, prototype_correction, sample, verify
 from specdec_lib.style import savefig
 
@@ -1547,3 +1548,13 @@ display(
 # **What's next.** Notebook 03 asks whether it is worth it: the acceptance rate and the draft's cost
 # on this CPU, the cost of a $(K{+}1)$-token verification pass, and the measured speedup against
 # Leviathan et al.'s prediction.
+
+# %% [markdown]
+# ## The data this page read
+#
+# The results files read above, each with the SHA-256 of the bytes read (its first 16 digits).
+# The repository's tests recompute them from the committed files: a page whose outputs came from
+# other results than those is refused.
+
+# %%
+print(results_read())

@@ -61,7 +61,7 @@ from specdec_lib.costs import expected_tokens_per_step, optimal_K, walltime_spee
 from specdec_lib.figures import speedup_vs_k as figs
 from specdec_lib.research import gpu_model
 from specdec_lib.research.gpu_model import GPUS, gpu_pass_time
-from specdec_lib.results import read_json
+from specdec_lib.results import read_json, results_read
 from specdec_lib.style import savefig
 
 pd.set_option("display.precision", 3)
@@ -657,3 +657,13 @@ $T = 1$; a replicate with other sampling seeds, read at that $K$, gives
 # %% [markdown]
 # **What's next.** Notebook 04 breaks the acceptance rate down by prompt category and by position
 # within the draft, token by token.
+
+# %% [markdown]
+# ## The data this page read
+#
+# The results files read above, each with the SHA-256 of the bytes read (its first 16 digits).
+# The repository's tests recompute them from the committed files: a page whose outputs came from
+# other results than those is refused.
+
+# %%
+print(results_read())

@@ -38,7 +38,7 @@ from scipy import stats
 
 from specdec_lib.config import RESULTS_DIR
 from specdec_lib.figures import acceptance_by_prompt_type as figs
-from specdec_lib.results import read_json
+from specdec_lib.results import read_json, results_read
 from specdec_lib.style import COLORS, savefig
 
 pd.set_option("display.precision", 3)
@@ -376,3 +376,13 @@ display(Markdown("\n\n".join(lines)))
 #
 # **What's next.** Notebook 05: how the trained draft was made, and how it compares with the other
 # ways to draft.
+
+# %% [markdown]
+# ## The data this page read
+#
+# The results files read above, each with the SHA-256 of the bytes read (its first 16 digits).
+# The repository's tests recompute them from the committed files: a page whose outputs came from
+# other results than those is refused.
+
+# %%
+print(results_read())

@@ -65,7 +65,7 @@ from specdec_lib.bench import pool_repeats, runs_frame
 from specdec_lib.config import DATA_DIR, RESULTS_DIR, quick
 from specdec_lib.costs import expected_tokens_per_step
 from specdec_lib.figures import drafting_strategies as figs
-from specdec_lib.results import read_json
+from specdec_lib.results import read_json, results_read
 from specdec_lib.style import savefig
 from specdec_lib.training import load_manifest, summary
 
@@ -463,3 +463,13 @@ display(
 # Three levers remain: more on-policy data (the learning curve has not flattened), training the
 # chain so later positions accept as often as the first, and a machine where a target pass costs
 # more relative to the draft (notebook 03 models a GPU).
+
+# %% [markdown]
+# ## The data this page read
+#
+# The results files read above, each with the SHA-256 of the bytes read (its first 16 digits).
+# The repository's tests recompute them from the committed files: a page whose outputs came from
+# other results than those is refused.
+
+# %%
+print(results_read())

@@ -46,7 +46,7 @@ from specdec_lib.costs import drafted_tokens, expected_tokens_per_step
 from specdec_lib.figures import drafting_appendix as figs
 from specdec_lib.figures.drafting_strategies import speedup_intervals
 from specdec_lib.research import trees
-from specdec_lib.results import read_json
+from specdec_lib.results import read_json, results_read
 from specdec_lib.style import savefig
 
 pd.set_option("display.precision", 3)
@@ -1121,3 +1121,13 @@ display(
 # tokens costs on the machine, which is why section 9 chooses the shape with the cost model from
 # that machine's measured pass costs. Section 10 bounds what any tree could add with this head:
 # beyond the chain tree, the lever left is the draft's acceptance itself.
+
+# %% [markdown]
+# ## The data this page read
+#
+# The results files read above, each with the SHA-256 of the bytes read (its first 16 digits).
+# The repository's tests recompute them from the committed files: a page whose outputs came from
+# other results than those is refused.
+
+# %%
+print(results_read())

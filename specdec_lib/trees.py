@@ -233,6 +233,14 @@ def best_alternatives(
     return alts, laws
 
 
+def _children(parents: Sequence[int]) -> list[list[int]]:
+    """``children[j + 1]``: node ``j``'s children in index order (``children[0]``: the root's)."""
+    children: list[list[int]] = [[] for _ in range(len(parents) + 1)]
+    for i, j in enumerate(parents):
+        children[j + 1].append(i)
+    return children
+
+
 def verify_tree(
     tokens: torch.Tensor,
     parents: Sequence[int],
@@ -281,9 +289,7 @@ def verify_tree(
         raise ValueError(ids_message("tokens", V))
     if bad_nan:
         raise ValueError(NAN_MESSAGE)
-    children: list[list[int]] = [[] for _ in range(N + 1)]  # children[j + 1]: node j's
-    for i, j in enumerate(par):
-        children[j + 1].append(i)
+    children = _children(par)
     path: list[int] = []
     node, left = -1, target_probs[0]
     while True:
@@ -330,9 +336,7 @@ def verify_tree_greedy(
         raise ValueError(ids_message("tokens", V))
     if bad:
         raise ValueError(NAN_MESSAGE)
-    children: list[list[int]] = [[] for _ in range(N + 1)]  # children[j + 1]: node j's
-    for i, j in enumerate(par):
-        children[j + 1].append(i)
+    children = _children(par)
     path: list[int] = []
     node = -1
     while True:

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import statistics
-import time
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +22,6 @@ import torch
 from ..checks import one_of, positive_int, probability
 from ..config import DEFAULT_PROMPTS, REPO_ROOT
 from ..costs import as_tree
-from ..lm import model_forward
 from ..models import DRAFTS, PAIRS, TRAINED_DRAFTS, default_draft, load_pair
 from ..sampling import Warp
 from ..settings import setting
@@ -218,7 +215,7 @@ class BenchSettings:
         if self.pack == "auto":
             self.pack = preset.get("pack", "auto")
         if self.pack == "auto":
-            self.pack = "on" if self.device == "cpu" and self.dtype == "bfloat16" else "off"
+            self.pack = "on" if packs_by_default(self.device, self.dtype) else "off"
         if self.draft is None:
             runs = [
                 d
@@ -297,37 +294,32 @@ def resolve_device(device: str) -> str:
 STEP_TOKENS = 8
 
 
+def packs_by_default(device: str, dtype: str) -> bool:
+    """What ``--pack auto`` does where the preset leaves it: prepack in bfloat16 on a CPU."""
+    return device == "cpu" and dtype == "bfloat16"
+
+
 @functools.cache
 def fastest_dtype(pair: str, device: str, reps: int = 5) -> dict[str, Any]:
     """The dtype ``--dtype auto`` resolves to, measured: on a CUDA device bfloat16 (its tensor
     cores); on a CPU, float32 or bfloat16, whichever runs the pair's target faster over a step's
-    tokens (``STEP_TOKENS``), each with its weights as ``bench`` would run them (``--pack auto``),
-    timed here in interleaved rounds (medians; a few seconds, once per process). Whether bfloat16
-    is native, emulated or packed decides it, and the flags of ``/proc/cpuinfo`` do not tell the
-    cost: the timings are what the run records (``dtype_choice``)."""
+    tokens (``STEP_TOKENS``), each with its weights as ``bench`` would run them
+    (:func:`packs_by_default`), timed as the benchmark times its passes
+    (:func:`~specdec_lib.bench.measure_pass_costs`; a few seconds, once per process). Whether
+    bfloat16 is native, emulated or packed decides it, and the flags of ``/proc/cpuinfo`` do not
+    tell the cost: the timings are what the run records (``dtype_choice``)."""
+    from .run import measure_pass_costs  # run imports this module
+
     if device == "cuda":
         return {"dtype": "bfloat16", "why": "a CUDA device (tensor cores)"}
-    targets = {
-        d: load_pair(pair, dtype=d, pack=d == "bfloat16").target for d in ("float32", "bfloat16")
-    }
-    times: dict[str, dict[int, list[float]]] = {d: {1: [], STEP_TOKENS: []} for d in targets}
-    with torch.inference_mode():
-        vocab = targets["float32"].config.vocab_size
-        ctx = torch.arange(64) * 7919 % vocab  # any 64 tokens: a pass's cost is not the text's
-        caches = {d: model_forward(m, ctx, None, 1)[1] for d, m in targets.items()}
-        for r in range(reps + 1):  # the first round warms up
-            for d, m in targets.items():
-                for n in (1, STEP_TOKENS):
-                    t0 = time.perf_counter()
-                    model_forward(m, ctx[-n:], caches[d], n)
-                    dt = time.perf_counter() - t0
-                    caches[d].crop(-n)
-                    if r:
-                        times[d][n].append(dt)
-    t = {d: {n: statistics.median(v) for n, v in by_n.items()} for d, by_n in times.items()}
-    best = min(t, key=lambda d: t[d][STEP_TOKENS])
+    t = {}
+    for d in ("float32", "bfloat16"):
+        costs = measure_pass_costs(
+            load_pair(pair, dtype=d, pack=packs_by_default(device, d)), STEP_TOKENS, reps=reps
+        )["t_target_s"]
+        t[d] = {"1": costs[0], str(STEP_TOKENS): costs[-1]}
     return {
-        "dtype": best,
+        "dtype": min(t, key=lambda d: t[d][str(STEP_TOKENS)]),
         "why": f"the faster target pass over {STEP_TOKENS} tokens on this CPU",
-        "t_target_s": {d: {str(n): v for n, v in by_n.items()} for d, by_n in t.items()},
+        "t_target_s": t,
     }

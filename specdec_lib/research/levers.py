@@ -20,11 +20,9 @@ from typing import Any
 
 from ..bench.run import measure_pass_costs
 from ..models import load_pair
-from ..results import atomic_write_json, provenance
+from ..results import ISA_LIMITS, atomic_write_json, provenance
 
-__all__ = ["ISA_LIMITS", "packing_costs"]
-
-ISA_LIMITS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS")
+__all__ = ["packing_costs"]
 
 
 def packing_costs(

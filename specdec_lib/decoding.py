@@ -37,7 +37,7 @@ from .lm import (
     synchronize,
     vocab_size,
 )
-from .sampling import NAN_MESSAGE, Verdict, Warp, greedy_tokens, has_nan, sample, verify
+from .sampling import NAN_MESSAGE, Verdict, Warp, WarpedRows, greedy_tokens, has_nan, sample, verify
 from .trees import (
     chain_tree,
     is_chain,
@@ -552,22 +552,33 @@ class SpeculativeDecoder(_DecoderBase):
         t1 = time.perf_counter()
         k = d_tokens.numel()
         scores = self.drafter.draft_scores if self.warp.greedy else None
+        # Alternatives drawn where q lives, and verified there (the draft's token subset)
+        wide = max(self.tree) > 1 and not self.warp.greedy
+        support = getattr(self.drafter, "support", None) if wide else None
         if k == 0 or (self.warp.greedy and scores is None):  # no ranking: no greedy alternatives
-            tokens, parents, laws = d_tokens, list(range(-1, k - 1)), d_probs
+            tokens, parents, laws, support = d_tokens, list(range(-1, k - 1)), d_probs, None
         else:
-            tokens, parents, laws = chain_tree(d_tokens, d_probs, self.tree, self.generator, scores)
+            tokens, parents, laws = chain_tree(
+                d_tokens, d_probs, self.tree, self.generator, scores, support
+            )
         t2 = time.perf_counter()
         logits = target.forward_tree(ids, tokens, parents)
         synchronize(self.device)
         t3 = time.perf_counter()
         if self.warp.greedy and self.verifier is verify:  # point masses: the argmaxes decide
             verdict, path = verify_tree_greedy(tokens, parents, logits)
-        else:
-            p = self.warp.probs(logits)
+        else:  # a chain's rows are all read; a tree's, only along the accepted path
+            p = self.warp.probs(logits) if is_chain(parents) else WarpedRows(logits, self.warp)
             if k == 0:
-                laws = p.new_empty((0, p.shape[-1]))
+                laws = logits.new_empty((0, logits.shape[-1]), dtype=torch.float32)
             verdict, path = verify_tree(
-                tokens, parents, laws, p, self.generator, chain_verify=self.verifier
+                tokens,
+                parents,
+                laws,
+                p,
+                self.generator,
+                chain_verify=self.verifier,
+                support=support,
             )
         n = verdict.n_accepted
         on_chain = sum(1 for i, node in enumerate(path) if node == i)  # chain nodes kept

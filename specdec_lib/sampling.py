@@ -37,6 +37,7 @@ __all__ = [
     "greedy_tokens",
     "Warp",
     "Verdict",
+    "WarpedRows",
     "acceptance_rate",
     "acceptance_probs",
     "residual",
@@ -99,6 +100,8 @@ class Warp:
         if self.greedy:
             raise ValueError("greedy (temperature=0) has no warped logits; use probs()")
         scores = logits.float()
+        if not self._processors:
+            return scores
         squeeze = scores.dim() == 1
         if squeeze:
             scores = scores.unsqueeze(0)
@@ -115,13 +118,15 @@ class Warp:
         """
         if self.greedy:
             idx, bad = greedy_tokens(logits)
-            bad = bad.unsqueeze(-1)
             probs = torch.zeros(logits.shape, dtype=torch.float32, device=logits.device)
             probs.scatter_(-1, idx.unsqueeze(-1), 1.0)
-        else:
-            bad = bad_rows(logits)
-            probs = torch.softmax(self.logits(logits), dim=-1)
-        return probs.masked_fill_(bad, float("nan"))  # probs is this call's own: in place
+            return probs.masked_fill_(bad.unsqueeze(-1), float("nan"))  # this call's own tensor
+        probs = torch.softmax(self.logits(logits), dim=-1)
+        if len(self._processors) <= (self.temperature != 1.0):
+            # No truncation: softmax itself makes a row holding NaN or +inf a row of NaN (its
+            # maximum is NaN or +inf, so every exp(x - max) is NaN or divided by a NaN sum).
+            return probs
+        return probs.masked_fill_(bad_rows(logits), float("nan"))  # top-k / top-p may hide it
 
     def describe(self) -> str:
         if self.greedy:
@@ -132,6 +137,33 @@ class Warp:
         if self.top_p is not None:
             parts.append(f"top_p={self.top_p:g}")
         return ", ".join(parts)
+
+
+class WarpedRows:
+    """``warp.probs(logits)`` row by row, each row warped when it is first read (``rows[i]``):
+    verification down a tree reads the rows of the root and of the accepted nodes only, not the
+    rows of every node."""
+
+    def __init__(self, logits: torch.Tensor, warp: Warp) -> None:
+        self.logits, self.warp = logits, warp
+        self._rows: dict[int, torch.Tensor] = {}
+
+    @property
+    def shape(self) -> torch.Size:
+        return self.logits.shape
+
+    @property
+    def device(self) -> torch.device:
+        return self.logits.device
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        if i not in self._rows:
+            self._rows[i] = self.warp.probs(self.logits[i])
+        return self._rows[i]
+
+    def all(self) -> torch.Tensor:
+        """Every row, ``[R, V]``."""
+        return self.warp.probs(self.logits)
 
 
 def bad_rows(logits: torch.Tensor) -> torch.Tensor:

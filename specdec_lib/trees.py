@@ -38,6 +38,7 @@ from .sampling import (
     NAN_MESSAGE,
     Correction,
     Verdict,
+    WarpedRows,
     acceptance_probs,
     greedy_tokens,
     has_nan,
@@ -58,39 +59,74 @@ __all__ = [
     "tree_depths",
     "tree_shape",
     "more_candidates",
+    "race_candidates",
     "stage_accept",
     "stage_pass_on",
+    "support_stage",
     "verify_tree",
     "verify_tree_greedy",
 ]
 
 
 def more_candidates(
-    q: torch.Tensor, first: torch.Tensor, n_more: int, generator: torch.Generator | None = None
+    q: torch.Tensor,
+    first: torch.Tensor,
+    n_more: int,
+    generator: torch.Generator | None = None,
+    support: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Up to ``n_more`` more candidates after ``first``, drawn from ``q`` (``[V]``) without
     replacement (``n_more = width - 1``).
 
+    Drawn at once by an exponential race (Efraimidis and Spirakis 2006): with independent
+    ``E_t ~ Exp(1)``, the token with the smallest ``E_t / q(t)`` is ``t`` with probability
+    ``q(t) / sum(q)`` and, exponentials being memoryless, the next smallest is drawn the same way
+    from the tokens left; so the tokens in increasing order of ``E_t / q(t)`` are draws without
+    replacement, in order. ``support`` (token ids outside which ``q`` is 0, a drafter's
+    ``support``) runs the race over those tokens only: the same law, at a fraction of the cost.
+
     Returns ``(tokens [n], laws [n, V])`` with ``n <= n_more``: ``laws[j]`` is ``q`` with ``first`` and
-    the earlier candidates removed, renormalised (the law ``tokens[j]`` was drawn from). Stops
-    early when no mass is left (a one-hot ``q`` gives none). One host read per candidate.
+    the earlier candidates removed, renormalised (the law ``tokens[j]`` was drawn from); with a
+    ``support``, ``laws`` is ``[n, |support|]``, the laws on it. Stops early when no mass is left
+    (a one-hot ``q`` gives none). One host read.
     """
     non_negative_int(n_more, "n_more", "alternatives after the first candidate")
-    rest = q.float().clone()
-    rest[first] = 0
-    tokens, laws = [], []
-    for _ in range(n_more):
-        total = rest.sum()
-        if float(total) <= 1e-12:
-            break
-        law = rest / total
-        x = sample(law, generator)
-        tokens.append(x)
-        laws.append(law)  # a new tensor: rest can be changed in place
-        rest[x] = 0
-    if not tokens:
-        return first.new_empty(0), q.new_empty((0, q.shape[-1]))
-    return torch.stack(tokens), torch.stack(laws)
+    tokens, laws, _ = race_candidates(q.view(1, -1), first.view(1), [n_more], generator, support)
+    return tokens, laws
+
+
+def race_candidates(
+    q: torch.Tensor,
+    first: torch.Tensor,
+    n_more: Sequence[int],
+    generator: torch.Generator | None = None,
+    support: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
+    """:func:`more_candidates` for every row of ``q`` ``[R, V]`` at once: up to ``n_more[r]``
+    candidates after ``first[r]``, one race per row, one host read in all. Returns ``(tokens
+    [n], laws [n, m], counts [R])``, row 0's candidates first (``m``: ``V``, or ``|support|``)."""
+    R, V = q.shape
+    ids = torch.arange(V, device=q.device) if support is None else support.to(q.device)
+    qs = q.float() if support is None else q.float().index_select(-1, ids)
+    u = torch.rand(qs.shape, generator=generator, device=q.device, dtype=torch.float64)
+    race = u.neg_().log1p_().neg_().div_(qs)  # E / q(t), E = -log(1 - U) ~ Exp(1)
+    is_first = ids.view(1, -1) == first.view(-1, 1).to(q.device)
+    race.masked_fill_((qs <= 0) | is_first, float("inf"))  # never drawn: no mass, or first
+    times, order = race.topk(min(max(n_more, default=0), ids.numel()), dim=-1, largest=False)
+    alive = torch.isfinite(times).sum(dim=-1).tolist()  # the one host read
+    counts = [min(n, a) for n, a in zip(n_more, alive, strict=True)]
+    rows = [r for r, n in enumerate(counts) for _ in range(n)]
+    place = [j for n in counts for j in range(n)]  # each candidate's place in its row's draws
+    if not rows:
+        return first.new_empty(0), qs.new_empty((0, qs.shape[-1])), counts
+    picked = order[rows, place]
+    laws = qs.masked_fill(is_first, 0)[rows]
+    # candidate i (place j in its row) is drawn with its row's earlier j candidates removed
+    later = [i for i, j in enumerate(place) for _ in range(j)]
+    earlier = [i - j + e for i, j in enumerate(place) for e in range(j)]
+    if later:
+        laws[later, picked[earlier]] = 0
+    return ids[picked], laws.div_(laws.sum(dim=-1, keepdim=True)), counts
 
 
 def candidate_stage(
@@ -190,11 +226,14 @@ def chain_tree(
     widths: Sequence[int],
     generator: torch.Generator | None = None,
     scores: torch.Tensor | None = None,
+    support: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, list[int], torch.Tensor]:
     """The draft tree along a chain: the chain ``d_tokens`` ``[k]`` (drawn from ``d_probs``
     ``[k, V]``, node ``i`` the child of node ``i - 1``) and, beside its token at depth ``d + 1``,
     up to ``widths[d] - 1`` alternatives, siblings drawn from ``d_probs[d]`` without replacement
-    (:func:`more_candidates`); depths past ``len(widths)`` get none.
+    (:func:`more_candidates`); depths past ``len(widths)`` get none. With a ``support`` (the
+    draft's: ``d_probs`` is 0 outside it) and no ``scores``, the alternatives are drawn on it and
+    ``laws`` are the laws on it, ``[N, |support|]``, for :func:`verify_tree` with that ``support``.
 
     With ``scores`` ``[k, V]`` (greedy decoding, one-hot ``d_probs``) the alternatives are point
     masses on the draft's next-best tokens by ``scores[d]`` instead. Returns ``(tokens [N],
@@ -204,15 +243,22 @@ def chain_tree(
     from the draft's law given its path and its earlier siblings, as :func:`verify_tree` needs.
     """
     k = d_tokens.numel()
-    tokens, parents, laws = [d_tokens], list(range(-1, k - 1)), [d_probs]
-    for d in range(min(k, len(widths))):
-        n_more = widths[d] - 1
-        if n_more < 1:
-            continue
-        if scores is None:
-            alts, alt_laws = more_candidates(d_probs[d], d_tokens[d], n_more, generator)
-        else:
-            alts, alt_laws = best_alternatives(scores[d], d_tokens[d], n_more)
+    if scores is not None:  # greedy: point masses, over the whole vocabulary
+        support = None
+    if support is not None:
+        support = support.to(d_probs.device)
+    chain_laws = d_probs if support is None else d_probs.index_select(-1, support)
+    tokens, parents, laws = [d_tokens], list(range(-1, k - 1)), [chain_laws]
+    depths = [d for d in range(min(k, len(widths))) if widths[d] > 1]
+    if scores is None and depths:  # every depth's siblings in one race
+        alts, alt_laws, counts = race_candidates(
+            d_probs[depths], d_tokens[depths], [widths[d] - 1 for d in depths], generator, support
+        )
+        tokens.append(alts.to(d_tokens.device))
+        laws.append(alt_laws.to(d_probs.device, d_probs.dtype))
+        parents += [d - 1 for d, n in zip(depths, counts, strict=True) for _ in range(n)]
+    for d in depths if scores is not None else []:
+        alts, alt_laws = best_alternatives(scores[d], d_tokens[d], widths[d] - 1)
         tokens.append(alts.to(d_tokens.device))
         parents += [d - 1] * alts.numel()
         laws.append(alt_laws.to(d_probs.device, d_probs.dtype))
@@ -245,11 +291,12 @@ def verify_tree(
     tokens: torch.Tensor,
     parents: Sequence[int],
     laws: torch.Tensor,
-    target_probs: torch.Tensor,
+    target_probs: torch.Tensor | WarpedRows,
     generator: torch.Generator | None = None,
     *,
     correction: Correction = residual_correction,
     chain_verify: Callable[..., Verdict] = verify,
+    support: torch.Tensor | None = None,
 ) -> tuple[Verdict, list[int]]:
     """Recursive rejection down a draft tree.
 
@@ -259,11 +306,15 @@ def verify_tree(
             drafts); a node's children are tried in index order.
         laws: ``[N, V]`` the law each node was drawn from, given its path and earlier siblings.
         target_probs: ``[N + 1, V]``: row 0 the target's law after the root, row ``i + 1`` after
-            node ``i`` (given the path to it).
+            node ``i`` (given the path to it); as :class:`~specdec_lib.sampling.WarpedRows`,
+            only the rows verification reaches are warped.
         generator: source of randomness (one uniform per candidate tried).
         correction: what is left of ``p`` after a rejection (the residual; anything else is wrong).
         chain_verify: the rule a chain is verified by, vectorised (:func:`~specdec_lib.sampling.verify`;
             test-only seam: the tests plug in deliberately wrong rules to show they are caught).
+        support: ``[m]`` sorted token ids outside which every law is 0 (the draft's); then
+            ``laws`` is ``[N, m]``, the laws on it, and the residual's recursion runs there
+            (:func:`support_stage`), reading a target row off it only for a draw that lands there.
 
     Returns the verdict (the accepted path's tokens and one more: a bonus token from the last
     accepted node's row when it has no children, else a token from what its rejected children
@@ -273,18 +324,31 @@ def verify_tree(
     par = check_tree(tokens, parents)
     N, V = tokens.numel(), target_probs.shape[-1]
     laws = torch.as_tensor(laws)
-    if tuple(laws.shape) != (N, V) or tuple(target_probs.shape) != (N + 1, V):
+    m = V if support is None else support.numel()
+    if tuple(laws.shape) != (N, m) or tuple(target_probs.shape) != (N + 1, V):
         raise ValueError(
-            f"laws must be [N, V] = [{N}, {V}] and target_probs [N + 1, V] = [{N + 1}, {V}], got "
-            f"{tuple(laws.shape)} and {tuple(target_probs.shape)}"
+            f"laws must be [N, {'V' if support is None else '|support|'}] = [{N}, {m}] and "
+            f"target_probs [N + 1, V] = [{N + 1}, {V}], got {tuple(laws.shape)} and "
+            f"{tuple(target_probs.shape)}"
         )
+    if support is not None and (correction is not residual_correction or is_chain(par)):
+        dense = laws.new_zeros((N, V)).index_copy_(1, support.to(laws.device), laws)
+        return verify_tree(tokens, par, dense, target_probs, generator, correction=correction,
+                           chain_verify=chain_verify)  # fmt: skip
+    lazy = isinstance(target_probs, WarpedRows)
+    if support is not None:
+        return _verify_on_support(tokens, par, laws, target_probs, support, generator)
     if is_chain(par):  # one candidate per node: the rule of verify, vectorised
-        verdict = chain_verify(tokens, laws, target_probs, generator, correction=correction)
+        rows = target_probs.all() if lazy else target_probs
+        verdict = chain_verify(tokens, laws, rows, generator, correction=correction)
         return verdict, list(range(verdict.n_accepted))
     device = target_probs.device
     tokens = tokens.to(device=device, dtype=torch.long)
     laws = laws.to(device)
-    bad_nan, bad_ids = torch.stack([has_nan(laws, target_probs), ids_outside(tokens, V)]).tolist()
+    # Rows warped on demand are checked as they are read: a row holding NaN is never accepted
+    # through (its acceptance is NaN), so it ends the step as what is left, checked below.
+    nan = has_nan(laws) if lazy else has_nan(laws, target_probs)
+    bad_nan, bad_ids = torch.stack([nan, ids_outside(tokens, V)]).tolist()
     if bad_ids:
         raise ValueError(ids_message("tokens", V))
     if bad_nan:
@@ -303,6 +367,86 @@ def verify_tree(
             left = stage_pass_on(left, laws[c], tokens[c], correction)
         else:  # every child rejected (or none): one token from what is left
             last = sample(left, generator).view(1)
+            if lazy and bool(torch.isnan(left.sum())):
+                raise ValueError(NAN_MESSAGE)
+            return Verdict(torch.cat([tokens[path], last]), len(path)), path
+
+
+def support_stage(
+    left: torch.Tensor, off: float, q: torch.Tensor, i: int, mass_off: float
+) -> tuple[float, torch.Tensor, float]:
+    """:func:`candidate_stage` on a support ``S`` outside which ``q`` is 0.
+
+    What is left of the target's law is held as ``left`` ``[m]`` (its values on ``S``, not
+    normalised) and ``off`` (the factor of the target's row ``p`` off ``S``, whose mass there is
+    ``mass_off``): the law is ``(left, off * p)`` over their total ``Z``. For the candidate
+    ``S[i]`` drawn from ``q`` ``[m]``, returns ``(probability of accepting it, left, off)`` after
+    a rejection: ``max(0, left / Z - q)`` on ``S`` and ``p * off / Z`` off it, where ``q`` is 0 and
+    the residual keeps the target's law as it was, rescaled. (Rescaling every value by ``1 / Z``
+    instead of normalising the residual leaves the law the same.)"""
+    vals = torch.stack([left[i], q[i], left.sum()]).double().tolist()
+    lx, qx, total = vals[0], vals[1], vals[2] + off * mass_off
+    a = min(1.0, lx / total / qx) if qx > 0 else float(lx > 0)
+    return a, (left / total - q).clamp_(min=0), off / total
+
+
+def _verify_on_support(
+    tokens: torch.Tensor,
+    parents: list[int],
+    laws: torch.Tensor,
+    target_probs: torch.Tensor | WarpedRows,
+    support: torch.Tensor,
+    generator: torch.Generator | None,
+) -> tuple[Verdict, list[int]]:
+    """:func:`verify_tree` with the laws on the draft's support (see :func:`support_stage`)."""
+    device = target_probs.device
+    S = support.to(device)
+    tokens = tokens.to(device=device, dtype=torch.long)
+    laws = laws.to(device)
+    where = torch.searchsorted(S, tokens).clamp_(max=S.numel() - 1)  # each token's place in S
+    outside = (S[where] != tokens).any()
+    bad_nan, bad_ids, *at = torch.cat([torch.stack([has_nan(laws), outside]), where]).tolist()
+    if bad_ids:
+        raise ValueError("tokens must lie in support (sorted; the laws are 0 elsewhere)")
+    if bad_nan:
+        raise ValueError(NAN_MESSAGE)
+
+    def row(r: int) -> tuple[torch.Tensor, torch.Tensor, float]:
+        """Target row ``r``: its values on S, the row itself, and its mass off S."""
+        p = target_probs[r]
+        on = p.index_select(0, S)
+        mass = torch.stack([p.sum(dtype=torch.float64), on.sum(dtype=torch.float64)]).tolist()
+        if mass[0] != mass[0]:
+            raise ValueError(NAN_MESSAGE)
+        return on, p, max(0.0, mass[0] - mass[1])
+
+    children = _children(parents)
+    path: list[int] = []
+    node = -1
+    left, p, mass_off = row(0)
+    off = 1.0
+    while True:
+        for c in children[node + 1]:
+            a, rest, rest_off = support_stage(left, off, laws[c], at[c], mass_off)
+            u = torch.rand((), generator=generator, device=device, dtype=torch.float64)
+            if float(u) < a:
+                path.append(c)
+                node = c
+                left, p, mass_off = row(c + 1)
+                off = 1.0
+                break
+            left, off = rest, rest_off
+        else:  # every child rejected (or none): one token from what is left
+            on = left.double().cumsum(0)
+            u = torch.rand((), generator=generator, device=device, dtype=torch.float64)
+            on_mass, u = torch.stack([on[-1], u]).tolist()
+            point = u * (on_mass + off * mass_off)
+            if point < on_mass:  # on S, by inverse CDF
+                i = torch.searchsorted(on, torch.tensor([point], dtype=torch.float64, device=device),
+                                       right=True).clamp_(max=S.numel() - 1)  # fmt: skip
+                last = S[i]
+            else:  # off S, where what is left is p, rescaled
+                last = sample(p.index_fill(0, S, 0), generator).view(1)
             return Verdict(torch.cat([tokens[path], last]), len(path)), path
 
 

@@ -259,9 +259,17 @@ def test_warp_bad_arguments(kwargs, name):
         Warp(**kwargs)
 
 
-def test_warp_nan_row_becomes_nan():
-    probs = Warp(1.0).probs(torch.tensor([[0.0, float("nan")], [0.0, 1.0]]))
-    assert torch.isnan(probs[0]).all() and not torch.isnan(probs[1]).any()
+@pytest.mark.parametrize(
+    "warp", [Warp(1.0), Warp(0.7), Warp(0), Warp(1.0, top_k=2), Warp(0.9, top_p=0.8)]
+)
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_warp_bad_row_becomes_nan(warp, bad):
+    """With or without truncation, a row holding NaN or +inf becomes a row of NaN, whole."""
+    logits = torch.tensor([[0.0, bad, 1.0, -2.0], [0.0, 1.0, 0.5, -1.0]])
+    for x in (logits, logits.bfloat16(), logits[0]):
+        probs = warp.probs(x)
+        assert torch.isnan(probs if x.dim() == 1 else probs[0]).all()
+    assert not torch.isnan(warp.probs(logits)[1]).any()
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])

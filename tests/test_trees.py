@@ -11,11 +11,19 @@ import torch
 from conftest import random_dist
 from test_decoding import PROMPT, _continuation_test
 
+from specdec_lib import trees
 from specdec_lib.decoding import AutoregressiveDecoder, SpeculativeDecoder
 from specdec_lib.drafters import DynamicK
-from specdec_lib.sampling import prototype_correction, residual_correction
+from specdec_lib.sampling import Warp, WarpedRows, prototype_correction, residual_correction
 from specdec_lib.stats import chisquare_gof, exact_tree_law, first_token_law, tv
-from specdec_lib.trees import chain_tree, more_candidates, tree_shape, verify_tree
+from specdec_lib.trees import (
+    candidate_stage,
+    chain_tree,
+    more_candidates,
+    support_stage,
+    tree_shape,
+    verify_tree,
+)
 
 
 def _width_law(p, q, width, correction=residual_correction):
@@ -118,8 +126,8 @@ def test_two_token_law_matches_target(tiny_pair, K, width, temperature, top_p):
     )
     res = _continuation_test(tiny_pair, dec, n=2000)
     assert res.pvalue > 1e-3, res
-    r = dec.generate_ids(PROMPT, 40)
-    assert any(s.branch >= 1 for s in r.steps), "no alternative was ever accepted"
+    steps = [st for seed in range(3) for st in dec.generate_ids(PROMPT, 40, seed=seed).steps]
+    assert any(st.branch >= 1 for st in steps), "no alternative was ever accepted"
 
 
 def _greedy_check(pair, seed, n_prompts, n_alternatives, **shape):
@@ -246,7 +254,7 @@ def test_exact_tree_law_catches_a_wrong_correction():
     assert _law_tv(law, _target_law(p_fn, 4, 3)) > 0.01
 
 
-def _tree_sample(p_fn, q_fn, widths, K, g, correction=None):
+def _tree_sample(p_fn, q_fn, widths, K, g, correction=None, support=None):
     """One step of the chain tree on the toy laws, drawn and verified by the library's own
     functions (chain_tree, verify_tree), then completed from the target to K + 1 tokens."""
     tokens, probs, s = [], [], ()
@@ -257,13 +265,13 @@ def _tree_sample(p_fn, q_fn, widths, K, g, correction=None):
         probs.append(q)
         s = s + (int(x),)
     d_tokens, d_probs = torch.stack(tokens), torch.stack(probs)
-    nodes, parents, laws = chain_tree(d_tokens, d_probs, widths, g)
+    nodes, parents, laws = chain_tree(d_tokens, d_probs, widths, g, support=support)
     paths = []
     for i, j in enumerate(parents):
         paths.append((paths[j] if j >= 0 else ()) + (int(nodes[i]),))
     target = torch.stack([p_fn(())] + [p_fn(path) for path in paths])
     kw = {} if correction is None else {"correction": correction}
-    verdict, path = verify_tree(nodes, parents, laws, target, g, **kw)
+    verdict, path = verify_tree(nodes, parents, laws, target, g, support=support, **kw)
     out = tuple(verdict.tokens.tolist())
     assert out[:-1] == tuple(int(nodes[i]) for i in path)
     while len(out) < K + 1:
@@ -394,3 +402,92 @@ def test_greedy_verification_reads_the_argmaxes_and_matches_the_general_rule():
         verify_tree_greedy(torch.tensor([1]), [-1], torch.tensor([[0.0, float("nan")], [1, 2]]))
     with pytest.raises(ValueError, match="token ids"):
         verify_tree_greedy(torch.tensor([5]), [-1], torch.zeros(2, 3))
+
+
+def test_support_stage_is_candidate_stage():
+    """Where q is 0 off a support S, support_stage holds what is left of p as its part on S and
+    a factor of p off S: stage after stage, the acceptance probabilities and the laws passed on
+    are candidate_stage's."""
+    g = torch.Generator().manual_seed(5)
+    V, S = 10, torch.tensor([1, 2, 4, 5, 7, 8])
+    p = random_dist(g, V)
+    dense, left, off, mass_off = p, p[S], 1.0, float(p.sum() - p[S].sum())
+    for i in range(4):
+        q = torch.zeros(V, dtype=p.dtype).index_copy(0, S, random_dist(g, 6, scale=3.0))
+        a_dense, dense = candidate_stage(dense, q, S[i])
+        a, left, off = support_stage(left, off, q[S], i, mass_off)
+        assert abs(a - float(a_dense)) < 1e-12
+        whole = (p * off).index_copy(0, S, left)
+        assert torch.allclose(whole / whole.sum(), dense, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("support", [None, torch.tensor([0, 2, 3, 5])], ids=["all", "support"])
+def test_alternatives_are_ordered_draws_without_replacement(support):
+    """The race draws the alternatives in order, without replacement: P(a, b) =
+    r(a) r(b) / (1 - r(a)), r being q without the first candidate, renormalised."""
+    q = torch.tensor([0.3, 0.0, 0.25, 0.2, 0.0, 0.25])
+    r = q.clone()
+    r[0] = 0
+    r = (r / r.sum()).tolist()
+    pairs = [(a, b) for a in range(6) for b in range(6) if a != b and r[a] * r[b] > 0]
+    probs = np.array([r[a] * r[b] / (1 - r[a]) for a, b in pairs])
+    g = torch.Generator().manual_seed(11)
+    counts = dict.fromkeys(pairs, 0)
+    for _ in range(4000):
+        toks, laws = more_candidates(q, torch.tensor(0), 2, g, support)
+        counts[tuple(toks.tolist())] += 1
+    assert chisquare_gof(probs=probs, counts=np.array(list(counts.values()))).pvalue > 1e-3
+    on = support if support is not None else torch.arange(6)
+    assert laws.shape == (2, on.numel())
+    assert torch.allclose(laws[1], torch.tensor([r[t] for t in on.tolist()]).index_fill(
+        0, (on == toks[0]).nonzero()[0], 0) / (1 - r[toks[0]]))  # fmt: skip
+
+
+def _mass_off_support_ignored(left, off, q, i, mass_off):
+    """WRONG: support_stage forgetting the target's mass off the support."""
+    return support_stage(left, off, q, i, 0.0)
+
+
+@pytest.mark.parametrize("stage", ["right", "wrong"])
+def test_sampled_tree_on_a_support_matches_p(stage, monkeypatch):
+    """Laws 0 off a support: alternatives drawn and verified there (the target's law off it
+    rescaled, drawn from only when a draw lands there) give p's law, over three tokens; forget
+    the target's mass off the support and the test rejects. (Forgetting to rescale it is caught
+    exactly, stage by stage, by test_support_stage_is_candidate_stage.)"""
+    if stage == "wrong":
+        monkeypatch.setattr(trees, "support_stage", _mass_off_support_ignored)
+    V, widths, K, n = 5, (3, 2), 2, 4000
+    S = torch.tensor([1, 3])
+    p_fn, q_full = _context_laws(V, SEED_POWERED, zeros=0)
+
+    def q_fn(s):
+        q = torch.zeros(V, dtype=torch.float64).index_copy(0, S, q_full(s)[S])
+        return q / q.sum()
+
+    law = _target_law(p_fn, V, K + 1)
+    keys = sorted(law)
+    g = torch.Generator().manual_seed(6)
+    counts = np.zeros(len(keys))
+    for _ in range(n):
+        counts[keys.index(_tree_sample(p_fn, q_fn, widths, K, g, support=S))] += 1
+    res = chisquare_gof(probs=np.array([law[k] for k in keys]), counts=counts)
+    assert (res.pvalue > 1e-3) if stage == "right" else (res.pvalue < 1e-6), res
+
+
+def test_verify_on_a_support_refuses_bad_input():
+    S = torch.tensor([0, 2, 3])
+    laws = torch.full((3, 3), 1 / 3)
+    logits = torch.zeros(4, 5)
+    with pytest.raises(ValueError, match="support"):
+        verify_tree(torch.tensor([0, 1, 2]), [-1, -1, 0], laws, Warp(1.0).probs(logits), support=S)
+    logits[0, 4] = float("nan")
+    for rows in (Warp(1.0).probs(logits), WarpedRows(logits, Warp(1.0))):
+        with pytest.raises(ValueError, match="NaN"):
+            verify_tree(torch.tensor([0, 2, 3]), [-1, -1, 0], laws, rows, support=S)
+    with pytest.raises(ValueError, match="NaN"):  # dense laws, rows warped as they are read
+        verify_tree(
+            torch.tensor([0, 2]),
+            [-1, -1],
+            torch.full((2, 5), 0.2),
+            WarpedRows(logits[:3], Warp(1.0)),
+        )

@@ -37,6 +37,8 @@ class Drafter(Protocol):
     every position of the last proposal over the whole vocabulary (``[k', V]``), or ``None``;
     greedy decoding with a tree ranks the alternatives by them. ``vocab_size`` and ``device``
     (either may be ``None``) let the decoder refuse a draft that does not fit the target.
+    ``support`` (optional, ``None`` by default): the sorted token ids outside which every ``q``
+    the drafter returns is 0; a tree's alternatives are then drawn among them alone.
     """
 
     vocab_size: int | None
@@ -63,6 +65,7 @@ class BaseDrafter:
     device: torch.device | None = None
     feature_layers: tuple[int, ...] | None = None
     draft_scores: torch.Tensor | None = None
+    support: torch.Tensor | None = None
 
     def reset(self) -> None:
         pass

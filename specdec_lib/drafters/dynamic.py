@@ -97,6 +97,10 @@ class DynamicK(BaseDrafter):
     def draft_scores(self) -> torch.Tensor | None:
         return self.drafter.draft_scores
 
+    @property
+    def support(self) -> torch.Tensor | None:
+        return getattr(self.drafter, "support", None)
+
     def observe(self, start: int, features: torch.Tensor) -> None:
         self.drafter.observe(start, features)
 

@@ -41,6 +41,11 @@ class FeatureDrafter(BaseDrafter):
         self.reset()
 
     @property
+    def support(self) -> torch.Tensor:
+        """The head's token subset (sorted): ``q`` is 0 outside it."""
+        return self.head.subset
+
+    @property
     def device(self) -> torch.device:
         return model_device(self.head)
 

@@ -73,6 +73,11 @@ def test_weights_are_packed_in_bfloat16_on_a_cpu_unless_told(monkeypatch):
     assert BenchSettings(dtype="float32").validate().pack == "off"
     assert BenchSettings(dtype="float32", pack="on").validate().pack == "on"
     assert BenchSettings(pack="off").validate().pack == "off"
+    # float32 is packed where the measurement found it faster packed
+    measured = {"dtype": "float32", "pack": True}
+    monkeypatch.setattr(settings, "fastest_dtype", lambda pair, device: measured)
+    assert BenchSettings().validate().pack == "on"
+    assert BenchSettings(pack="off").validate().pack == "off"
     with pytest.raises(ValueError, match="pack"):
         BenchSettings(pack="maybe").validate()
 
@@ -109,6 +114,8 @@ def test_the_dtype_auto_runs_in_is_timed_on_this_machine(monkeypatch):
     settings.fastest_dtype.cache_clear()
     choice = settings.fastest_dtype("tiny-random", "cpu")
     t = choice["t_target_s"]
-    assert set(t) == {"float32", "bfloat16"} and all(set(v) == {"1", "8"} for v in t.values())
-    assert choice["dtype"] == min(t, key=lambda d: t[d]["8"])
+    assert set(t) == {"float32", "float32 packed", "bfloat16 packed"}
+    assert all(set(v) == {"1", "8"} for v in t.values())
+    best = min(t, key=lambda v: t[v]["8"])
+    assert (choice["dtype"], choice["pack"]) == (best.split()[0], best.endswith("packed"))
     assert settings.fastest_dtype("tiny-random", "cuda")["dtype"] == "bfloat16"

@@ -61,12 +61,21 @@ def test_packed_linears_compute_what_the_plain_ones_do():
     n = pack_linears(packed)
     assert n == sum(type(m) is torch.nn.Linear for m in plain.modules()) > 0
     assert isinstance(packed.lm_head, PackedLinear) and pack_linears(packed) == 0  # once only
-    ids = torch.tensor([[0, 5, 9, 3, 7, 2]])
+    ids = torch.arange(20).view(1, -1) % 11
     with torch.inference_mode():
-        for rows in (1, 6):  # one row keeps the matrix-vector kernel; several go to oneDNN
+        # one row keeps the matrix-vector kernel; 2..16 rows MKL's packed product (3 and 6 on
+        # the next packed count up, zeros added); 20 rows, the plain product
+        for rows in (1, 2, 3, 6, 16, 20):
             torch.testing.assert_close(
                 packed(ids[:, :rows]).logits, plain(ids[:, :rows]).logits, rtol=1e-5, atol=1e-5
             )
+    plain, packed = plain.to(torch.bfloat16), tiny_random_llama(0).to(torch.bfloat16)
+    if pack_linears(packed):  # oneDNN's packed bfloat16 product, where this CPU has it
+        with torch.inference_mode():
+            for rows in (1, 6):
+                torch.testing.assert_close(
+                    packed(ids[:, :rows]).logits.float(), plain(ids[:, :rows]).logits.float()
+                )
 
 
 def test_a_packed_pair_decodes_greedily_as_its_own_autoregressive_baseline():

@@ -215,7 +215,9 @@ class BenchSettings:
         if self.pack == "auto":
             self.pack = preset.get("pack", "auto")
         if self.pack == "auto":
-            self.pack = "on" if packs_by_default(self.device, self.dtype) else "off"
+            measured = self.dtype_choice or {}
+            packs = measured.get("pack", packs_by_default(self.device, self.dtype))
+            self.pack = "on" if packs else "off"
         if self.draft is None:
             runs = [
                 d
@@ -301,25 +303,27 @@ def packs_by_default(device: str, dtype: str) -> bool:
 
 @functools.cache
 def fastest_dtype(pair: str, device: str, reps: int = 5) -> dict[str, Any]:
-    """The dtype ``--dtype auto`` resolves to, measured: on a CUDA device bfloat16 (its tensor
-    cores); on a CPU, float32 or bfloat16, whichever runs the pair's target faster over a step's
-    tokens (``STEP_TOKENS``), each with its weights as ``bench`` would run them
-    (:func:`packs_by_default`), timed as the benchmark times its passes
+    """The dtype (and packing) ``--dtype auto`` resolves to, measured: on a CUDA device bfloat16
+    (its tensor cores); on a CPU, the fastest of float32 as loaded, float32 prepacked and
+    bfloat16 prepacked (:func:`~specdec_lib.lm.pack_linears`) over a step's tokens
+    (``STEP_TOKENS``), timed as the benchmark times its passes
     (:func:`~specdec_lib.bench.measure_pass_costs`; a few seconds, once per process). Whether
-    bfloat16 is native, emulated or packed decides it, and the flags of ``/proc/cpuinfo`` do not
-    tell the cost: the timings are what the run records (``dtype_choice``)."""
+    bfloat16 is native or emulated, and what packing buys, decide it; the flags of
+    ``/proc/cpuinfo`` do not tell the cost: the timings are what the run records
+    (``dtype_choice``)."""
     from .run import measure_pass_costs  # run imports this module
 
     if device == "cuda":
-        return {"dtype": "bfloat16", "why": "a CUDA device (tensor cores)"}
+        return {"dtype": "bfloat16", "pack": False, "why": "a CUDA device (tensor cores)"}
     t = {}
-    for d in ("float32", "bfloat16"):
-        costs = measure_pass_costs(
-            load_pair(pair, dtype=d, pack=packs_by_default(device, d)), STEP_TOKENS, reps=reps
-        )["t_target_s"]
-        t[d] = {"1": costs[0], str(STEP_TOKENS): costs[-1]}
+    for d, pack in (("float32", False), ("float32", True), ("bfloat16", True)):
+        costs = measure_pass_costs(load_pair(pair, dtype=d, pack=pack), STEP_TOKENS, reps=reps)
+        t_n = costs["t_target_s"]
+        t[f"{d} packed" if pack else d] = {"1": t_n[0], str(STEP_TOKENS): t_n[-1]}
+    best = min(t, key=lambda v: t[v][str(STEP_TOKENS)])
     return {
-        "dtype": min(t, key=lambda d: t[d][str(STEP_TOKENS)]),
-        "why": f"the faster target pass over {STEP_TOKENS} tokens on this CPU",
+        "dtype": best.split()[0],
+        "pack": best.endswith("packed"),
+        "why": f"the fastest target pass over {STEP_TOKENS} tokens on this CPU",
         "t_target_s": t,
     }

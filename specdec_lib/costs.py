@@ -13,7 +13,10 @@ chain, ``(w,)`` puts ``w`` candidates at the first position, ``(4, 3)`` four at 
 at depth 2; depths past the tuple have one candidate, and an int ``w`` is the shape ``(w,)``.
 
 Measured pass costs are a dict ``costs`` as the benchmark records them: ``t_target_s[n - 1]``,
-one cached target pass over ``n`` new tokens, and ``t_draft_s``, one draft step over one token.
+one cached target pass over ``n`` new tokens, ``t_draft_s``, the draft's proposal of one token,
+and ``t_draft_next_s`` (where measured), what each further draft token adds: a draft that reads
+the target's features builds its first position from them and feeds its own after that, and a
+proposal's fixed work is paid once.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from .trees import check_widths
 __all__ = [
     "as_tree",
     "chain_tokens_per_step",
+    "draft_cost",
     "drafted_tokens",
     "drafted_widths",
     "expected_tokens_per_step",
@@ -185,12 +189,21 @@ def drafted_tokens(K: int, tree: Any = (1,)) -> int:
     return sum(drafted_widths(K, tree))
 
 
+def draft_cost(K: int, costs: dict[str, Any]) -> float:
+    """Seconds to propose ``K`` draft tokens (a tree's alternatives come from the chain's own
+    rows): ``t_draft + (K - 1) t_draft_next``, or ``K t_draft`` where the costs have no
+    ``t_draft_next_s``."""
+    if K < 1:
+        return 0.0
+    return costs["t_draft_s"] + (K - 1) * costs.get("t_draft_next_s", costs["t_draft_s"])
+
+
 def step_cost(K: int, costs: dict[str, Any], tree: Any = (1,)) -> float:
-    """One step's cost in target passes over one token: ``K`` draft passes (a tree's alternatives
-    come from the chain's own rows) and one target pass over the last token and the drafts
+    """One step's cost in target passes over one token: the ``K`` draft tokens
+    (:func:`draft_cost`) and one target pass over the last token and the drafts
     (:func:`drafted_tokens`):
 
-        (K t_draft + t_target(1 + drafted)) / t_target(1).
+        (draft_cost(K) + t_target(1 + drafted)) / t_target(1).
     """
     t = costs["t_target_s"]
     n = drafted_tokens(K, tree)
@@ -199,7 +212,7 @@ def step_cost(K: int, costs: dict[str, Any], tree: Any = (1,)) -> float:
             f"costs: t_target_s covers passes up to {len(t)} tokens, a step of K = {K} and tree "
             f"{as_tree(tree)} needs {n + 1}"
         )
-    return (K * costs["t_draft_s"] + t[n]) / t[0]
+    return (draft_cost(K, costs) + t[n]) / t[0]
 
 
 def predicted_from_costs(alpha: float, K: int, costs: dict[str, Any], tree: Any = (1,)) -> float:

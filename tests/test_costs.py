@@ -10,6 +10,7 @@ import torch
 from specdec_lib.costs import (
     as_tree,
     chain_tokens_per_step,
+    draft_cost,
     drafted_tokens,
     expected_tokens_per_step,
     optimal_K,
@@ -124,6 +125,10 @@ def test_step_cost_and_the_iid_prediction():
     costs = {"t_draft_s": 0.1, "t_target_s": [1.0, 1.1, 1.2, 1.3, 1.5]}
     assert math.isclose(step_cost(2, costs), (0.2 + 1.2) / 1.0)  # a pass over 3 tokens
     assert math.isclose(step_cost(2, costs, (2,)), (0.2 + 1.3) / 1.0)  # one more candidate
+    # a later depth costs what the measurement says it adds to a proposal
+    costs_next = costs | {"t_draft_next_s": 0.04}
+    assert math.isclose(draft_cost(3, costs_next), 0.1 + 2 * 0.04) and draft_cost(0, costs) == 0
+    assert math.isclose(step_cost(2, costs_next), (0.14 + 1.2) / 1.0)
     assert math.isclose(
         predicted_from_costs(0.5, 2, costs, 2), expected_tokens_per_step(0.5, 2) / 1.5
     )

@@ -41,8 +41,9 @@ FORMAT_VERSION = 1
 def measure_pass_costs(
     pair: ModelPair, n_max: int, *, context: int = 64, reps: int = 15
 ) -> dict[str, Any]:
-    """``t_target[n-1]`` for n = 1..n_max and ``t_draft`` (one token), in seconds, with KV cache at a
-    context of ``context`` tokens; ``c = t_draft / t_target(1)``.
+    """``t_target[n-1]`` for n = 1..n_max, ``t_draft`` (a proposal of one token) and
+    ``t_draft_next`` (what each further draft token adds: a proposal of two, less one of one), in
+    seconds, with KV cache at a context of ``context`` tokens; ``c = t_draft / t_target(1)``.
 
     The passes are measured in rounds, every pass size once per round in a rotated order, and the
     median over rounds is kept: a transient load on the machine then hits every size alike
@@ -59,7 +60,7 @@ def measure_pass_costs(
     drafter.reset()
     TargetState.for_drafter(pair.target, drafter).forward(ctx, 1)
     warp, d_gen = Warp(1.0), torch.Generator(device=device).manual_seed(0)
-    jobs = [("target", n) for n in range(1, n_max + 1)] + [("draft", 1)]
+    jobs = [("target", n) for n in range(1, n_max + 1)] + [("draft", 1), ("draft", 2)]
     samples: dict[tuple[str, int], list[float]] = {job: [] for job in jobs}
     for r in range(reps + 2):
         shift = r % len(jobs)
@@ -69,7 +70,7 @@ def measure_pass_costs(
             if which == "target":
                 model_forward(pair.target, ctx[-n:], t_cache, n)
             else:
-                drafter.propose(ctx, 1, warp, d_gen)
+                drafter.propose(ctx, n, warp, d_gen)
             synchronize(device)
             dt = time.perf_counter() - t0
             if which == "target":
@@ -80,9 +81,11 @@ def measure_pass_costs(
                 samples[(which, n)].append(dt)
     t_target = [statistics.median(samples[("target", n)]) for n in range(1, n_max + 1)]
     t_draft = statistics.median(samples[("draft", 1)])
+    t_next = max(0.0, statistics.median(samples[("draft", 2)]) - t_draft)
     return {
         "t_target_s": t_target,
         "t_draft_s": t_draft,
+        "t_draft_next_s": t_next,
         "c": t_draft / t_target[0],
         "context": context,
         "reps": reps,

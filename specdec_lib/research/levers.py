@@ -49,6 +49,7 @@ def packing_costs(
         out[variant] = {
             "t_target_s": t,
             "t_draft_s": sum(r["t_draft_s"] for r in runs) / 2,
+            "t_draft_next_s": sum(r["t_draft_next_s"] for r in runs) / 2,
             "t_n_over_t_1": [x / t[0] for x in t],
         }
     out["packed_over_plain"] = [

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..checks import positive_int
-from ..costs import drafted_tokens, predicted_speedup, tree_prediction
+from ..costs import draft_cost, drafted_tokens, predicted_speedup, tree_prediction
 
 __all__ = [
     "best_tree",
@@ -162,13 +162,14 @@ def tree_ceiling(
 ) -> list[dict[str, Any]]:
     """How fast a tree of ``n`` drafted nodes could be, for ``n = 1..max_nodes`` (default: what
     ``costs`` measured): the best ``n``-node tree of :func:`best_tree` at the rank rates of
-    :func:`rank_rates`, over one target pass on ``n + 1`` tokens and one draft pass per depth, at
+    :func:`rank_rates`, over one target pass on ``n + 1`` tokens and the draft's proposal of
+    one token per depth (:func:`~specdec_lib.costs.draft_cost`), at
     the depth limit that gives the best ratio. A ceiling, optimistic on three counts: every node's
     candidates are taken to be accepted at the rates the chain shows at its depth (the deepest
     measured depth's rates serve deeper ones), the draft is taken to grow a whole depth of the
     tree for the cost of one chain pass, and the host's work per node is left out."""
     m = rank_rates(rates)
-    t, t_draft = costs["t_target_s"], costs["t_draft_s"]
+    t = costs["t_target_s"]
     cap = len(t) - 1 if max_nodes is None else positive_int(max_nodes, "max_nodes")
     if cap > len(t) - 1:
         raise ValueError(f"max_nodes: costs cover up to {len(t) - 1} drafted nodes, got {cap}")
@@ -178,7 +179,7 @@ def tree_ceiling(
         for limit in range(1, n + 1):
             tree = best_tree(m, n, max_depth=limit)
             depth = max(tree["depths"])
-            cost = (depth * t_draft + t[n]) / t[0]
+            cost = (draft_cost(depth, costs) + t[n]) / t[0]
             rec = {
                 "nodes": n,
                 "depth": depth,

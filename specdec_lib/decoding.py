@@ -553,8 +553,7 @@ class SpeculativeDecoder(_DecoderBase):
         k = d_tokens.numel()
         scores = self.drafter.draft_scores if self.warp.greedy else None
         # Alternatives drawn where q lives, and verified there (the draft's token subset)
-        wide = max(self.tree) > 1 and not self.warp.greedy
-        support = getattr(self.drafter, "support", None) if wide else None
+        support = getattr(self.drafter, "support", None) if max(self.tree) > 1 else None
         if k == 0 or (self.warp.greedy and scores is None):  # no ranking: no greedy alternatives
             tokens, parents, laws, support = d_tokens, list(range(-1, k - 1)), d_probs, None
         else:

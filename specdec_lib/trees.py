@@ -232,51 +232,61 @@ def chain_tree(
     ``[k, V]``, node ``i`` the child of node ``i - 1``) and, beside its token at depth ``d + 1``,
     up to ``widths[d] - 1`` alternatives, siblings drawn from ``d_probs[d]`` without replacement
     (:func:`more_candidates`); depths past ``len(widths)`` get none. With a ``support`` (the
-    draft's: ``d_probs`` is 0 outside it) and no ``scores``, the alternatives are drawn on it and
-    ``laws`` are the laws on it, ``[N, |support|]``, for :func:`verify_tree` with that ``support``.
+    draft's: ``d_probs`` is 0 outside it), the alternatives are found on it and ``laws`` are the
+    laws on it, ``[N, |support|]``, for :func:`verify_tree` with that ``support``.
 
     With ``scores`` ``[k, V]`` (greedy decoding, one-hot ``d_probs``) the alternatives are point
-    masses on the draft's next-best tokens by ``scores[d]`` instead. Returns ``(tokens [N],
+    masses on the draft's next-best tokens by ``scores[d]`` instead (:func:`best_alternatives`). Returns ``(tokens [N],
     parents [N], laws [N, V])`` for :func:`verify_tree`, the chain first (nodes ``0..k-1``),
     then the alternatives, shallowest first. The chain's draws never depend on the alternatives,
     and the alternatives at a depth depend only on the chain's token there: every node is drawn
     from the draft's law given its path and its earlier siblings, as :func:`verify_tree` needs.
     """
     k = d_tokens.numel()
-    if scores is not None:  # greedy: point masses, over the whole vocabulary
-        support = None
     if support is not None:
         support = support.to(d_probs.device)
     chain_laws = d_probs if support is None else d_probs.index_select(-1, support)
     tokens, parents, laws = [d_tokens], list(range(-1, k - 1)), [chain_laws]
     depths = [d for d in range(min(k, len(widths))) if widths[d] > 1]
-    if scores is None and depths:  # every depth's siblings in one race
-        alts, alt_laws, counts = race_candidates(
-            d_probs[depths], d_tokens[depths], [widths[d] - 1 for d in depths], generator, support
-        )
+    if depths:  # every depth's siblings at once
+        wanted = [widths[d] - 1 for d in depths]
+        if scores is None:
+            alts, alt_laws, counts = race_candidates(
+                d_probs[depths], d_tokens[depths], wanted, generator, support
+            )
+        else:
+            alts, alt_laws, counts = best_alternatives(
+                scores[depths], d_tokens[depths], wanted, support
+            )
         tokens.append(alts.to(d_tokens.device))
         laws.append(alt_laws.to(d_probs.device, d_probs.dtype))
         parents += [d - 1 for d, n in zip(depths, counts, strict=True) for _ in range(n)]
-    for d in depths if scores is not None else []:
-        alts, alt_laws = best_alternatives(scores[d], d_tokens[d], widths[d] - 1)
-        tokens.append(alts.to(d_tokens.device))
-        parents += [d - 1] * alts.numel()
-        laws.append(alt_laws.to(d_probs.device, d_probs.dtype))
     return torch.cat(tokens), parents, torch.cat(laws)
 
 
 def best_alternatives(
-    scores: torch.Tensor, first: torch.Tensor, n_more: int
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Up to ``n_more`` point-mass candidates on the best tokens by ``scores`` ``[V]`` after
-    ``first`` (greedy decoding); tokens scored ``-inf`` are never candidates."""
-    scores = scores.float().clone()
-    scores[first] = float("-inf")
-    top = scores.topk(min(n_more, scores.numel()))
-    alts = top.indices[torch.isfinite(top.values)]
-    laws = torch.zeros((alts.numel(), scores.numel()), device=scores.device)
-    laws[torch.arange(alts.numel()), alts] = 1.0
-    return alts, laws
+    scores: torch.Tensor,
+    first: torch.Tensor,
+    n_more: Sequence[int],
+    support: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
+    """Greedy decoding's alternatives, for every row of ``scores`` ``[R, V]`` at once: point
+    masses on up to ``n_more[r]`` of the best tokens by ``scores[r]`` after ``first[r]`` (tokens
+    scored ``-inf`` are never candidates), among ``support`` when given. Returns ``(tokens [n],
+    laws [n, m], counts [R])`` as :func:`race_candidates` does."""
+    ids = torch.arange(scores.shape[-1], device=scores.device) if support is None else support
+    ids = ids.to(scores.device)
+    s = scores.float() if support is None else scores.float().index_select(-1, ids)
+    s = s.masked_fill(ids.view(1, -1) == first.view(-1, 1).to(s.device), float("-inf"))
+    top = s.topk(min(max(n_more, default=0), ids.numel()), dim=-1)
+    alive = torch.isfinite(top.values).sum(dim=-1).tolist()  # the one host read
+    counts = [min(n, a) for n, a in zip(n_more, alive, strict=True)]
+    rows = [r for r, n in enumerate(counts) for _ in range(n)]
+    place = [j for n in counts for j in range(n)]
+    picked = top.indices[rows, place]
+    laws = s.new_zeros((len(rows), ids.numel()))
+    laws[torch.arange(len(rows)), picked] = 1.0
+    return ids[picked], laws, counts
 
 
 def _children(parents: Sequence[int]) -> list[list[int]]:

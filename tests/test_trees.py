@@ -17,6 +17,7 @@ from specdec_lib.drafters import DynamicK
 from specdec_lib.sampling import Warp, WarpedRows, prototype_correction, residual_correction
 from specdec_lib.stats import chisquare_gof, exact_tree_law, first_token_law, tv
 from specdec_lib.trees import (
+    best_alternatives,
     candidate_stage,
     chain_tree,
     more_candidates,
@@ -491,3 +492,16 @@ def test_verify_on_a_support_refuses_bad_input():
             torch.full((2, 5), 0.2),
             WarpedRows(logits[:3], Warp(1.0)),
         )
+
+
+@pytest.mark.parametrize("support", [None, torch.tensor([1, 2, 4, 5])], ids=["all", "support"])
+def test_best_alternatives_rank_by_the_scores(support):
+    """Greedy alternatives: the next-best tokens by score after the chain's, never one scored
+    -inf, per row, as point masses (on the support when given)."""
+    inf = float("-inf")
+    scores = torch.tensor([[0.0, 5.0, 4.0, inf, 3.0, 1.0], [inf, 2.0, inf, inf, inf, inf]])
+    tokens, laws, counts = best_alternatives(scores, torch.tensor([1, 1]), [2, 3], support)
+    assert counts == [2, 0] and tokens.tolist() == [2, 4]
+    on = torch.arange(6) if support is None else support
+    assert laws.shape == (2, on.numel()) and laws.sum(-1).tolist() == [1.0, 1.0]
+    assert on[laws.argmax(-1)].tolist() == [2, 4]

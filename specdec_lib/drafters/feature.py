@@ -52,18 +52,23 @@ class FeatureDrafter(BaseDrafter):
     def reset(self) -> None:
         from transformers import DynamicCache
 
-        self._feats: torch.Tensor | None = None  # true target features h_0..h_{m-1}
+        self._store: torch.Tensor | None = None  # room for the true target features h_0, h_1, ...
+        self._feats: torch.Tensor | None = None  # those held, h_0..h_{m-1}: a view of _store
         self._cache = DynamicCache()
         self._done = 0  # head positions 1.._done are in the cache (built from true features)
         self._logits: list[torch.Tensor] = []  # the subset logits of each draft position
 
     def observe(self, start: int, features: torch.Tensor) -> None:
-        if self._feats is None:
-            if start != 0:
-                raise ValueError("FeatureDrafter: the first target pass must start at position 0")
-            self._feats = features
-        else:
-            self._feats = torch.cat([self._feats[:start], features])
+        if self._feats is None and start != 0:
+            raise ValueError("FeatureDrafter: the first target pass must start at position 0")
+        end = start + features.shape[0]
+        if self._store is None or end > self._store.shape[0]:  # grow by doubling: each step
+            grown = features.new_empty((2 * end, features.shape[-1]))  # writes its own rows only
+            if self._feats is not None:
+                grown[:start] = self._feats[:start]
+            self._store = grown
+        self._store[start:end] = features
+        self._feats = self._store[:end]
 
     def rollback(self, n_valid: int) -> None:
         if self._feats is not None and self._feats.shape[0] > n_valid:

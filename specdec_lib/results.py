@@ -32,26 +32,35 @@ __all__ = [
     "memory_bandwidth_gbs",
     "provenance",
     "read_json",
+    "repo_relative",
     "results_read",
 ]
 
 
 def git_commit() -> str:
     """The repository's HEAD commit, with ``+dirty`` if tracked files differ from it."""
+
+    def git(*args: str) -> str:
+        run = subprocess.run(
+            ["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, check=True
+        )
+        return run.stdout.strip()
+
     try:
-        head = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=REPO_ROOT,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        return head + ("+dirty" if dirty else "")
+        dirty = git("status", "--porcelain", "--untracked-files=no")
+        return git("rev-parse", "HEAD") + ("+dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
+
+
+def repo_relative(path: str | Path) -> str:
+    """``path`` relative to the repository when it lies inside it (results and model cards
+    compare across checkouts), else as given."""
+    path = Path(path)
+    try:
+        return str(path.resolve().relative_to(REPO_ROOT.resolve()))
+    except ValueError:
+        return str(path)
 
 
 # The instruction sets that decide which kernels a pass runs on a CPU (bfloat16 native or
@@ -63,13 +72,16 @@ ISA_LIMITS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTI
 
 
 def _cpuinfo() -> dict[str, str]:
-    """The first processor's fields of /proc/cpuinfo (empty where there is none)."""
+    """The first processor's fields of /proc/cpuinfo (empty where there is none), and ``cpu``, its
+    model's name (else what ``platform`` knows)."""
     try:
         first = Path("/proc/cpuinfo").read_text().split("\n\n", 1)[0]
     except OSError:
-        return {}
+        first = ""
     fields = (line.split(":", 1) for line in first.splitlines() if ":" in line)
-    return {k.strip(): v.strip() for k, v in fields}
+    info = {k.strip(): v.strip() for k, v in fields}
+    info["cpu"] = info.get("model name") or platform.processor() or platform.machine()
+    return info
 
 
 @functools.cache
@@ -101,7 +113,7 @@ def machine_info() -> dict[str, Any]:
     except AttributeError:
         cores = os.cpu_count()
     return {
-        "cpu": info.get("model name") or platform.processor() or platform.machine(),
+        "cpu": info["cpu"],
         "vendor": info.get("vendor_id", ""),
         "family_model_stepping": "/".join(
             info.get(k, "?") for k in ("cpu family", "model", "stepping")
@@ -149,7 +161,7 @@ def device_info(device: str | torch.device | None = None) -> dict[str, Any]:
     dev = torch.device(device) if device is not None else torch.device("cpu")
     info: dict[str, Any] = {
         "device": str(dev),
-        "cpu": _cpuinfo().get("model name") or platform.processor() or platform.machine(),
+        "cpu": _cpuinfo()["cpu"],
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "platform": platform.platform(),
@@ -234,11 +246,7 @@ def read_json(path: str | Path) -> Any:
         data = path.read_bytes()
     except FileNotFoundError as err:
         raise FileNotFoundError(f"{path}: no such results file") from err
-    try:
-        name = str(path.resolve().relative_to(REPO_ROOT.resolve()))
-    except ValueError:
-        name = str(path)
-    _READ[name] = hashlib.sha256(data).hexdigest()
+    _READ[repo_relative(path)] = hashlib.sha256(data).hexdigest()
     try:
         return json.loads(data)
     except json.JSONDecodeError as err:
@@ -252,22 +260,24 @@ def results_read() -> str:
 
 
 def load_prompts(path: str | Path | None = None) -> list[dict[str, str]]:
-    """Read ``{"prompts": [{"category": ..., "text": ...}, ...]}``, with a clear error if malformed."""
+    """Read ``{"prompts": [{"category": ..., "text": ...}, ...]}``, with a clear error if
+    malformed."""
     path = Path(path) if path is not None else DEFAULT_PROMPTS
+    where = f"prompts file {str(path)!r}"
     if not path.is_file():
-        raise ValueError(f"prompts file {str(path)!r} does not exist")
+        raise ValueError(f"{where} does not exist")
     try:
         data = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ValueError(f"prompts file {str(path)!r} is not valid JSON: {err}") from err
+        raise ValueError(f"{where} is not valid JSON: {err}") from err
     prompts = data.get("prompts") if isinstance(data, dict) else None
     if not isinstance(prompts, list) or not prompts:
         raise ValueError(
-            f'prompts file {str(path)!r} must hold {{"prompts": [{{"category": ..., "text": ...}}, ...]}}'
+            f'{where} must hold {{"prompts": [{{"category": ..., "text": ...}}, ...]}}'
         )
     for i, p in enumerate(prompts):
         if not (isinstance(p, dict) and isinstance(p.get("text"), str) and p["text"].strip()):
-            raise ValueError(f"prompts file {str(path)!r}: prompt {i} needs a non-empty 'text'")
+            raise ValueError(f"{where}: prompt {i} needs a non-empty 'text'")
         if not isinstance(p.get("category", ""), str):
-            raise ValueError(f"prompts file {str(path)!r}: prompt {i} has a non-string 'category'")
+            raise ValueError(f"{where}: prompt {i} has a non-string 'category'")
     return [{"category": p.get("category", "uncategorised"), "text": p["text"]} for p in prompts]

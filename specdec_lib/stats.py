@@ -2,10 +2,9 @@
 
 Exact laws are computed from :func:`specdec_lib.sampling.step_distributions`, the very numbers
 :func:`~specdec_lib.sampling.verify` samples from, so an exact check tests the code that runs
-(notebook 01). The test machinery of notebook 02 lives here too: samples for the tests
-(:func:`step_samples` runs ``verify`` on fixed distributions), binning (:func:`bin_labels`),
-chi-square goodness of fit, and Holm's correction; the tests' power is
-:mod:`specdec_lib.research.power`. Every distribution comes from ``scipy.stats``.
+(notebook 01). Notebook 02's tests live here too: samples (:func:`step_samples` runs ``verify`` on
+fixed distributions), bins (:func:`bin_labels`), chi-square goodness of fit and Holm's correction;
+their power is :mod:`specdec_lib.research.power`. Every distribution comes from ``scipy.stats``.
 """
 
 from __future__ import annotations
@@ -64,6 +63,17 @@ def tv(p: Any, q: Any) -> float:
 # --------------------------------------------------------------------------------------------
 
 
+def _as_pair(p: Any, q: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """``p`` and ``q`` as float64 vectors of one size."""
+    p = torch.as_tensor(p, dtype=torch.float64)
+    q = torch.as_tensor(q, dtype=torch.float64)
+    if p.dim() != 1 or p.shape != q.shape:
+        raise ValueError(
+            f"p and q must be 1-D of the same size, got {tuple(p.shape)} and {tuple(q.shape)}"
+        )
+    return p, q
+
+
 def exact_output_law(p: Any, q: Any, correction: Correction = residual_correction) -> torch.Tensor:
     """The exact law of the token emitted at one draft position when ``x ~ q`` is verified
     against ``p``: ``P(y) = q(y) a(y) + sum_x q(x) (1 - a(x)) c_x(y)`` with ``a`` the acceptance
@@ -72,17 +82,18 @@ def exact_output_law(p: Any, q: Any, correction: Correction = residual_correctio
 
     Computed in float64 by enumerating every ``x`` in the vocabulary (``V`` up to a few thousand).
     """
-    p = torch.as_tensor(p, dtype=torch.float64)
-    q = torch.as_tensor(q, dtype=torch.float64)
-    if p.dim() != 1 or p.shape != q.shape:
-        raise ValueError(
-            f"p and q must be 1-D of the same size, got {tuple(p.shape)} and {tuple(q.shape)}"
-        )
+    return _position_law(p, q, correction)[0]
+
+
+def _position_law(p: Any, q: Any, correction: Correction) -> tuple[torch.Tensor, float]:
+    """:func:`exact_output_law` and the probability of accepting the draft, ``sum_x q(x) a(x)``."""
+    p, q = _as_pair(p, q)
     V = p.shape[0]
-    xs = torch.arange(V)
-    accept, final = step_distributions(xs, q.expand(V, V), p.expand(V + 1, V), correction)
+    accept, final = step_distributions(
+        torch.arange(V), q.expand(V, V), p.expand(V + 1, V), correction
+    )
     corrections = final[:V]  # row x: what is sampled after rejecting x
-    return q * accept + (q * (1 - accept)) @ corrections
+    return q * accept + (q * (1 - accept)) @ corrections, float((q * accept).sum())
 
 
 def exact_tree_law(
@@ -106,7 +117,6 @@ def exact_tree_law(
     positive_int(K, "K", "draft depths")
     for w in widths:
         positive_int(w, "widths", "candidates at each depth")
-    D = K + 1
 
     def law(x: Any) -> torch.Tensor:
         return torch.as_tensor(x, dtype=torch.float64)
@@ -123,7 +133,7 @@ def exact_tree_law(
         return out
 
     def target_from(s: tuple[int, ...]) -> dict:
-        return {s: 1.0} if len(s) >= D else emit(s, law(p_fn(s)))
+        return {s: 1.0} if len(s) > K else emit(s, law(p_fn(s)))
 
     def node(s: tuple[int, ...], d: int) -> dict:
         """The law once the path ``s`` is accepted and the step stands at depth ``d``."""
@@ -140,9 +150,8 @@ def exact_tree_law(
             for x in torch.nonzero(qi).view(-1).tolist():
                 a, passed = candidate_stage(left, qi, torch.tensor(x), correction)
                 # the chain's token goes on down the tree; an alternative has no children
-                add(
-                    out, node(s + (x,), d + 1) if first else target_from(s + (x,)), float(qi[x] * a)
-                )
+                after = node(s + (x,), d + 1) if first else target_from(s + (x,))
+                add(out, after, float(qi[x] * a))
                 nxt = rest.clone()
                 nxt[x] = 0
                 add(out, stages(passed, nxt, tries - 1, False), float(qi[x] * (1 - a)))
@@ -180,36 +189,27 @@ def exact_step_law(
         )
     rows, alphas = [], []
     for i in range(K):
-        rows.append(exact_output_law(p[i], q[i], correction))
-        # probability of accepting at i: sum_x q(x) a(x)
-        xs = torch.arange(q.shape[1])
-        a, _ = step_distributions(
-            xs, q[i].expand(len(xs), -1), p[i].expand(len(xs) + 1, -1), correction
-        )
-        alphas.append(float((q[i] * a).sum()))
+        law, alpha = _position_law(p[i], q[i], correction)
+        rows.append(law)
+        alphas.append(alpha)
     rows.append(p[K])
-    reach = torch.tensor([float(np.prod(alphas[:i])) for i in range(K + 1)], dtype=torch.float64)
+    reach = torch.tensor(np.r_[1.0, np.cumprod(alphas)], dtype=torch.float64)
     return reach, torch.stack(rows)
 
 
 @torch.inference_mode()
 def exact_continuation_law(
-    target: Any,
-    prompt_ids: Any,
-    warp: Warp,
-    m: int,
-    *,
-    min_prob: float = 0.0,
-    batch_size: int = 64,
+    target: Any, prompt_ids: Any, warp: Warp, m: int, *, min_prob: float = 0.0, batch_size: int = 64
 ) -> dict[tuple[int, ...], float]:
     """The target's exact law of the next ``m`` tokens after ``prompt_ids``, by enumeration.
 
     Each prefix is scored with a full forward pass, without a cache, so this is an independent
     reference for the cached decoders. With ``min_prob = 0`` every sequence is listed (``V ** m``
     of them: the tiny test models only). With ``min_prob > 0`` a prefix is extended only while its
-    probability is at least ``min_prob``: the listed sequences keep their exact probabilities and the
-    rest of the mass, ``1 - sum(law.values())``, is left unlisted (:func:`chisquare_law` pools it
-    into one bin). That makes the law of a real model's next few tokens one batched pass per depth.
+    probability is at least ``min_prob``: the listed sequences keep their exact probabilities and
+    the rest of the mass, ``1 - sum(law.values())``, is left unlisted (:func:`chisquare_law` pools
+    it into one bin). That makes the law of a real model's next few tokens one batched pass per
+    depth.
     """
     ids = torch.as_tensor(prompt_ids).view(-1).long()
     positive_int(m, "m", "tokens per continuation")
@@ -228,8 +228,8 @@ def exact_continuation_law(
             batch = torch.stack(
                 [torch.cat([ids, torch.tensor(pr, dtype=torch.long)]) for pr in chunk]
             ).to(device)
-            keep = last_rows(1, batch.shape[1], batch.device)
-            logits = target(input_ids=batch, use_cache=False, logits_to_keep=keep).logits[:, -1]
+            last = last_rows(1, batch.shape[1], batch.device)
+            logits = target(input_ids=batch, use_cache=False, logits_to_keep=last).logits[:, -1]
             probs = warp.probs(logits).double().cpu()
             for row, pr in enumerate(chunk):
                 mass = law[pr] * probs[row]
@@ -246,19 +246,12 @@ def prototype_output_law(p: Any, q: Any) -> torch.Tensor:
 
     A draft ``x`` is rejected with probability ``(q(x) - p(x))_+``, and the prototype then samples
     ``p`` with ``x`` removed, ``p(y) [y != x] / (1 - p(x))``. Summing over ``x``, with
-    ``w(x) = (q(x) - p(x))_+ / (1 - p(x))`` and ``S = sum_x w(x)``:
-
-        ``P(y) = min(p(y), q(y)) + p(y) (S - w(y))``.
-
+    ``w(x) = (q(x) - p(x))_+ / (1 - p(x))`` and ``S = sum_x w(x)``, gives
+    ``P(y) = min(p(y), q(y)) + p(y) (S - w(y))``.
     :func:`exact_output_law` gives the same numbers by enumeration (``O(V^2)``, small ``V`` only);
     this form makes the prototype's bias computable on a real vocabulary (notebook 02).
     """
-    p = torch.as_tensor(p, dtype=torch.float64)
-    q = torch.as_tensor(q, dtype=torch.float64)
-    if p.dim() != 1 or p.shape != q.shape:
-        raise ValueError(
-            f"p and q must be 1-D of the same size, got {tuple(p.shape)} and {tuple(q.shape)}"
-        )
+    p, q = _as_pair(p, q)
     # A rejection needs p(x) < q(x) <= 1, so 1 - p(x) > 0 wherever w(x) > 0.
     w = (q - p).clamp(min=0) / (1 - p).clamp(min=torch.finfo(torch.float64).tiny)
     return torch.minimum(p, q) + p * (w.sum() - w)
@@ -267,9 +260,10 @@ def prototype_output_law(p: Any, q: Any) -> torch.Tensor:
 def accepted_count_law(alpha: Any, K: int | None = None) -> np.ndarray:
     """Law of the number ``n`` of accepted drafts in one step whose draft positions are accepted
     with probabilities ``alpha_0, ..., alpha_{K-1}`` (given the earlier ones were):
-    ``P(n = i) = alpha_0 ... alpha_{i-1} (1 - alpha_i)`` for ``i < K`` and ``P(n = K) = alpha_0 ...
-    alpha_{K-1}``. A scalar ``alpha`` with ``K`` means the same rate at every position; then the mean
-    plus one is ``theory.expected_tokens_per_step(alpha, K)``."""
+    ``P(n = i) = alpha_0 ... alpha_{i-1} (1 - alpha_i)`` for ``i < K`` and
+    ``P(n = K) = alpha_0 ... alpha_{K-1}``. A scalar ``alpha`` with ``K`` means the same rate at
+    every position; then the mean plus one is :func:`~specdec_lib.costs.expected_tokens_per_step`.
+    """
     a = np.atleast_1d(np.asarray(alpha, dtype=float))
     if K is not None:
         positive_int(K, "K", "draft positions")
@@ -303,30 +297,23 @@ def step_samples(
     ``(emitted, accepted)``: ``emitted[i]`` holds the tokens emitted at position ``i`` (``0..K``) by
     the steps that reached it, ``accepted`` the number of accepted drafts of each step.
 
-    For a correct rule ``emitted[i]`` are i.i.d. ``p_i`` (the token emitted at a position, given
-    that the step reaches it, has the target's law there: notebook 01, section 2.2, and
+    For a correct rule ``emitted[i]`` are i.i.d. ``p_i`` (notebook 01, section 2.2, and
     :func:`exact_step_law`) and ``accepted`` follows :func:`accepted_count_law`. The rows need not
-    come from one sequence of drafts (``verify`` cannot tell); they can be a real model's
-    distributions along a fixed continuation. ``emitted[0]`` is then the next token of a real
-    speculative step: it involves ``p_0`` and ``q_0`` only.
-
-    ``restrict_support`` runs the steps on the tokens where some row of ``p`` or ``q`` is positive
-    and maps them back: exact (a token with probability 0 everywhere is never proposed, accepted or
-    emitted), and much cheaper after top-k or top-p.
+    come from one sequence of drafts (``verify`` cannot tell): they can be a real model's
+    distributions along a fixed continuation, and ``emitted[0]`` is then the next token of a real
+    speculative step. ``restrict_support`` runs the steps on the tokens where some row of ``p`` or
+    ``q`` is positive and maps them back: exact (a token of probability 0 everywhere is never
+    proposed, accepted or emitted), and much cheaper after top-k or top-p.
     """
     p = torch.as_tensor(p)
     q = torch.as_tensor(q)
-    if p.dim() == 1:
-        p = p.unsqueeze(0)
-    if q.dim() != 2 or p.dim() != 2 or p.shape[0] != q.shape[0] + 1 or p.shape[1] != q.shape[1]:
+    if q.dim() != 2 or q.shape[0] < 1 or p.shape != (q.shape[0] + 1, q.shape[1]):
         raise ValueError(
             f"p must be [K+1, V] and q [K, V] (K >= 1), got {tuple(p.shape)} and {tuple(q.shape)}"
         )
     K = q.shape[0]
-    if K < 1:
-        raise ValueError("q must hold at least one draft row (K >= 1)")
     positive_int(n, "n", "verification steps sampled")
-    index = None
+    index = torch.arange(q.shape[1])
     if restrict_support:
         index = torch.nonzero((p > 0).any(0) | (q > 0).any(0)).view(-1)
         p, q = p[:, index].contiguous(), q[:, index].contiguous()
@@ -337,40 +324,34 @@ def step_samples(
         for i, tok in enumerate(verdict.tokens.tolist()):
             emitted[i].append(tok)
         accepted[step] = verdict.n_accepted
-    out = []
-    for tokens in emitted:
-        t = torch.tensor(tokens, dtype=torch.long)
-        out.append((index[t] if index is not None else t).numpy())
+    out = [index[torch.tensor(tokens, dtype=torch.long)].numpy() for tokens in emitted]
     return out, accepted
 
 
-@torch.inference_mode()
 # --------------------------------------------------------------------------------------------
 # Chi-square tests
 # --------------------------------------------------------------------------------------------
 
 
-def _check_bins_args(min_expected: float, max_bins: int | None) -> None:
-    real(min_expected, "min_expected", "expected count per bin", low=0.0)
-    if positive_int(max_bins, "max_bins", "at least 2", optional=True) == 1:
-        raise ValueError(f"max_bins must be an integer >= 2 or None, got {max_bins!r}")
-
-
 def bin_labels(
     expected: Any, min_expected: float = 5.0, max_bins: int | None = None
 ) -> tuple[np.ndarray, int]:
-    """How the chi-square tests group outcomes into bins: ``(labels, n_bins)``, the bin of each outcome.
+    """How the chi-square tests group outcomes into bins: ``(labels, n_bins)``, the bin of each
+    outcome.
 
-    Outcomes are ranked by expected count, largest first (ties by index). Every outcome expecting at
-    least ``min_expected`` gets a bin of its own, in that order, at most ``max_bins - 1`` of them if
-    the rest must be pooled (``max_bins`` if nothing is left over); all other outcomes share one last
-    bin, the pool. If the pool still expects less than ``min_expected``, the smallest single bins join
-    it until it does. So every bin expects ``>= min_expected`` (unless the total does not).
+    Outcomes are ranked by expected count, largest first (ties by index). Every outcome expecting
+    at least ``min_expected`` gets a bin of its own, in that order, at most ``max_bins - 1`` of them
+    if the rest must be pooled (``max_bins`` if nothing is left over); all other outcomes share one
+    last bin, the pool. If the pool still expects less than ``min_expected``, the smallest single
+    bins join it until it does. So every bin expects ``>= min_expected`` (unless the total does
+    not).
     """
     exp = np.asarray(expected, dtype=float)
     if exp.ndim != 1 or exp.size == 0:
         raise ValueError("expected must be a non-empty 1-D array")
-    _check_bins_args(min_expected, max_bins)
+    real(min_expected, "min_expected", "expected count per bin", low=0.0)
+    if positive_int(max_bins, "max_bins", "at least 2", optional=True) == 1:
+        raise ValueError(f"max_bins must be an integer >= 2 or None, got {max_bins!r}")
     order = np.argsort(-exp, kind="stable")
     n_keep = int((exp >= min_expected).sum())  # these come first in `order`
     if max_bins is not None and n_keep > max_bins - (n_keep < exp.size):
@@ -429,14 +410,8 @@ class GofResult:
         return f"chi2={self.statistic:.1f}, dof={self.dof}, N={self.n}, p={self.pvalue:.3g}"
 
 
-def _counts(samples: Any, V: int) -> np.ndarray:
-    s = np.asarray(torch.as_tensor(samples).view(-1), dtype=np.int64)
-    if s.size and (s.min() < 0 or s.max() >= V):
-        raise ValueError(f"samples must be token ids in [0, {V})")
-    return np.bincount(s, minlength=V).astype(float)
-
-
 def as_probs(probs: Any) -> np.ndarray:
+    """``probs`` (1-D, finite, non-negative, not all zero) as a float64 array that sums to 1."""
     probs = np.asarray(torch.as_tensor(probs, dtype=torch.float64))
     if probs.ndim != 1:
         raise ValueError("probs must be 1-D")
@@ -461,7 +436,12 @@ def chisquare_gof(
     such a token should never appear.
     """
     probs = as_probs(probs)
-    obs = _counts(samples, len(probs)) if counts is None else np.asarray(counts, dtype=float)
+    if counts is None:
+        ids = np.asarray(torch.as_tensor(samples).view(-1), dtype=np.int64)
+        if ids.size and (ids.min() < 0 or ids.max() >= len(probs)):
+            raise ValueError(f"samples must be token ids in [0, {len(probs)})")
+        counts = np.bincount(ids, minlength=len(probs))
+    obs = np.asarray(counts, dtype=float)
     if obs.shape != probs.shape:
         raise ValueError(f"counts must have the shape of probs {probs.shape}, got {obs.shape}")
     n = int(obs.sum())

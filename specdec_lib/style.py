@@ -75,7 +75,7 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-]*")
 
 def set_style() -> None:
     """The series' style: seaborn's ``ticks`` theme with the series' palette and rcParams."""
-    palette = [COLORS[k] for k in ("target", "draft", "speculative", "hf", "other", "wrong")]
+    palette = CURVE_COLORS[:-1]  # the theory's grey is drawn on purpose, never by default
     sns.set_theme(context="notebook", style="ticks", palette=palette, rc=_RC)
 
 

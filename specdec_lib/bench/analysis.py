@@ -59,8 +59,7 @@ def position_counts(cells: Iterable[dict[str, Any]], K: int) -> tuple[np.ndarray
     accepted = np.zeros(K, dtype=np.int64)
     for c in cells:
         for drafted, n_acc, _ in c.get("steps", []):
-            upto = min(n_acc + 1, drafted)
-            reached[:upto] += 1
+            reached[: min(n_acc + 1, drafted)] += 1
             accepted[:n_acc] += 1
     return reached, accepted
 
@@ -172,18 +171,13 @@ def summarize(result: dict[str, Any]) -> list[dict[str, Any]]:
         groups.setdefault((method, int(K)), []).append(
             {**cell, "prompt": int(p), "repeat": int(rep)}
         )
-    base = groups.get(("autoregressive", 0))
-    base_tps = (
-        sum(len(c["tokens"]) for c in base) / sum(c["elapsed_s"] for c in base)
-        if base
-        else float("nan")
-    )
+    base = groups.get(("autoregressive", 0), [])
+    base_tps = _tokens(base) / _seconds(base) if base else float("nan")
     runs = []
     for (method, K), cells in sorted(
-        groups.items(), key=lambda kv: (METHODS.index(kv[0][0]), kv[0][1])
+        groups.items(), key=lambda g: (METHODS.index(g[0][0]), g[0][1])
     ):
-        n_tok = sum(len(c["tokens"]) for c in cells)
-        secs = sum(c["elapsed_s"] for c in cells)
+        n_tok, secs = _tokens(cells), _seconds(cells)
         lat = np.array([c["elapsed_s"] * 1e3 for c in cells])
         rec: dict[str, Any] = {
             "method": method,
@@ -208,6 +202,14 @@ def summarize(result: dict[str, Any]) -> list[dict[str, Any]]:
     return runs
 
 
+def _tokens(cells: list[dict[str, Any]]) -> int:
+    return sum(len(c["tokens"]) for c in cells)
+
+
+def _seconds(cells: list[dict[str, Any]]) -> float:
+    return sum(c["elapsed_s"] for c in cells)
+
+
 def _speculative(
     cells: list[dict[str, Any]],
     K: int,
@@ -229,7 +231,8 @@ def _speculative(
     # estimate): the alpha in E = (1 - alpha^(K+1)) / (1 - alpha). accepted / proposed is smaller,
     # (a - a^(K+1)) / ((1 - a) K), and would make the prediction pessimistic.
     rec["alpha_iid"] = accepted / judged if judged else float("nan")
-    rec["tau"] = n_tok / sum(c["n_steps"] for c in cells)
+    n_steps = sum(c["n_steps"] for c in cells)
+    rec["tau"] = n_tok / n_steps
     rec["alpha_by_position"] = rates(*position_counts(cells, K))
     widest = max(drafted_widths(K, tree))
     if costs and widest > 1 and all("alt_index" in c for c in cells):
@@ -247,9 +250,7 @@ def _speculative(
         if all(f"{part}_ms" in c for c in cells):  # runs before the breakdown lack target, host
             rec[f"{part}_share"] = sum(c[f"{part}_ms"] for c in cells) / (1e3 * secs)
     if "host_share" in rec:
-        rec["host_ms_per_step"] = sum(c["host_ms"] for c in cells) / sum(
-            c["n_steps"] for c in cells
-        )
+        rec["host_ms_per_step"] = sum(c["host_ms"] for c in cells) / n_steps
     return rec
 
 
@@ -262,8 +263,8 @@ def _per_prompt(cells: list[dict[str, Any]], prompts: list[dict[str, Any]], meth
         pp = {
             "prompt": p,
             "category": prompts[p]["category"],
-            "tokens": sum(len(c["tokens"]) for c in cs),
-            "seconds": sum(c["elapsed_s"] for c in cs),
+            "tokens": _tokens(cs),
+            "seconds": _seconds(cs),
         }
         pp["tokens_per_s"] = pp["tokens"] / pp["seconds"]
         if method == "speculative":
@@ -280,8 +281,8 @@ def pool_repeats(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Several runs of the same settings (other sampling seeds allowed) as one run with more
     repeats: their cells under distinct repeat indices, ``runs`` summarized again over all of them
     (so :func:`runs_frame` and :func:`speedup_interval` pool the repeats). Runs from different
-    machines are refused. The first run's prompts,
-    costs and provenance are kept; ``pooled_from`` lists every run's seed and repeats."""
+    machines are refused. The first run's prompts, costs and provenance are kept; ``pooled_from``
+    lists every run's seed and repeats."""
     if not results:
         raise ValueError("results must hold at least one benchmark run")
     check_same_machine(results, "pool_repeats")
@@ -373,21 +374,10 @@ def runs_frame(result: dict[str, Any], *, intervals: bool = False):
     (:func:`speedup_interval`) of each method other than the baseline."""
     import pandas as pd
 
-    cols = [
-        "method",
-        "K",
-        "tokens_per_s",
-        "speedup",
-        "alpha",
-        "alpha_iid",
-        "tau",
-        "predicted_speedup",
-        "efficiency",
-        "latency_p50_ms",
-        "latency_p95_ms",
-        "n_cells",
-        "tokens",
-    ]
+    cols = (
+        "method K tokens_per_s speedup alpha alpha_iid tau predicted_speedup efficiency "
+        "latency_p50_ms latency_p95_ms n_cells tokens"
+    ).split()
     df = pd.DataFrame(result["runs"])
     df = df[[c for c in cols if c in df.columns]]
     if intervals:

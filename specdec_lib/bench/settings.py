@@ -20,9 +20,10 @@ from typing import Any
 import torch
 
 from ..checks import one_of, positive_int, probability
-from ..config import DEFAULT_PROMPTS, REPO_ROOT
+from ..config import DEFAULT_PROMPTS
 from ..costs import as_tree
 from ..models import DRAFTS, PAIRS, TRAINED_DRAFTS, default_draft, load_pair
+from ..results import repo_relative
 from ..sampling import Warp
 from ..settings import setting
 
@@ -74,16 +75,13 @@ def load_presets(path: str | Path = PRESETS_FILE) -> dict[str, dict[str, Any]]:
             raise ValueError(
                 f"{where}: unknown keys {sorted(set(p) - known)}; known: {sorted(known)}"
             )
-        if "pair" in p:
-            one_of(p["pair"], f"{where}: pair", PAIRS)
+        for key, choices in (("pair", PAIRS), ("dtype", DTYPES + ("auto",)), ("pack", PACKING)):
+            if key in p:
+                one_of(p[key], f"{where}: {key}", choices)
         for d in p.get("drafts", []):
             one_of(d, f"{where}: drafts", PAIRS.get(p.get("pair"), DRAFTS))
         if "tree" in p:
             p["tree"] = list(as_tree(p["tree"]))
-        if "dtype" in p:
-            one_of(p["dtype"], f"{where}: dtype", DTYPES + ("auto",))
-        if "pack" in p:
-            one_of(p["pack"], f"{where}: pack", PACKING)
     return presets
 
 
@@ -214,16 +212,12 @@ class BenchSettings:
         self.pack = one_of(self.pack, "pack", PACKING)
         if self.pack == "auto":
             self.pack = preset.get("pack", "auto")
-        if self.pack == "auto":
-            measured = self.dtype_choice or {}
-            packs = measured.get("pack", packs_by_default(self.device, self.dtype))
-            self.pack = "on" if packs else "off"
-        if self.draft is None:
-            runs = [
-                d
-                for d in preset.get("drafts", [])
-                if d in PAIRS[self.pair] and draft_runs(d, self.device, self.dtype)
-            ]
+        if self.pack == "auto":  # as timed with the dtype, else prepacked in bfloat16 on a CPU
+            default = self.device == "cpu" and self.dtype == "bfloat16"
+            self.pack = "on" if (self.dtype_choice or {}).get("pack", default) else "off"
+        if self.draft is None:  # the preset's first draft that runs here, else the pair's first
+            drafts = [d for d in preset.get("drafts", []) if d in PAIRS[self.pair]]
+            runs = [d for d in drafts if draft_runs(d, self.device, self.dtype)]
             self.draft = runs[0] if runs else default_draft(self.pair)
         one_of(self.draft, "draft", PAIRS[self.pair])
         self.tree = list(self._shape(preset))
@@ -265,10 +259,7 @@ def settings_record(s: BenchSettings) -> dict[str, Any]:
     first position when the tree has one depth (``1`` otherwise), as the runs recorded before the
     tree was a step's only shape."""
     d = dataclasses.asdict(s)
-    try:
-        d["prompts"] = str(Path(d["prompts"]).resolve().relative_to(REPO_ROOT.resolve()))
-    except ValueError:
-        pass
+    d["prompts"] = repo_relative(d["prompts"])
     if d["tree"] is not None and d["width"] is None:
         d["width"] = d["tree"][0] if len(d["tree"]) == 1 else 1
     return d
@@ -296,20 +287,14 @@ def resolve_device(device: str) -> str:
 STEP_TOKENS = 8
 
 
-def packs_by_default(device: str, dtype: str) -> bool:
-    """What ``--pack auto`` does where the preset leaves it: prepack in bfloat16 on a CPU."""
-    return device == "cpu" and dtype == "bfloat16"
-
-
 @functools.cache
 def fastest_dtype(pair: str, device: str, reps: int = 5) -> dict[str, Any]:
-    """The dtype (and packing) ``--dtype auto`` resolves to, measured: on a CUDA device bfloat16
-    (its tensor cores); on a CPU, the fastest of float32 as loaded, float32 prepacked and
-    bfloat16 prepacked (:func:`~specdec_lib.lm.pack_linears`) over a step's tokens
-    (``STEP_TOKENS``), timed as the benchmark times its passes
-    (:func:`~specdec_lib.bench.measure_pass_costs`; a few seconds, once per process). Whether
-    bfloat16 is native or emulated, and what packing buys, decide it; the flags of
-    ``/proc/cpuinfo`` do not tell the cost: the timings are what the run records
+    """The dtype (and packing) ``--dtype auto`` resolves to, measured: bfloat16 on a CUDA device
+    (its tensor cores); on a CPU, the fastest of float32 as loaded, float32 prepacked and bfloat16
+    prepacked (:func:`~specdec_lib.lm.pack_linears`) over a step's tokens (``STEP_TOKENS``), timed
+    as the benchmark times its passes (:func:`~specdec_lib.bench.measure_pass_costs`; a few
+    seconds, once per process). Whether bfloat16 is native or emulated and what packing buys decide
+    it; ``/proc/cpuinfo``'s flags do not tell the cost, so the run records the timings
     (``dtype_choice``)."""
     from .run import measure_pass_costs  # run imports this module
 

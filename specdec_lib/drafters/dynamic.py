@@ -31,16 +31,15 @@ class DynamicK(BaseDrafter):
         drafter: any :class:`~specdec_lib.drafters.Drafter` (a causal LM is wrapped in
             :class:`~specdec_lib.drafters.ModelDrafter`).
         schedule: ``"heuristic"`` (transformers' ``num_assistant_tokens_schedule="heuristic"``):
-            start at ``initial``; after a step in which every proposed draft was accepted, +2,
-            otherwise -1 (never below 1). ``"constant"``: always ``initial``. Either way the
-            decoder's ``k`` (``K``, less near the end of the output) caps the draft.
+            start at ``initial``; +2 after a step in which every proposed draft was accepted,
+            else -1 (never below 1). ``"constant"``: always ``initial``. Either way the decoder's
+            ``k`` (``K``, less near the end of the output) caps the draft.
         initial: the draft length at the start of every sequence.
         threshold: ``None``, or a confidence in (0, 1): draft one token at a time and stop after a
             draft ``x`` with ``q(x) < threshold`` (transformers' ``assistant_confidence_threshold``,
-            which keeps the low-confidence token too). ``q`` is the warped draft distribution, so
-            under greedy decoding (one-hot ``q``) the threshold never fires. Needs a drafter that
-            can stop by confidence (its ``propose`` takes ``threshold=``, as
-            :class:`~specdec_lib.drafters.ModelDrafter` and the feature head's do).
+            which keeps the low-confidence token too). ``q`` is the warped draft law, so under
+            greedy decoding (one-hot ``q``) it never fires. Needs a drafter whose ``propose``
+            takes ``threshold=`` (:class:`~specdec_lib.drafters.ModelDrafter`, the feature head's).
 
     Two deliberate differences from transformers: the schedule restarts at ``initial`` on every
     :meth:`reset`, i.e. every sequence (transformers' ``"heuristic_transient"``; its
@@ -48,11 +47,11 @@ class DynamicK(BaseDrafter):
     the ``k`` the decoder asked for, so that a long run of full acceptances does not leave it far
     above ``K``, where every later rejection would cost a step without shortening the draft. A step
     in which the inner drafter proposed nothing (an n-gram drafter without a match) leaves the
-    schedule unchanged: nothing was learnt.
+    schedule unchanged.
 
-    ``history`` and ``accepted_history`` hold, per decoding step of the current sequence (one entry
-    per :meth:`rollback`, so they line up with ``GenerationResult.steps``), the number of drafts
-    proposed and accepted.
+    ``history`` and ``accepted_history`` hold the drafts proposed and accepted per decoding step of
+    the current sequence (one entry per :meth:`rollback`, lining up with
+    ``GenerationResult.steps``).
     """
 
     def __init__(

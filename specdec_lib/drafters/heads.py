@@ -1,17 +1,18 @@
 """A feature-level draft head (in the spirit of EAGLE, Li et al. 2024, arXiv 2401.15077).
 
-The target's last hidden state ``h_j`` (the input of its final norm) already summarises the context
-up to token ``x_j``: the target's own head turns it into ``p_j``, the law of ``x_{j+1}``. A draft that
-reads ``h_{j-1}`` and the token ``x_j`` has to guess only what one more token changes::
+The target's last hidden state ``h_j`` (the input of its final norm) already summarises the
+context up to token ``x_j``: the target's own head turns it into ``p_j``, the law of ``x_{j+1}``. A
+draft that reads ``h_{j-1}`` and the token ``x_j`` has to guess only what one more token changes::
 
     g_j  = fc([h_{j-1}; E x_j])                   E: the target's (frozen) embedding
     ĥ_j  = decoder layer(g_1..g_j)                 one Llama layer, causal, with its own KV cache
     q_j  = softmax_S(W_S norm(ĥ_j) / T)            the target's final norm and output rows, frozen,
                                                    restricted to a token subset S (|S| = 8192)
 
-``q_j`` is the draft's law of ``x_{j+1}``; it is zero outside ``S``, which keeps speculative sampling
-exact (a token the draft never proposes is still emitted, through the residual) and makes the head
-cheap. To draft several tokens the head feeds its own ``ĥ`` back in place of the target's ``h``.
+``q_j`` is the draft's law of ``x_{j+1}``; it is zero outside ``S``, which keeps speculative
+sampling exact (a token the draft never proposes is still emitted, through the residual) and makes
+the head cheap. To draft several tokens the head feeds its own ``ĥ`` back in place of the
+target's ``h``.
 
 Only ``fc``, the layer and the subset are stored (a few MB); the embedding, norm and output rows are
 taken from the target at load time. :class:`~specdec_lib.drafters.feature.FeatureDrafter` plugs
@@ -36,17 +37,6 @@ from ..results import atomic_write
 from .int8 import int8_mm
 
 __all__ = ["FeatureHead", "LayerDraft", "load_head", "rms_normalise", "save_head"]
-
-
-def _decoder_layers(model: Any) -> nn.ModuleList:
-    return model.get_decoder().layers
-
-
-def _check_subset(subset: Any, vocab: int) -> torch.Tensor:
-    subset = torch.as_tensor(subset, dtype=torch.long).flatten().unique()
-    if subset.numel() < 1 or int(subset.min()) < 0 or int(subset.max()) >= vocab:
-        raise ValueError(f"subset must hold token ids in [0, {vocab})")
-    return subset
 
 
 def _llama_body(target: Any, init_layers: list[int] | None, n_layers: int) -> nn.Module:
@@ -79,7 +69,7 @@ def _llama_body(target: Any, init_layers: list[int] | None, n_layers: int) -> nn
     body.embed_tokens = None
     body.norm = nn.Identity()
     if init_layers is not None:
-        src = _decoder_layers(target)
+        src = target.get_decoder().layers
         for layer, i in zip(body.layers, init_layers, strict=True):
             layer.load_state_dict(copy.deepcopy(src[i].state_dict()))
     return body
@@ -90,7 +80,11 @@ class _SubsetOutput(nn.Module):
     ``subset`` (the tokens the draft can propose). They are plain attributes, not submodules, so
     they are never saved with the draft."""
 
-    def _init_subset(self, target: Any, subset: torch.Tensor) -> None:
+    def _init_subset(self, target: Any, subset: Any) -> None:
+        subset = torch.as_tensor(subset, dtype=torch.long).flatten().unique()
+        vocab = target.config.vocab_size
+        if subset.numel() < 1 or int(subset.min()) < 0 or int(subset.max()) >= vocab:
+            raise ValueError(f"subset must hold token ids in [0, {vocab})")
         self.register_buffer("subset", subset, persistent=True)
         self._target = [target]  # a list: not a submodule
         self.refresh_frozen()
@@ -100,7 +94,7 @@ class _SubsetOutput(nn.Module):
         return self._target[0]
 
     def refresh_frozen(self) -> None:
-        """Re-read the frozen pieces (embedding, norm, output rows of the subset) from the target."""
+        """Re-read the frozen pieces (embedding, norm, the subset's output rows) from the target."""
         t = self.target
         w = t.get_output_embeddings().weight
         # object.__setattr__: the target's modules must not become (saved) submodules of the head.
@@ -131,10 +125,9 @@ def rms_normalise(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
 class FeatureHead(_SubsetOutput):
     """``fc`` + ``n_layers`` Llama decoder layers over (target feature, next token) pairs.
 
-    ``target`` supplies the frozen embedding, final norm and output head (not registered as
-    submodules: they are not saved with the head). ``subset`` holds the token ids the head can
-    propose (sorted). ``init_layer`` copies that target layer as the starting point (``None``: the
-    layer is initialised at random).
+    ``target`` lends the frozen pieces (never saved with the head); ``subset`` holds the token ids
+    the head can propose. ``init_layer`` copies that target layer as the starting point (``None``:
+    random initialisation).
     """
 
     def __init__(
@@ -150,7 +143,6 @@ class FeatureHead(_SubsetOutput):
         super().__init__()
         tcfg = target.config
         positive_int(n_layers, "n_layers", "decoder layers of the head")
-        subset = _check_subset(subset, tcfg.vocab_size)
         H = tcfg.hidden_size
         feature_layers = tuple(int(i) for i in feature_layers)
         n_t = tcfg.num_hidden_layers
@@ -182,9 +174,7 @@ class FeatureHead(_SubsetOutput):
         self.register_buffer("scale", torch.tensor(float(scale), dtype=torch.float32))
         self.fc = nn.Linear(2 * H, H, bias=False, dtype=dtype)
         with torch.no_grad():  # start as "the target's feature plus the token's embedding"
-            self.fc.weight.zero_()
-            self.fc.weight[:, :H].copy_(torch.eye(H))
-            self.fc.weight[:, H:].copy_(torch.eye(H))
+            self.fc.weight.copy_(torch.eye(H).repeat(1, 2))
         # The head outputs pre-norm features, like the target's last layer.
         self.body = _llama_body(
             target, [init_layer] * n_layers if init_layer is not None else None, n_layers
@@ -298,7 +288,7 @@ class LayerDraft(_SubsetOutput):
             "init_layers": list(init_layers) if init_layers is not None else None,
         }
         self.body = _llama_body(target, list(init_layers) if init_layers else None, n_layers)
-        self._init_subset(target, _check_subset(subset, tcfg.vocab_size))
+        self._init_subset(target, subset)
 
     def hidden(self, input_ids: torch.Tensor, cache: Any = None, use_cache: bool = False):
         """The pre-norm features of ``input_ids`` ``[B, n]`` and, with ``use_cache``, the cache."""

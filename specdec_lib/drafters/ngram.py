@@ -17,15 +17,9 @@ from .base import BaseDrafter
 __all__ = ["NgramDrafter"]
 
 
-def _no_drafts(vocab_size: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    return (
-        torch.empty(0, dtype=torch.long, device=device),
-        torch.zeros(0, vocab_size, dtype=torch.float32, device=device),
-    )
-
-
 class NgramDrafter(BaseDrafter):
-    """Prompt-lookup drafting: propose what followed the latest earlier occurrence of the last n tokens.
+    """Prompt-lookup drafting: propose what followed the latest earlier occurrence of the last
+    ``n`` tokens.
 
     For ``n = max_ngram`` down to ``min_ngram``, look for the most recent earlier occurrence of the
     sequence's last ``n`` tokens that is followed by at least one token; propose the tokens that
@@ -35,9 +29,8 @@ class NgramDrafter(BaseDrafter):
     Unlike transformers' ``PromptLookupCandidateGenerator``, which takes the *first* occurrence,
     the latest one is used, on the view that recent context predicts the continuation better. The
     price: a late occurrence leaves few tokens before the sequence ends (in a run ``a a a a`` only
-    one). Deterministic: ``warp`` and ``generator`` are ignored and the
-    rows are one-hot (float32, on ``ids.device``). Stateless, so ``reset`` and ``rollback`` do
-    nothing.
+    one). Deterministic: ``warp`` and ``generator`` are ignored and the rows are one-hot (float32,
+    on ``ids.device``). Stateless, so ``reset`` and ``rollback`` do nothing.
 
     Args:
         vocab_size: ``V``, the target's vocabulary size (``target.config.vocab_size``).
@@ -86,17 +79,11 @@ class NgramDrafter(BaseDrafter):
         return (j + 1, n) if n >= self.min_ngram else None
 
     def propose(
-        self,
-        ids: torch.Tensor,
-        k: int,
-        warp: Warp,
-        generator: torch.Generator | None,
+        self, ids: torch.Tensor, k: int, warp: Warp, generator: torch.Generator | None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        found = self.match(ids)
-        if found is None or k < 1:
-            return _no_drafts(self.vocab_size, ids.device)
-        start = found[0]
-        tokens = ids.reshape(-1)[start : start + min(k, self.max_tokens)].long()
+        found = self.match(ids) if k >= 1 else None
+        start, n = (found[0], min(k, self.max_tokens)) if found is not None else (0, 0)
+        tokens = ids.reshape(-1)[start : start + n].long()  # no match: no drafts, [0, V] rows
         # zeros + scatter_ rather than one_hot(...).float(): no int64 [k, V] intermediate.
         q = torch.zeros(tokens.numel(), self.vocab_size, dtype=torch.float32, device=ids.device)
         return tokens, q.scatter_(1, tokens.view(-1, 1), 1.0)

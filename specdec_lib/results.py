@@ -21,6 +21,9 @@ import torch
 from .config import DEFAULT_PROMPTS, REPO_ROOT
 
 __all__ = [
+    "NOT_CODE",
+    "code_changes",
+    "code_commit",
     "atomic_write",
     "atomic_write_json",
     "check_same_machine",
@@ -37,18 +40,41 @@ __all__ = [
 ]
 
 
-def git_commit() -> str:
-    """The repository's HEAD commit, with ``+dirty`` if tracked files differ from it."""
+# What does not count as code: results, figures, notebooks and prose may change after a
+# measurement (a campaign writes some of them) without changing what measured it.
+NOT_CODE = ("data/**", "figures/**", "notebooks/**", "**/*.md")
 
-    def git(*args: str) -> str:
-        run = subprocess.run(
-            ["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, check=True
-        )
-        return run.stdout.strip()
 
+def _git(repo: Path, *args: str) -> str:
+    run = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True)
+    return run.stdout
+
+
+def _code_paths() -> list[str]:
+    return ["--", "."] + [f":(exclude,glob){p}" for p in NOT_CODE]
+
+
+def code_changes(repo: Path = REPO_ROOT) -> list[str]:
+    """The tracked files of code that differ from HEAD (results, figures, notebooks and prose
+    do not count)."""
+    out = _git(repo, "status", "--porcelain", "--untracked-files=no", *_code_paths())
+    return [line[3:] for line in out.splitlines() if line.strip()]
+
+
+def git_commit(repo: Path = REPO_ROOT) -> str:
+    """The repository's HEAD commit, with ``+dirty`` if its code differs from it
+    (:func:`code_changes`): what measured a result, not the results beside it."""
     try:
-        dirty = git("status", "--porcelain", "--untracked-files=no")
-        return git("rev-parse", "HEAD") + ("+dirty" if dirty else "")
+        return _git(repo, "rev-parse", "HEAD").strip() + ("+dirty" if code_changes(repo) else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def code_commit(repo: Path = REPO_ROOT) -> str:
+    """The last commit that changed code: commits of results, figures, notebooks or prose after
+    it measure with the same code."""
+    try:
+        return _git(repo, "log", "-1", "--format=%H", *_code_paths()).strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
 

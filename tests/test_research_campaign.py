@@ -75,6 +75,8 @@ def test_a_failed_run_stops_the_campaign_and_is_recorded(tmp_path, monkeypatch):
 
 
 def test_uncommitted_code_is_refused_but_results_and_prose_are_not(tmp_path, monkeypatch):
+    from specdec_lib.results import code_changes, code_commit, git_commit
+
     def git(*args):
         subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
 
@@ -84,11 +86,15 @@ def test_uncommitted_code_is_refused_but_results_and_prose_are_not(tmp_path, mon
         (tmp_path / name).write_text("x")
     git("add", ".")
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x")
+    head = git_commit(tmp_path)
+    assert code_commit(tmp_path) == head
     for name in ("data/r.json", "notebooks/n.py", "README.md", "figures/f.png"):
         (tmp_path / name).write_text("changed")
-    assert campaign.code_changes(tmp_path) == []
+    assert code_changes(tmp_path) == [] and git_commit(tmp_path) == head  # not dirty
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "results")
+    assert code_commit(tmp_path) == head != git_commit(tmp_path)  # a checkpoint: same code
     (tmp_path / "lib.py").write_text("changed")
-    assert campaign.code_changes(tmp_path) == ["lib.py"]
+    assert code_changes(tmp_path) == ["lib.py"] and git_commit(tmp_path).endswith("+dirty")
     monkeypatch.setattr(campaign, "code_changes", lambda: ["lib.py"])
     with pytest.raises(ValueError, match="uncommitted changes.*lib.py"):
         campaign.run_campaign(tmp_path / "c", plan=_plan(tmp_path, "a"), execute=_fake([]))

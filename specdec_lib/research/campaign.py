@@ -5,11 +5,12 @@ The plan is data (``campaign.toml`` beside this module): each run a command of t
 with the file it writes and why the series needs it. A campaign:
 
 * refuses to start from uncommitted changes to code (results, figures, notebooks and prose do not
-  count) and records the exact commit;
+  count) and records the exact commit: the last one that changed code, and HEAD;
 * writes every run into one folder with a manifest (``manifest.json``: the machine, the commit,
   each run's command, status and time), rewritten atomically after every run;
-* resumes after an interruption only on the same machine and commit, skipping the runs done; it
-  refuses to mix machines or trees.
+* resumes after an interruption only on the same machine and code, skipping the runs done (the
+  results of the runs done may be committed meanwhile, a checkpoint); it refuses to mix machines
+  or code.
 
 Each run is a fresh process (``python -m specdec_lib ...``), as a user would start it.
 """
@@ -27,14 +28,20 @@ from pathlib import Path
 from typing import Any
 
 from ..config import REPO_ROOT
-from ..results import atomic_write_json, git_commit, machine_info, machine_key, read_json
+from ..results import (
+    atomic_write_json,
+    code_changes,
+    code_commit,
+    git_commit,
+    machine_info,
+    machine_key,
+    read_json,
+)
 
-__all__ = ["PLAN_FILE", "RunFailed", "code_changes", "load_plan", "run_campaign"]
+__all__ = ["PLAN_FILE", "RunFailed", "load_plan", "run_campaign"]
 
 PLAN_FILE = Path(__file__).with_name("campaign.toml")
 MANIFEST = "manifest.json"
-# What does not count as code: a campaign may start with these changed (it writes some of them).
-NOT_CODE = ("data/**", "figures/**", "notebooks/**", "**/*.md")
 
 
 class RunFailed(RuntimeError):
@@ -60,19 +67,6 @@ def load_plan(path: str | Path = PLAN_FILE) -> list[dict[str, Any]]:
             raise ValueError(f"{where}: the campaign gives --out itself; name the file in out")
         seen.add(r["name"])
     return runs
-
-
-def code_changes(repo: Path = REPO_ROOT) -> list[str]:
-    """The tracked files that differ from HEAD, but results, figures, notebooks and prose."""
-    out = subprocess.run(
-        ["git", "status", "--porcelain", "--untracked-files=no", "--", "."]
-        + [f":(exclude,glob){p}" for p in NOT_CODE],
-        cwd=repo,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return [line[3:] for line in out.splitlines() if line.strip()]
 
 
 def _argv(run: dict[str, Any], folder: Path) -> list[str]:
@@ -109,8 +103,7 @@ def run_campaign(
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     machine = machine_info()
-    commit = git_commit()
-    manifest = _resume(folder / MANIFEST, machine, commit)
+    manifest = _resume(folder / MANIFEST, machine, code_commit())
     manifest["plan"] = os.path.relpath(Path(plan).resolve(), REPO_ROOT)
     execute = execute or _subprocess
     for run in runs:
@@ -140,11 +133,13 @@ def run_campaign(
 
 def _resume(path: Path, machine: dict[str, Any], commit: str) -> dict[str, Any]:
     """The manifest to go on with: a new one, or the one at ``path`` when it was started on this
-    machine from this commit (anything else is refused)."""
+    machine from this code (``commit``: the last commit that changed code, so that committing
+    the results of the runs done, a checkpoint, does not stop a resume; anything else is
+    refused)."""
     here = machine_key({"machine": machine})
     if not path.exists():
-        return {"machine": machine, "machine_key": here, "commit": commit, "started": _now(),
-                "status": "running", "runs": {}}  # fmt: skip
+        return {"machine": machine, "machine_key": here, "commit": commit, "head": git_commit(),
+                "started": _now(), "status": "running", "runs": {}}  # fmt: skip
     old = read_json(path)
     if old["machine_key"] != here:
         raise ValueError(

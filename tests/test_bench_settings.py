@@ -38,6 +38,7 @@ def test_device_and_dtype_resolved_and_recorded(monkeypatch):
     s = BenchSettings(pair="tiny-random").validate()
     assert (s.device, s.dtype) == ("cpu", "float32")  # auto: the faster dtype, measured
     assert s.dtype_choice == {"dtype": "float32", "why": "tests"}  # recorded with the run
+    assert s.validate().dtype_choice == {"dtype": "float32", "why": "tests"}  # kept when re-run
     _bf16 = {"dtype": "bfloat16", "why": "tests"}
     monkeypatch.setattr(settings, "fastest_dtype", lambda pair, device: _bf16)
     assert BenchSettings(pair="tiny-random").validate().dtype == "bfloat16"

@@ -173,8 +173,11 @@ class BenchSettings:
         """Check every field and resolve the defaults (device, dtype, draft, the step's shape) in
         place, so that a run records where and what it measured; returns ``self``. A dtype left
         to be measured (``auto`` on a CPU) is timed here (:func:`fastest_dtype`); the timings are
-        kept in ``dtype_choice``."""
-        self.dtype_choice: dict[str, Any] | None = None
+        kept in ``dtype_choice`` (validating again keeps them)."""
+        choice = getattr(self, "dtype_choice", None)
+        self.dtype_choice: dict[str, Any] | None = (
+            choice if choice and choice["dtype"] == self.dtype else None
+        )
         if not self.K:
             raise ValueError("K: give at least one draft length")
         self.K = sorted({positive_int(k, "K", "draft tokens per step") for k in self.K})

@@ -9,20 +9,32 @@ medians, so that a drift of the machine during the run falls on both alike. The 
 sets can be limited for a run (``ATEN_CPU_CAPABILITY``, ``ONEDNN_MAX_CPU_ISA``,
 ``MKL_ENABLE_INSTRUCTIONS``, set before Python starts): the run records them, and such a run
 imitates an older CPU's kernels on this machine's memory, not that CPU.
+
+``--lever support`` measures the host's work instead: the same decoder and draft, decoding the
+same prompts in alternation, with the draft's token subset named (alternatives drawn and
+verified on it, :func:`~specdec_lib.trees.support_stage`) and hidden (the whole vocabulary).
+Both are exact; what differs is the host's time per step.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import os
+import statistics
 import sys
+from collections.abc import Sequence
 from typing import Any
 
-from ..bench.run import measure_pass_costs
-from ..models import load_pair
-from ..results import ISA_LIMITS, atomic_write_json, provenance
+import torch
 
-__all__ = ["packing_costs"]
+from ..bench.run import measure_pass_costs
+from ..config import DEFAULT_PROMPTS
+from ..decoding import SpeculativeDecoder
+from ..models import load_pair
+from ..results import ISA_LIMITS, atomic_write_json, load_prompts, provenance
+
+__all__ = ["packing_costs", "support_costs", "without_support"]
 
 
 def packing_costs(
@@ -58,17 +70,70 @@ def packing_costs(
     return out
 
 
+def without_support(drafter: Any) -> Any:
+    """A copy of ``drafter`` (reset) whose token subset is hidden (``support`` is ``None``): the
+    decoder then draws and verifies the alternatives over the whole vocabulary."""
+    hidden = type(f"{type(drafter).__name__}WithoutSupport", (type(drafter),), {"support": None})
+    out = copy.copy(drafter)
+    out.__class__ = hidden
+    out.reset()
+    return out
+
+
+def support_costs(
+    pair: Any,
+    prompts: Sequence[torch.Tensor],
+    *,
+    K: int = 2,
+    tree: Sequence[int] = (4, 3),
+    temperature: float = 1.0,
+    max_new_tokens: int = 50,
+) -> dict[str, Any]:
+    """Each prompt (token ids) decoded by ``pair``'s draft with its token subset named and hidden
+    (:func:`without_support`), in alternating order from prompt to prompt after one warm-up each;
+    per variant, the medians over prompts of the host's, the draft's and the target's
+    milliseconds per step, and the tokens per second over all prompts."""
+    drafters = {"support": pair.draft, "whole vocabulary": without_support(pair.draft)}
+    decoders = {
+        name: SpeculativeDecoder(d, pair.target, K=K, tree=tree, temperature=temperature)
+        for name, d in drafters.items()
+    }
+    for dec in decoders.values():
+        dec.generate_ids(prompts[0], 4, seed=0)
+    rows: dict[str, list[dict[str, float]]] = {name: [] for name in decoders}
+    for i, ids in enumerate(prompts):
+        for name in list(decoders) if i % 2 == 0 else list(decoders)[::-1]:
+            r = decoders[name].generate_ids(ids, max_new_tokens, seed=i)
+            per_step = {
+                f"{part}_ms": sum(getattr(st, f"{part}_ms") for st in r.steps) / r.n_steps
+                for part in ("host", "draft", "target")
+            }
+            rows[name].append(per_step | {"tokens": len(r.tokens), "elapsed_s": r.elapsed_s})
+    out: dict[str, Any] = {"K": K, "tree": list(tree), "temperature": temperature}
+    for name, rs in rows.items():
+        out[name] = {
+            f"{part}_ms_per_step": statistics.median(r[f"{part}_ms"] for r in rs)
+            for part in ("host", "draft", "target")
+        } | {"tokens_per_s": sum(r["tokens"] for r in rs) / sum(r["elapsed_s"] for r in rs)}
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m specdec_lib.research.levers", description=__doc__.split("\n\n")[0]
     )
+    p.add_argument("--lever", choices=["packing", "support"], default="packing")
     p.add_argument("--dtype", nargs="+", default=["bfloat16", "float32"])
     p.add_argument("--n-max", type=int, default=9, help="passes over n = 1..n_max tokens")
     p.add_argument("--reps", type=int, default=8, help="rounds per block (four blocks)")
     p.add_argument("--context", type=int, default=64, help="tokens in the cache")
+    p.add_argument("--temperature", type=float, nargs="+", default=[1.0, 0.0], help="support")
+    p.add_argument("--prompts", type=int, default=10, help="support: held-out prompts decoded")
     p.add_argument("--out", required=True, help="the JSON file to write")
     args = p.parse_args(argv)
     settings = {k: v for k, v in vars(args).items() if k != "out"}
+    if args.lever == "support":
+        return _support_main(args, settings)
     result = {
         "runs": [
             packing_costs(d, n_max=args.n_max, context=args.context, reps=args.reps)
@@ -80,6 +145,22 @@ def main(argv: list[str] | None = None) -> int:
     atomic_write_json(args.out, result)
     for r in result["runs"]:
         print(r["dtype"], "packed / plain:", " ".join(f"{x:.2f}" for x in r["packed_over_plain"]))
+    return 0
+
+
+def _support_main(args: argparse.Namespace, settings: dict[str, Any]) -> int:
+    """The host-work lever on the default pair, its int8 head in bfloat16, packed."""
+    pair = load_pair("default", draft="trained-int8", dtype="bfloat16", pack=True)
+    texts = [p["text"] for p in load_prompts(DEFAULT_PROMPTS)][: args.prompts]
+    prompts = [pair.tokenizer(t, return_tensors="pt").input_ids[0] for t in texts]
+    result = {
+        "runs": [support_costs(pair, prompts, temperature=t) for t in args.temperature],
+        "provenance": provenance(seed=0, settings=settings),
+    }
+    atomic_write_json(args.out, result)
+    for r in result["runs"]:
+        host = {k: round(v["host_ms_per_step"], 2) for k, v in r.items() if isinstance(v, dict)}
+        print(f"T = {r['temperature']:g}: host ms per step", host)
     return 0
 
 

@@ -61,11 +61,6 @@ def _check_K(K):
     return k
 
 
-# --------------------------------------------------------------------------------------------
-# Tokens per step
-# --------------------------------------------------------------------------------------------
-
-
 def expected_tokens_per_step(alpha, K):
     """E[tokens per step] = (1 - alpha^(K+1)) / (1 - alpha)  (Leviathan et al., eq. 1).
 
@@ -120,11 +115,6 @@ def chain_tokens_per_step(alpha_by_position: Sequence[float], K: int) -> float:
     return tree_tokens_per_step(a, [0.0] * K)
 
 
-# --------------------------------------------------------------------------------------------
-# The speedup, with verification free (the paper) and over measured pass costs
-# --------------------------------------------------------------------------------------------
-
-
 def walltime_speedup(alpha, K, c):
     """Expected walltime improvement (1 - alpha^(K+1)) / ((1 - alpha)(cK + 1))  (Theorem 3.8).
 
@@ -159,11 +149,6 @@ def predicted_speedup(alpha, K, t_draft, t_target: Sequence[float] | float, t_ta
         t_k1 = float(t_target)
     step = K * float(t_draft) + float(t_k1)
     return expected_tokens_per_step(alpha, K) / (step / float(t_target_1))
-
-
-# --------------------------------------------------------------------------------------------
-# A step of any shape over measured pass costs
-# --------------------------------------------------------------------------------------------
 
 
 def as_tree(tree: Any) -> tuple[int, ...]:

@@ -56,19 +56,13 @@ __all__ = [
 ]
 
 
-# --------------------------------------------------------------------------------------------
-# Results
-# --------------------------------------------------------------------------------------------
-
-
 @dataclass
 class StepRecord:
     """One decoding step: what was drafted, which drafts were accepted, what was emitted."""
 
     draft_tokens: list[int]  # the chain
-    # acceptance mask over the depths of the chain (False from the first depth where every
-    # candidate was rejected on): depth d is True when the chain's token or an alternative was
-    accepted: list[bool]
+    accepted: list[bool]  # per depth: the chain's token or an alternative kept (False from the
+    # first depth where every candidate was rejected on)
     emitted: list[int]  # accepted path + one corrected or bonus token (cut at EOS)
     # where the step's time went: the drafter's proposal, the target's pass, and the host's work
     # around them (the tree, the warps, recursive rejection, the caches' bookkeeping)
@@ -138,23 +132,17 @@ class GenerationResult:
         return len(self.tokens) / self.elapsed_s if self.elapsed_s > 0 else float("nan")
 
 
-# --------------------------------------------------------------------------------------------
-# Helpers
-# --------------------------------------------------------------------------------------------
-
-
 def _make_generator(device: torch.device, seed: int | None) -> tuple[torch.Generator, int]:
     seed = non_negative_int(seed, "seed", optional=True)
     if seed is None:
         seed = int(torch.randint(0, 2**62, (1,)).item())
-    gen = torch.Generator(device=device)
-    gen.manual_seed(seed)
-    return gen, seed
+    return torch.Generator(device=device).manual_seed(seed), seed
 
 
-def _prepare_prompt(
-    input_ids: Any, max_new_tokens: Any, vocab: int | None, context: int | None, device
-) -> torch.Tensor:
+def _prepare_prompt(input_ids: Any, max_new_tokens: Any, model: Any, device) -> torch.Tensor:
+    """``input_ids`` as a 1-D LongTensor on ``device``, checked against the model's vocabulary
+    and context length."""
+    vocab, context = vocab_size(model), context_length(model)
     non_negative_int(max_new_tokens, "max_new_tokens")
     ids = torch.as_tensor(input_ids)
     if ids.dim() == 2:
@@ -234,11 +222,10 @@ class TargetState(KVState):
 
     def forward(self, seq: torch.Tensor, n_logits: int) -> torch.Tensor:
         start = self.length if self.use_cache else 0
-        if self.feature_sink is None:
-            return super().forward(seq, n_logits)
-        with capture_features(self.model, self.feature_layers) as captured:
+        with self._feature_hooks() as captured:
             logits = super().forward(seq, n_logits)
-        self.feature_sink(start, captured[-1][0])
+        if self.feature_sink is not None:
+            self.feature_sink(start, captured[-1][0])
         return logits
 
     def _feature_hooks(self) -> Any:
@@ -362,11 +349,6 @@ def _check_proposal(tokens: Any, probs: Any, k: int) -> int:
     return n
 
 
-# --------------------------------------------------------------------------------------------
-# Decoders
-# --------------------------------------------------------------------------------------------
-
-
 class _DecoderBase:
     def __init__(self, target, temperature, top_k, top_p, seed, tokenizer) -> None:
         if not isinstance(target, torch.nn.Module):
@@ -416,17 +398,26 @@ class _DecoderBase:
         result.text = self.tokenizer.decode(result.tokens, skip_special_tokens=True)
         return result
 
-    def _start(self, input_ids, max_new_tokens, seed) -> torch.Tensor:
-        ids = _prepare_prompt(
-            input_ids,
-            max_new_tokens,
-            vocab_size(self.target),
-            context_length(self.target),
-            self.device,
-        )
+    def _start(self, input_ids, max_new_tokens, eos_token_id, seed):
+        """The checked prompt and EOS set of a generation, the generator reseeded if asked."""
+        ids = _prepare_prompt(input_ids, max_new_tokens, self.target, self.device)
+        eos = _eos_set(eos_token_id)
         if seed is not None:
             self.reseed(seed)
-        return ids
+        return ids, eos
+
+    def _result(self, out, steps, prompt_len, t_start, eos_reached) -> GenerationResult:
+        return GenerationResult(
+            tokens=out,
+            n_steps=len(steps),
+            n_proposed=sum(len(st.draft_tokens) for st in steps),
+            n_accepted=sum(st.n_accepted for st in steps),
+            steps=steps,
+            prompt_length=prompt_len,
+            elapsed_s=time.perf_counter() - t_start,
+            eos_reached=eos_reached,
+            seed=self.seed,
+        )
 
 
 class SpeculativeDecoder(_DecoderBase):
@@ -507,8 +498,7 @@ class SpeculativeDecoder(_DecoderBase):
         seed: int | None = None,
     ) -> GenerationResult:
         """Generate up to ``max_new_tokens`` tokens after ``input_ids`` (``[1, n]`` or ``[n]``)."""
-        ids = self._start(input_ids, max_new_tokens, seed)
-        eos = _eos_set(eos_token_id)
+        ids, eos = self._start(input_ids, max_new_tokens, eos_token_id, seed)
         prompt_len = ids.numel()
         target = self.target_state.for_drafter(self.target, self.drafter, self.use_cache)
         self.drafter.reset()
@@ -522,17 +512,7 @@ class SpeculativeDecoder(_DecoderBase):
             step.emitted, eos_reached = _cut_at_eos(step.emitted, eos)
             out.extend(step.emitted)
             steps.append(step)
-        return GenerationResult(
-            tokens=out,
-            n_steps=len(steps),
-            n_proposed=sum(len(st.draft_tokens) for st in steps),
-            n_accepted=sum(st.n_accepted for st in steps),
-            steps=steps,
-            prompt_length=prompt_len,
-            elapsed_s=time.perf_counter() - t_start,
-            eos_reached=eos_reached,
-            seed=self.seed,
-        )
+        return self._result(out, steps, prompt_len, t_start, eos_reached)
 
     def _step(
         self, target: TargetState, ids: torch.Tensor, k: int
@@ -628,8 +608,7 @@ class AutoregressiveDecoder(_DecoderBase):
         seed: int | None = None,
     ) -> GenerationResult:
         """Generate up to ``max_new_tokens`` tokens after ``input_ids`` (``[1, n]`` or ``[n]``)."""
-        ids = self._start(input_ids, max_new_tokens, seed)
-        eos = _eos_set(eos_token_id)
+        ids, eos = self._start(input_ids, max_new_tokens, eos_token_id, seed)
         prompt_len = ids.numel()
         target = TargetState(self.target, self.use_cache)
         out: list[int] = []
@@ -650,17 +629,7 @@ class AutoregressiveDecoder(_DecoderBase):
             out.append(token)
             host_ms = (time.perf_counter() - t1) * 1e3
             steps.append(StepRecord([], [], [token], 0.0, (t1 - t0) * 1e3, host_ms))
-        return GenerationResult(
-            tokens=out,
-            n_steps=len(steps),
-            n_proposed=0,
-            n_accepted=0,
-            steps=steps,
-            prompt_length=prompt_len,
-            elapsed_s=time.perf_counter() - t_start,
-            eos_reached=eos_reached,
-            seed=self.seed,
-        )
+        return self._result(out, steps, prompt_len, t_start, eos_reached)
 
     def _draw(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The next token ``[1]`` from the last row of ``logits``, and whether that row was bad

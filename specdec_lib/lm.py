@@ -1,9 +1,9 @@
 """The few pieces of a transformers causal LM that decoding and drafting touch.
 
 One cached forward pass (:func:`model_forward`), a model with its KV cache (:class:`KVState`), the
-final norm (:func:`final_norm`), the hidden
-states of chosen decoder layers (:class:`capture_features`), and the facts the decoders check
-(device, vocabulary size, context length). Llama-like models (``model.model.layers``,
+final norm (:func:`final_norm`), the hidden states of chosen decoder layers
+(:class:`capture_features`), and the facts the decoders check (device, vocabulary size, context
+length). Llama-like models (``model.model.layers``,
 ``model.model.norm``) are what feature-level drafters need; everything else works with any
 transformers causal LM.
 """
@@ -38,18 +38,15 @@ __all__ = [
 
 def model_device(model: Any) -> torch.device | None:
     """The device of a module's first parameter (``None`` for a module without parameters)."""
-    if isinstance(model, torch.nn.Module):
-        try:
-            return next(model.parameters()).device
-        except StopIteration:
-            return None
-    return None
+    if not isinstance(model, torch.nn.Module):
+        return None
+    param = next(model.parameters(), None)
+    return param.device if param is not None else None
 
 
 def vocab_size(model: Any) -> int | None:
     """``model.config.vocab_size``, or ``None``."""
-    cfg = getattr(model, "config", None)
-    size = getattr(cfg, "vocab_size", None)
+    size = getattr(getattr(model, "config", None), "vocab_size", None)
     return int(size) if size is not None else None
 
 
@@ -63,15 +60,12 @@ def context_length(model: Any) -> int | None:
     return None
 
 
-# The KV cache's keyword, in a model's (and a decoder layer's) arguments and in its output: transformers
-# up to 5.2x calls it ``past_key_values``, later releases ``cache`` (still accepting the old name,
-# with a warning). A layer handed the wrong name silently runs without a cache, so every call in
-# the library goes through these two helpers.
-CACHE_KW = (
-    "cache"
-    if "cache" in inspect.signature(LlamaDecoderLayer.forward).parameters
-    else ("past_key_values")
-)
+# The KV cache's keyword, in a model's (and a decoder layer's) arguments and in its output:
+# transformers up to 5.2x calls it ``past_key_values``, later releases ``cache`` (still accepting
+# the old name, with a warning). A layer handed the wrong name silently runs without a cache, so
+# every call in the library goes through these two helpers.
+_LAYER_ARGS = inspect.signature(LlamaDecoderLayer.forward).parameters
+CACHE_KW = "cache" if "cache" in _LAYER_ARGS else "past_key_values"
 
 
 def cache_kwargs(cache: Any) -> dict[str, Any]:

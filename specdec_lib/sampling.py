@@ -52,11 +52,6 @@ __all__ = [
 ]
 
 
-# --------------------------------------------------------------------------------------------
-# Warps: temperature, top-k, top-p
-# --------------------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class Warp:
     """Turns logits into the distribution that is actually sampled from.
@@ -200,11 +195,6 @@ NAN_MESSAGE = (
 )
 
 
-# --------------------------------------------------------------------------------------------
-# Sampling
-# --------------------------------------------------------------------------------------------
-
-
 def sample(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
     """Draw one token per row of ``probs`` (``[V]`` -> 0-d, ``[R, V]`` -> ``[R]``), by inverse CDF.
 
@@ -219,11 +209,6 @@ def sample(probs: torch.Tensor, generator: torch.Generator | None = None) -> tor
     # u * total < total always, so idx < V; clamp guards against a total of 0 (an invalid row).
     idx = idx.clamp_(max=rows.shape[-1] - 1)
     return idx.squeeze(0) if squeeze else idx
-
-
-# --------------------------------------------------------------------------------------------
-# The acceptance rule
-# --------------------------------------------------------------------------------------------
 
 
 def acceptance_rate(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:

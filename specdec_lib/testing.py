@@ -31,11 +31,6 @@ from .sampling import Verdict, prototype_correction, verify
 __all__ = ["StaleCacheState", "prototype_verify", "wrong_bonus_row_verify"]
 
 
-# --------------------------------------------------------------------------------------------
-# Deliberately wrong pieces
-# --------------------------------------------------------------------------------------------
-
-
 class StaleCacheState(TargetState):
     """WRONG: :meth:`rollback` moves the sequence length back but leaves the cache uncropped
     (pass it as a decoder's ``target_state``)."""

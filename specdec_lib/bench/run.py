@@ -93,11 +93,6 @@ def measure_pass_costs(
     }
 
 
-# --------------------------------------------------------------------------------------------
-# Running cells
-# --------------------------------------------------------------------------------------------
-
-
 _HF_ASSISTANT_FIELDS = (
     "num_assistant_tokens",
     "num_assistant_tokens_schedule",
@@ -152,7 +147,6 @@ class _Runner:
     ) -> None:
         self.pair = pair
         self.s = settings
-        self.device = pair.device
         # None: fixed length (every cell generates max_new_tokens, past EOS if need be)
         self.eos = pair.target.config.eos_token_id if settings.stop_at_eos else None
         w = settings.warp
@@ -170,26 +164,10 @@ class _Runner:
                 pair.target,
                 K=K if settings.schedule != "heuristic" else max(16, K),
                 tree=tuple(settings.tree),
-                temperature=w.temperature,
-                top_k=w.top_k,
-                top_p=w.top_p,
+                **warps,
             )
             for K in settings.K
         }
-
-    def _hf(self, ids: torch.Tensor, n: int, K: int | None, seed: int) -> dict[str, Any]:
-        return hf_generate(
-            self.pair,
-            ids,
-            n,
-            self.s.warp,
-            K=K,
-            seed=seed,
-            eos=self.eos,
-            schedule=self.s.schedule,
-            threshold=self.s.threshold,
-            lookup=self.s.draft == "ngram",
-        )
 
     def run(self, method: str, K: int, ids: torch.Tensor, seed: int) -> dict[str, Any]:
         n = self.s.max_new_tokens
@@ -199,17 +177,21 @@ class _Runner:
             r = self.supplied[method].generate_ids(ids, n, self.eos, seed=seed)
         elif method == "speculative":
             r = self.spec[K].generate_ids(ids, n, self.eos, seed=seed)
-        elif method == "hf_assisted":
-            return self._hf(ids, n, K, seed)
-        else:
-            return self._hf(ids, n, None, seed)
-        cell: dict[str, Any] = {
-            "tokens": r.tokens,
-            "elapsed_s": r.elapsed_s,
-            "n_steps": r.n_steps,
-            "n_proposed": r.n_proposed,
-            "n_accepted": r.n_accepted,
-        }
+        else:  # transformers' generation: hf_assisted with K drafts, or hf_autoregressive
+            return hf_generate(
+                self.pair,
+                ids,
+                n,
+                self.s.warp,
+                K=K if method == "hf_assisted" else None,
+                seed=seed,
+                eos=self.eos,
+                schedule=self.s.schedule,
+                threshold=self.s.threshold,
+                lookup=self.s.draft == "ngram",
+            )
+        fields = ("tokens", "elapsed_s", "n_steps", "n_proposed", "n_accepted")
+        cell: dict[str, Any] = {name: getattr(r, name) for name in fields}
         if method == "speculative":
             # Compact step log: (drafted, accepted, emitted tokens), for per-position acceptance
             # and the token-level view of notebook 04.
@@ -269,15 +251,14 @@ def hf_generate(
         )
         gc.assistant_confidence_threshold = threshold if schedule == "threshold" else 0.0
         kwargs["assistant_model"] = pair.assistant
-    device = pair.device
     try:
         torch.manual_seed(seed)
-        synchronize(device)
+        synchronize(pair.device)
         t0 = time.perf_counter()
         out = pair.target.generate(
             ids.view(1, -1), attention_mask=torch.ones_like(ids.view(1, -1)), **kwargs
         )
-        synchronize(device)
+        synchronize(pair.device)
         elapsed = time.perf_counter() - t0
     finally:
         if saved is not None:

@@ -82,10 +82,9 @@ class FeatureDrafter(BaseDrafter):
     def draft_scores(self) -> torch.Tensor | None:
         """The logits of every draft position of the last proposal, ``[k, V]``, over the whole
         vocabulary (``-inf`` outside the subset): the decoder ranks greedy alternatives by them."""
-        return self._full(self._logits) if self._logits else None
-
-    def _full(self, rows: list[torch.Tensor]) -> torch.Tensor:
-        sub = torch.stack(rows).float()
+        if not self._logits:
+            return None
+        sub = torch.stack(self._logits).float()
         full = sub.new_full((sub.shape[0], self.vocab_size), float("-inf"))
         return full.index_copy_(1, self.head.subset.to(full.device), sub)
 
@@ -118,9 +117,8 @@ class FeatureDrafter(BaseDrafter):
         """Up to ``k`` drafts; with a ``threshold``, stop after a draft ``x`` with
         ``q(x) < threshold`` (a stopping time: the output law stays exact)."""
         L = ids.numel()
-        if self._feats is None or self._feats.shape[0] < L - 1:
-            empty = torch.empty(0, dtype=torch.long, device=ids.device)
-            return empty, torch.empty(0, self.vocab_size, device=ids.device)
+        if self._feats is None or self._feats.shape[0] < L - 1:  # no target features yet
+            return ids.new_empty(0), torch.empty(0, self.vocab_size, device=ids.device)
         # Head positions j = _done+1 .. L-1 read (h_{j-1}, x_j), all known exactly.
         j0 = self._done + 1
         feats = self._feats[j0 - 1 : L - 1].unsqueeze(0)

@@ -30,9 +30,9 @@ help:
 	@echo "make reproduce   execute all notebooks on the embedded models, export figures (full mode)"
 	@echo "make test        pytest + nbval (quick mode, SPECDEC_QUICK=1)"
 	@echo "make lab         open the series in JupyterLab"
-	@echo "make bench       the CPU benchmark of notebook 03 (writes data/results/)"
-	@echo "make campaign    every run of specdec_lib/research/campaign.toml on this machine, from this commit,"
-	@echo "                 into data/results/campaign/ with a manifest (resumable on this machine)"
+	@echo "make bench       the campaign: every run the series cites (specdec_lib/research/campaign.toml),"
+	@echo "                 on this machine, from this commit, into data/results/campaign/ (resumable here)"
+	@echo "make campaign    the same as make bench"
 	@echo "make gpu-run     on a lent GPU machine: pass costs and decoder steps, one JSON under \$$OUT"
 	@echo "make gpu-rehearsal  the same on this CPU, dry (tiny settings), checking data/ is untouched"
 	@echo "make lint        ruff check + format check + notebooks in sync with their .py twins"
@@ -128,78 +128,14 @@ reproduce: install
 lab: install
 	$(VENV)/bin/jupyter lab notebooks
 
-# The committed CPU runs of notebooks 03-04. The untrained early exit in float32 (one thread each;
-# ~1 hour each on a 2-core machine), then the trained draft, the default since notebook 05, in
-# bfloat16 (torch's threads; ~5 minutes each). Resumable: rerun to continue.
-BENCH := $(PY) -m specdec_lib bench --pair default --draft early-exit --dtype float32 \
-	--K 1 2 3 4 5 6 7 8 --width 1 --max-new-tokens 50 --repeats 1 --seed 0 --threads 1
-BENCH_TRAINED := $(PY) -m specdec_lib bench --pair default --draft trained --dtype bfloat16 \
-	--K 1 2 3 4 5 --width 1 --max-new-tokens 50 --repeats 1 --seed 0 \
-	--methods autoregressive speculative hf_autoregressive
-# The fastest configuration measured: the trained head with int8 weights, two candidates for the
-# first draft position (notebook 05, section 4).
-BENCH_FAST := $(PY) -m specdec_lib bench --pair default --draft trained-int8 --dtype bfloat16 \
-	--K 1 2 3 --width 2 --max-new-tokens 50 --repeats 2 --seed 0 \
-	--methods autoregressive speculative hf_autoregressive
-# The same configuration with the head fine-tuned by a training-time test (notebook 06, section 7).
-BENCH_TTT := $(PY) -m specdec_lib bench --pair default --draft trained-int8 --dtype bfloat16 \
-	--head data/drafter/feature_head_ttt.safetensors --K 1 2 3 4 --width 2 --max-new-tokens 50 \
-	--repeats 2 --seed 0 \
-	--methods autoregressive speculative hf_autoregressive
-# Draft trees (notebook 06, section 9): two wide trees, whose steps give the rates of every narrower
-# tree, then the tree the cost model chooses beside two first-position candidates, side by side.
-BENCH_TREE := $(PY) -m specdec_lib bench --pair default --draft trained-int8 --dtype bfloat16 \
-	--max-new-tokens 50 --seed 0 --methods autoregressive speculative
-# One campaign: the plan's runs, one machine, one clean commit, one folder with its manifest.
+# `make bench` is one campaign: every run of specdec_lib/research/campaign.toml (each with why it is
+# there), on this machine, from this commit, into data/results/campaign/ with a manifest naming
+# the machine. It refuses uncommitted code, and resumes after an interruption only on the machine
+# and the code it started on: rerun to continue.
 campaign: install
 	$(PY) -m specdec_lib campaign --out data/results/campaign
 
-bench: install
-	$(BENCH) --temperature 1.0 --out data/results/bench_default_float32_T1.json
-	$(BENCH) --temperature 0 --out data/results/bench_default_float32_greedy.json
-	$(BENCH) --temperature 1.0 --prompts data/prompts_side_by_side.json \
-	  --out data/results/bench_default_float32_T1_side_by_side.json
-	$(BENCH_TRAINED) --temperature 1.0 --out data/results/bench_default_trained_bfloat16_T1.json
-	$(BENCH_TRAINED) --temperature 0 --out data/results/bench_default_trained_bfloat16_greedy.json
-	$(BENCH_FAST) --temperature 1.0 --out data/results/bench_default_trained-int8_w2_bfloat16_T1.json
-	$(BENCH_FAST) --temperature 0 --out data/results/bench_default_trained-int8_w2_bfloat16_greedy.json
-	$(BENCH_FAST) --temperature 1.0 --seed 1 \
-	  --out data/results/bench_default_trained-int8_w2_bfloat16_T1_seed1.json
-	$(BENCH_TTT) --temperature 1.0 \
-	  --out data/results/bench_default_trained-int8_w2_feature_head_ttt_bfloat16_T1.json
-	$(BENCH_TTT) --temperature 0 \
-	  --out data/results/bench_default_trained-int8_w2_feature_head_ttt_bfloat16_greedy.json
-	$(BENCH_TREE) --K 4 --tree 4 4 4 4 --repeats 1 --temperature 1.0 \
-	  --out data/results/bench_default_trained-int8_tree4-4-4-4_bfloat16_T1.json
-	$(BENCH_TREE) --K 4 --tree 4 4 4 4 --repeats 1 --temperature 0 \
-	  --out data/results/bench_default_trained-int8_tree4-4-4-4_bfloat16_greedy.json
-	$(BENCH_TREE) --K 2 --tree 8 8 --repeats 1 --temperature 1.0 \
-	  --out data/results/bench_default_trained-int8_tree8-8_bfloat16_T1.json
-	$(BENCH_TREE) --K 2 --tree 8 8 --repeats 1 --temperature 0 \
-	  --out data/results/bench_default_trained-int8_tree8-8_bfloat16_greedy.json
-	$(BENCH_TREE) --K 1 2 3 --tree 4 3 --repeats 2 --temperature 1.0 \
-	  --out data/results/bench_default_trained-int8_tree4-3_bfloat16_T1.json
-	$(BENCH_TREE) --K 1 2 3 --width 2 --repeats 2 --temperature 1.0 \
-	  --out data/results/bench_default_trained-int8_w2_bfloat16_T1_beside-tree.json
-	$(BENCH_TREE) --K 1 2 3 --tree 4 3 --repeats 2 --temperature 0 \
-	  --out data/results/bench_default_trained-int8_tree4-3_bfloat16_greedy.json
-	$(BENCH_TREE) --K 1 2 3 --width 2 --repeats 2 --temperature 0 \
-	  --out data/results/bench_default_trained-int8_w2_bfloat16_greedy_beside-tree.json
-	# Host work per step: the chosen tree without and with freed memory kept for reuse (section 9).
-	set -e; for T in 1.0 0; do tag=$$([ $$T = 0 ] && echo greedy || echo T1); \
-	  $(BENCH_TREE) --K 1 2 3 --tree 4 3 --repeats 2 --temperature $$T \
-	    --out data/results/bench_default_trained-int8_tree4-3_bfloat16_$${tag}_memory-fresh.json; \
-	  $(BENCH_TREE) --K 1 2 3 --tree 4 3 --repeats 2 --temperature $$T --reuse-memory \
-	    --out data/results/bench_default_trained-int8_tree4-3_bfloat16_$${tag}_memory-reuse.json; \
-	done
-	# The greedy baseline by argmax beside the inverse-CDF draw it replaced (notebook 06, section 8).
-	$(BENCH_TREE) --K 2 --tree 4 3 --repeats 2 --temperature 0 \
-	  --methods autoregressive autoregressive_inverse_cdf speculative \
-	  --out data/results/bench_default_trained-int8_tree4-3_bfloat16_greedy_argmax.json
-	# Target passes over up to 64 tokens on this CPU, for the ceiling of any draft tree (section 10).
-	$(PY) -m specdec_lib device-costs --device cpu --n-max 64 --out data/results
-	# Not a benchmark: every shipped configuration against exact laws (notebook 02, section 9).
-	$(PY) -m specdec_lib exactness --out data/results/exactness_shipped.json
+bench: campaign
 
 # The GPU run (specdec_lib/research/gpu_run.py; README, "On a GPU"), on a lent GPU machine with its
 # own python3 (no venv, no install): the target's passes, the draft step, the real decoder's steps

@@ -458,6 +458,8 @@ def headline(folder: str | Path) -> dict[str, Any]:
             "tokens_per_s": run["tokens_per_s"],
             "baseline_tokens_per_s": baseline(result),
         }
-    out["greedy_best_K"] = max(speculative(runs["greedy"]).values(), key=lambda r: r["speedup"])["K"]
+    out["greedy_best_K"] = max(speculative(runs["greedy"]).values(), key=lambda r: r["speedup"])[
+        "K"
+    ]
     out["machine"] = runs["T1"]["provenance"]["machine"]
     return out

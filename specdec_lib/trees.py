@@ -23,7 +23,7 @@ next-best tokens, which is the same rule.
 For a chain, recursive rejection is exactly the rule of :func:`~specdec_lib.sampling.verify`
 (one candidate per node), which :func:`verify_tree` then runs vectorised, with one host read.
 Derived in notebook 01 (the chain) and notebook 06 (trees); checked by exact enumeration
-(:func:`specdec_lib.stats.exact_tree_law`) and chi-square tests in ``tests/test_trees.py``.
+(:func:`specdec_lib.research.stats.exact_tree_law`) and chi-square tests in ``tests/test_trees.py``.
 """
 
 from __future__ import annotations

@@ -23,12 +23,13 @@ export MPLBACKEND := Agg
 export PYTHONHASHSEED := 0
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help install test test-lib test-gpu-stack test-notebooks reproduce lab lint format sync bench campaign \
+.PHONY: help install test test-lib test-gpu-stack test-notebooks reproduce book lab lint format sync bench campaign \
 	gpu-run gpu-rehearsal clean
 
 help:
 	@echo "make reproduce   execute all notebooks on the embedded models, export figures (full mode)"
 	@echo "make test        pytest + nbval (quick mode, SPECDEC_QUICK=1)"
+	@echo "make book        the HTML edition of the executed notebooks in build/book/ (nothing re-executed)"
 	@echo "make lab         open the series in JupyterLab"
 	@echo "make bench       the campaign: every run the series cites (specdec_lib/research/campaign.toml),"
 	@echo "                 on this machine, from this commit, into data/results/campaign/ (resumable here)"
@@ -64,6 +65,7 @@ NBVAL := --nbval-lax --nbval-current-env --nbval-sanitize-with tests/sanitize.cf
 test: install
 	$(TEST_ENV) $(PY) -m pytest -q -n $(WORKERS) --dist loadfile $(NBVAL) --durations=15 \
 	  tests $(NOTEBOOKS)
+	$(MAKE) book
 	$(MAKE) test-gpu-stack
 
 test-lib: install
@@ -124,6 +126,13 @@ reproduce: install
 	    --ExecutePreprocessor.timeout=-1 --ExecutePreprocessor.kernel_name=python3 "$$nb"; \
 	done
 	@echo "figures in figures/:"; ls figures
+
+# The HTML edition: Sphinx with MyST-NB over the committed notebooks as executed (their outputs are
+# the publication; nothing runs again), in series order (notebooks/index.md), maths by MathJax.
+# Warnings are errors: a broken link or heading fails the build.
+book: install
+	$(PY) -m sphinx -q -W --keep-going -b html -d build/book-doctrees notebooks build/book
+	@echo "the book: build/book/index.html"
 
 lab: install
 	$(VENV)/bin/jupyter lab notebooks

@@ -2,7 +2,7 @@
 
 The closed forms are Leviathan et al. 2022 (arXiv 2211.17192), section 3, derived in
 ``notebooks/01_acceptance_rule.ipynb``; the same model over measured pass costs is compared with
-measurements in notebook 03, and extended to draft trees in notebook 06 (section 9). The benchmark's
+measurements in notebook 03, and extended to draft trees in notebook 06 (section 5). The benchmark's
 analysis, the theory notebook and the device-cost run all predict through this module.
 
 Symbols: ``alpha`` acceptance rate (the same at every draft position), ``K`` draft tokens per step,

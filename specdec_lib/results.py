@@ -31,6 +31,7 @@ __all__ = [
     "git_commit",
     "load_prompts",
     "machine_info",
+    "describe_machine",
     "machine_key",
     "memory_bandwidth_gbs",
     "provenance",
@@ -164,6 +165,30 @@ def machine_key(prov: dict[str, Any]) -> str:
         f"{m['cpu']} ({m['vendor']} {m['family_model_stepping']}), {m['cores']} cores, "
         f"{' '.join(m['isa']) or 'no listed ISA'}"
         + (f", kernels limited: {limits}" if limits else "")
+    )
+
+
+def describe_machine(machine: dict[str, Any]) -> str:
+    """A machine (``machine_info()``'s record) in words for prose: its CPU, what its matrix kernels
+    can use, its cores and measured bandwidth, e.g. "Intel(R) Xeon(R) Processor (6/167/8, AMX),
+    2 cores, 26.1 GB/s"."""
+    isa = set(machine["isa"])
+    kind = (
+        "AMX"
+        if "amx_bf16" in isa
+        else "AVX-512 BF16"
+        if "avx512_bf16" in isa
+        else "AVX-512, bfloat16 emulated"
+        if "avx512f" in isa
+        else "AVX2, bfloat16 emulated"
+        if "avx2" in isa
+        else "no AVX2"
+    )
+    limits = ", ".join(f"{k}={v}" for k, v in sorted(machine.get("isa_limits", {}).items()))
+    return (
+        f"{machine['cpu']} ({machine['family_model_stepping']}, {kind}"
+        + (f", kernels limited by {limits}" if limits else "")
+        + f"), {machine['cores']} cores, {machine['memory_bandwidth_gbs']} GB/s"
     )
 
 

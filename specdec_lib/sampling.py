@@ -284,7 +284,7 @@ def step_distributions(
     Returns ``(accept [K], final [K+1, V])``: ``accept[i]`` is the probability of accepting draft
     token ``i`` given that tokens ``0..i-1`` were accepted; ``final[i]`` is the distribution of the
     token emitted after exactly ``i`` acceptances (the correction for ``i < K``, the bonus ``p_K``
-    for ``i = K``). :func:`verify` samples from exactly these, and ``specdec_lib.stats`` computes
+    for ``i = K``). :func:`verify` samples from exactly these, and ``specdec_lib.research.stats`` computes
     output laws from them, so the exact checks test the code path that runs.
     """
     accept = acceptance_probs(draft_tokens, draft_probs, target_probs)

@@ -79,6 +79,14 @@ def set_style() -> None:
     sns.set_theme(context="notebook", style="ticks", palette=palette, rc=_RC)
 
 
+class Saved(list):
+    """The paths :func:`savefig` wrote: a list that a notebook does not display (a figure's cell
+    shows the figure, not where its files went)."""
+
+    def _ipython_display_(self) -> None:
+        pass
+
+
 def savefig(
     name: str, fig: Figure | None = None, formats: tuple[str, ...] = ("png", "pdf")
 ) -> list[Path]:
@@ -87,7 +95,8 @@ def savefig(
     PNG at the style's dpi for slides, PDF for papers; ``SPECDEC_FIGURES`` moves the folder. Each
     file is written atomically (a unique temporary file in the same folder, then a rename), and
     without a date or software version in its metadata, so that re-running a notebook rewrites
-    identical files. Returns the paths written.
+    identical files. Returns the paths written (as :class:`Saved`, which a notebook leaves
+    undisplayed).
     """
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise ValueError(
@@ -103,7 +112,7 @@ def savefig(
             fig.savefig(f, format=fmt, metadata=metadata)
 
         paths.append(atomic_write(FIGURES_DIR / f"{name}.{fmt}", write, binary=True))
-    return paths
+    return Saved(paths)
 
 
 set_style()

@@ -23,7 +23,7 @@ next-best tokens, which is the same rule.
 For a chain, recursive rejection is exactly the rule of :func:`~specdec_lib.sampling.verify`
 (one candidate per node), which :func:`verify_tree` then runs vectorised, with one host read.
 Derived in notebook 01 (the chain) and notebook 06 (trees); checked by exact enumeration
-(:func:`specdec_lib.stats.exact_tree_law`) and chi-square tests in ``tests/test_trees.py``.
+(:func:`specdec_lib.research.stats.exact_tree_law`) and chi-square tests in ``tests/test_trees.py``.
 """
 
 from __future__ import annotations
@@ -326,9 +326,8 @@ def verify_tree(
             ``laws`` is ``[N, m]``, the laws on it, and the residual's recursion runs there
             (:func:`support_stage`), reading a target row off it only for a draw that lands there.
 
-    Returns the verdict (the accepted path's tokens and one more: a bonus token from the last
-    accepted node's row when it has no children, else a token from what its rejected children
-    left) and the path (accepted node indices, root to leaf).
+    Returns the verdict (the accepted path's tokens and one more: the bonus from the last accepted
+    node's row, or a draw from what its rejected children left) and the path, root to leaf.
     """
     tokens = torch.as_tensor(tokens)
     par = check_tree(tokens, parents)
@@ -341,13 +340,11 @@ def verify_tree(
             f"target_probs [N + 1, V] = [{N + 1}, {V}], got {tuple(laws.shape)} and "
             f"{tuple(target_probs.shape)}"
         )
-    if support is not None and (correction is not residual_correction or is_chain(par)):
-        dense = laws.new_zeros((N, V)).index_copy_(1, support.to(laws.device), laws)
-        return verify_tree(tokens, par, dense, target_probs, generator, correction=correction,
-                           chain_verify=chain_verify)  # fmt: skip
+    if support is not None:  # on the support; a chain or another correction on full rows
+        if correction is residual_correction and not is_chain(par):
+            return _verify_on_support(tokens, par, laws, target_probs, support, generator)
+        laws = laws.new_zeros((N, V)).index_copy_(1, support.to(laws.device), laws)
     lazy = isinstance(target_probs, WarpedRows)
-    if support is not None:
-        return _verify_on_support(tokens, par, laws, target_probs, support, generator)
     if is_chain(par):  # one candidate per node: the rule of verify, vectorised
         rows = target_probs.all() if lazy else target_probs
         verdict = chain_verify(tokens, laws, rows, generator, correction=correction)

@@ -20,7 +20,7 @@ import torch  # noqa: E402
 from specdec_lib.decoding import SpeculativeDecoder  # noqa: E402
 from specdec_lib.drafters.heads import FeatureHead  # noqa: E402
 from specdec_lib.models import load_pair  # noqa: E402
-from specdec_lib.stats import chisquare_gof, exact_continuation_law  # noqa: E402
+from specdec_lib.research.stats import chisquare_gof, exact_continuation_law  # noqa: E402
 from specdec_lib.training import DataSettings, TrainSettings, generate_onpolicy  # noqa: E402
 
 

@@ -123,3 +123,44 @@ def test_stored_runs_summarize_as_they_were_stored(name):
         for key in ("speedup", "alpha", "tau", "predicted_speedup", "predicted_speedup_from_tau"):
             if stored.get(key) is not None:
                 assert got[key] == pytest.approx(stored[key], rel=1e-9), (key, stored["K"])
+
+
+def test_headline_chooses_K_on_the_first_run_and_reads_the_replicate_there(tmp_path):
+    from specdec_lib.bench import headline
+    from specdec_lib.bench.analysis import HEADLINE_RUNS
+    from specdec_lib.results import atomic_write_json
+
+    rng = np.random.default_rng(0)
+
+    def run(seconds_at_K):  # speculative cells at each K taking seconds_at_K[K] per prompt
+        cells = {}
+        for p in range(6):
+            cells[f"autoregressive|0|{p}|0"] = {"tokens": [0] * 10, "elapsed_s": 1.0}
+            for K, sec in seconds_at_K.items():
+                cells[f"speculative|{K}|{p}|0"] = {
+                    "tokens": [0] * 10,
+                    "elapsed_s": sec * rng.uniform(0.9, 1.1),
+                    "n_proposed": 5,
+                    "n_accepted": 3,
+                    "n_steps": 6,
+                    "steps": [[K, 1, 2]] * 3 + [[K, 0, 1]] * 2,
+                    "draft_ms": 1.0,
+                }
+        settings = {"seed": 0, "repeats": 1, "width": 1, "temperature": 1.0, "K": [1, 2]}
+        res = {"settings": settings, "prompts": [{"category": "x"}] * 6, "cells": cells}
+        return {**res, "runs": summarize(res)}
+
+    here = {"machine": machine_info()}
+    # The first run is fastest at K = 1, the replicate at K = 2: the headline keeps K = 1.
+    speeds = {"T1": {1: 0.5, 2: 0.8}, "replicate": {1: 0.8, 2: 0.5}, "greedy": {1: 0.6, 2: 0.7}}
+    for name, at_K in speeds.items():
+        atomic_write_json(tmp_path / HEADLINE_RUNS[name], {**run(at_K), "provenance": here})
+    h = headline(tmp_path)
+    assert h["K"] == 1 and h["greedy_best_K"] == 1
+    assert h["replicate"]["speedup"] < h["T1"]["speedup"]
+    assert h["T1"]["low"] <= h["T1"]["speedup"] <= h["T1"]["high"]
+    there = {"machine": {**here["machine"], "cpu": "AMD EPYC 7B13", "isa": ["avx2"]}}
+    res = read_json(tmp_path / HEADLINE_RUNS["greedy"])
+    atomic_write_json(tmp_path / HEADLINE_RUNS["greedy"], {**res, "provenance": there})
+    with pytest.raises(ValueError, match="headline: the results come from 2 machines"):
+        headline(tmp_path)

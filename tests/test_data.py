@@ -9,8 +9,8 @@ import pytest
 import torch
 from conftest import data_settings
 
+from specdec_lib.research.stats import chisquare_gof, exact_continuation_law
 from specdec_lib.sampling import Warp
-from specdec_lib.stats import chisquare_gof, exact_continuation_law
 from specdec_lib.training.data import (
     DataSettings,
     generate_onpolicy,

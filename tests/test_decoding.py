@@ -9,8 +9,8 @@ import torch
 
 from specdec_lib.decoding import AutoregressiveDecoder, SpeculativeDecoder
 from specdec_lib.drafters import BaseDrafter, ModelDrafter
+from specdec_lib.research.stats import chisquare_gof, exact_continuation_law
 from specdec_lib.sampling import Warp, prototype_correction, verify
-from specdec_lib.stats import chisquare_gof, exact_continuation_law
 
 PROMPT = torch.tensor([[0, 5, 9, 3]])
 

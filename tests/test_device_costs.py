@@ -1,6 +1,6 @@
 """The device-cost run (``specdec_lib.research.device_costs``), dry on this CPU with tiny settings: the
 default target's architecture with random weights, the committed head, costs, generate's per-token
-time, and the predicted curves built from the committed CPU acceptance."""
+time, and the predicted curves built from the campaign's acceptance of the chain."""
 
 import json
 
@@ -24,7 +24,7 @@ def test_dry_run_on_this_cpu(tmp_path, capsys):
     res = json.loads((tmp_path / "device_costs_cpu.json").read_text())
     assert len(res["costs"]["t_target_s"]) == 4 and res["costs"]["t_draft_s"] > 0
     assert "int8" in res["draft_costs"] and res["generate"]["eager_s_per_token"] > 0
-    assert {(r["width"], r["K"]) for r in res["predicted"]} == {(1, 1), (1, 2), (2, 1), (2, 2)}
+    assert {(r["width"], r["K"]) for r in res["predicted"]} == {(1, 1), (1, 2)}
     assert res["label"].startswith("costs measured on this CPU")
     assert res["provenance"]["settings"]["n_max"] == 4
     assert "predicted" in capsys.readouterr().out

@@ -10,8 +10,8 @@ from conftest import N_LAW, first_two_law_test
 from specdec_lib.decoding import AutoregressiveDecoder, SpeculativeDecoder
 from specdec_lib.drafters import BaseDrafter, DynamicK, ModelDrafter
 from specdec_lib.drafters.feature import FeatureDrafter
+from specdec_lib.research.stats import chisquare_gof, exact_continuation_law
 from specdec_lib.sampling import Warp
-from specdec_lib.stats import chisquare_gof, exact_continuation_law
 
 V = 32
 PROMPT = torch.tensor([[0, 5, 9, 3]])

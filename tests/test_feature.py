@@ -12,8 +12,8 @@ from specdec_lib.decoding import (
 )
 from specdec_lib.drafters.feature import FeatureDrafter
 from specdec_lib.drafters.heads import LayerDraft
+from specdec_lib.research.stats import chisquare_gof, exact_continuation_law
 from specdec_lib.sampling import Warp
-from specdec_lib.stats import chisquare_gof, exact_continuation_law
 
 PROMPT = torch.tensor([0, 5, 9, 3, 17, 4])
 

@@ -1,42 +1,37 @@
-"""The README's headline figures are the committed measurements' (data/results/), not copies."""
+"""The README's headline is the campaign's (``bench.headline`` on data/results/campaign/), not a copy:
+the best K chosen on the first run, confirmed on the replicate, and greedy, each with its interval,
+and the machine it was measured on."""
 
 import re
 from pathlib import Path
 
 import pytest
 
-from specdec_lib.bench import runs_frame, summarize
-from specdec_lib.results import read_json
+from specdec_lib.bench import headline
+from specdec_lib.config import RESULTS_DIR
+from specdec_lib.results import describe_machine
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "data" / "results"
-FASTEST = "bench_default_trained-int8_w2_bfloat16_{}.json"
-
-
-def _speculative(name: str):
-    res = read_json(RESULTS / FASTEST.format(name))
-    res["runs"] = summarize(res)  # the current analysis of the stored cells, as the notebooks do
-    df = runs_frame(res, intervals=True)
-    return df[df.method == "speculative"].set_index("K")
+CAMPAIGN = RESULTS_DIR / "campaign"
 
 
 @pytest.fixture(scope="module")
-def headline() -> str:
+def paragraph() -> str:
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    m = re.search(r"The fastest configuration measured.*?```", text, flags=re.S)
-    assert m, "README.md: the paragraph on the fastest configuration is missing"
+    m = re.search(r"\*\*The headline\.\*\*.*?\n\n", text, flags=re.S)
+    assert m, "README.md: the paragraph that opens with **The headline.** is missing"
     return " ".join(m.group().split())
 
 
-def test_readme_headline_speedups(headline):
-    runs = {name: _speculative(name) for name in ("T1", "T1_seed1", "greedy")}
-    K = int(runs["T1"].speedup.idxmax())  # the best K of one run ...
-    assert f"at `K = {K}`, `T = 1`" in headline
-    # ... confirmed at the same K on the replicate with other seeds (its own best K).
-    assert int(runs["T1_seed1"].speedup.idxmax()) == K
-    for name in ("T1", "T1_seed1", "greedy"):
-        row = runs[name].loc[K]
-        point = f"{row.speedup:.2f}×"
-        interval = f"{row.speedup_low:.2f}–{row.speedup_high:.2f}×"
-        assert point in headline, f"README.md: {name} at K = {K} is {point}"
-        assert interval in headline, f"README.md: {name}'s 95% interval at K = {K} is {interval}"
+@pytest.mark.skipif(
+    not (CAMPAIGN / "bench_recommended_greedy.json").exists(), reason="no campaign committed"
+)
+def test_readme_headline_is_the_campaigns(paragraph):
+    h = headline(CAMPAIGN)
+    assert f"`K = {h['K']}`" in paragraph, f"README.md: the best K is {h['K']}"
+    for name in ("T1", "replicate", "greedy"):
+        r = h[name]
+        point, interval = f"{r['speedup']:.2f}×", f"{r['low']:.2f}–{r['high']:.2f}×"
+        assert point in paragraph, f"README.md: {name} at K = {h['K']} is {point}"
+        assert interval in paragraph, f"README.md: {name}'s 95% interval is {interval}"
+    assert describe_machine(h["machine"]) in paragraph, "README.md: name the campaign's machine"

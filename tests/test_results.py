@@ -83,3 +83,15 @@ def test_read_json_notes_what_it_read(tmp_path):
     assert read_json(path) == {"a": 1}
     digest = hashlib.sha256(b'{"a": 1}').hexdigest()[:16]
     assert f"sha256:{digest}  {path}" in results_read().splitlines()
+
+
+def test_describe_machine_names_the_matrix_kernels_and_the_bandwidth():
+    from specdec_lib.results import describe_machine
+
+    m = {"cpu": "AMD EPYC 7B13", "family_model_stepping": "25/1/1", "cores": 2, "isa": ["avx2"],
+         "isa_limits": {}, "memory_bandwidth_gbs": 19.5}  # fmt: skip
+    assert (
+        describe_machine(m) == "AMD EPYC 7B13 (25/1/1, AVX2, bfloat16 emulated), 2 cores, 19.5 GB/s"
+    )
+    amx = {**m, "isa": ["amx_bf16", "avx2"], "isa_limits": {"ONEDNN_MAX_CPU_ISA": "AVX2"}}
+    assert "AMX, kernels limited by ONEDNN_MAX_CPU_ISA=AVX2)" in describe_machine(amx)

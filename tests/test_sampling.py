@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
 
+from specdec_lib.research.stats import chisquare_gof, exact_output_law, exact_step_law, tv
 from specdec_lib.sampling import (
     Warp,
     acceptance_probs,
@@ -22,7 +23,6 @@ from specdec_lib.sampling import (
     step_distributions,
     verify,
 )
-from specdec_lib.stats import chisquare_gof, exact_output_law, exact_step_law, tv
 
 # ---------------------------------------------------------------------------------------------
 # Exact output law, by enumeration

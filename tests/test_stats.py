@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from specdec_lib.research.power import power_gof
-from specdec_lib.stats import chisquare_gof, holm, merge_bins
+from specdec_lib.research.stats import chisquare_gof, holm, merge_bins
 
 
 def test_merge_bins_reaches_min_expected():
@@ -54,8 +54,7 @@ from specdec_lib.research.power import (  # noqa: E402
     power_gof_ncx2,
     toward,
 )
-from specdec_lib.sampling import Warp, prototype_correction, verify  # noqa: E402
-from specdec_lib.stats import (  # noqa: E402
+from specdec_lib.research.stats import (  # noqa: E402
     NothingToTest,
     accepted_count_law,
     bin_labels,
@@ -67,6 +66,7 @@ from specdec_lib.stats import (  # noqa: E402
     step_samples,
     tv,
 )
+from specdec_lib.sampling import Warp, prototype_correction, verify  # noqa: E402
 
 
 def _zipf(V, s=1.1):

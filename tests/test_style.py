@@ -107,3 +107,9 @@ def test_style_keeps_the_series_rc():
     assert rc["savefig.dpi"] == 220 and rc["pdf.fonttype"] == 42 and not rc["axes.spines.top"]
     cycle = [matplotlib.colors.to_hex(c["color"]) for c in rc["axes.prop_cycle"]]
     assert cycle[:3] == [style.COLORS[k].lower() for k in ("target", "draft", "speculative")]
+
+
+def test_a_notebook_does_not_display_where_savefig_wrote(figures):
+    saved = style.savefig("00_quiet", _small_figure(), formats=("png",))
+    assert [p.name for p in saved] == ["00_quiet.png"]
+    assert saved._ipython_display_() is None  # IPython shows nothing for the cell's last value

@@ -14,8 +14,8 @@ from test_decoding import PROMPT, _continuation_test
 from specdec_lib import trees
 from specdec_lib.decoding import AutoregressiveDecoder, SpeculativeDecoder
 from specdec_lib.drafters import DynamicK
+from specdec_lib.research.stats import chisquare_gof, exact_tree_law, first_token_law, tv
 from specdec_lib.sampling import Warp, WarpedRows, prototype_correction, residual_correction
-from specdec_lib.stats import chisquare_gof, exact_tree_law, first_token_law, tv
 from specdec_lib.trees import (
     best_alternatives,
     candidate_stage,

@@ -12,6 +12,7 @@ The cost model they predict with is :mod:`specdec_lib.costs`.
 
 from .analysis import (
     against_baseline,
+    headline,
     identical_outputs,
     per_prompt_frame,
     pool_repeats,
@@ -41,6 +42,7 @@ __all__ = [
     "SCHEDULES",
     "BenchSettings",
     "against_baseline",
+    "headline",
     "identical_outputs",
     "measure_pass_costs",
     "fastest_dtype",

@@ -10,6 +10,7 @@ predictions are the cost model's (:mod:`specdec_lib.costs`).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,7 @@ from .settings import METHODS
 __all__ = [
     "against_baseline",
     "cell_key",
+    "headline",
     "identical_outputs",
     "per_prompt_frame",
     "pool_repeats",
@@ -418,3 +420,46 @@ def per_prompt_frame(result: dict[str, Any]):
     base = df[df.method == "autoregressive"].set_index("prompt")["tokens_per_s"]
     df["speedup"] = df["tokens_per_s"] / df["prompt"].map(base)
     return df
+
+
+# The campaign's files behind the headline (specdec_lib/research/campaign.toml).
+HEADLINE_RUNS = {
+    "T1": "bench_recommended_T1.json",
+    "replicate": "bench_recommended_T1_replicate.json",
+    "greedy": "bench_recommended_greedy.json",
+}
+
+
+def headline(folder: str | Path) -> dict[str, Any]:
+    """The series' one headline, from a campaign's folder: the recommended configuration (what
+    ``bench`` runs without flags) at its best ``K``, chosen on the first run at T = 1, then the
+    same ``K`` on the replicate (other sampling seeds, data the choice never saw) and in greedy
+    decoding. Each entry holds the speedup over the autoregressive baseline, its 95% bootstrap
+    interval over prompts (``low``, ``high``) and both sides' tokens per second; ``greedy_best_K``
+    is greedy's own best. Runs from different machines are refused."""
+    runs = {name: read_json(Path(folder) / f) for name, f in HEADLINE_RUNS.items()}
+    check_same_machine(runs.values(), "headline")
+
+    def speculative(result: dict[str, Any]) -> dict[int, dict[str, Any]]:
+        return {r["K"]: r for r in result["runs"] if r["method"] == "speculative"}
+
+    def baseline(result: dict[str, Any]) -> float:
+        return next(r["tokens_per_s"] for r in result["runs"] if r["method"] == "autoregressive")
+
+    K = max(speculative(runs["T1"]).values(), key=lambda r: r["speedup"])["K"]
+    out: dict[str, Any] = {"K": K, "settings": runs["T1"]["settings"]}
+    for name, result in runs.items():
+        run = speculative(result)[K]
+        low, high = speedup_interval(result, "speculative", K)
+        out[name] = {
+            "speedup": run["speedup"],
+            "low": low,
+            "high": high,
+            "tokens_per_s": run["tokens_per_s"],
+            "baseline_tokens_per_s": baseline(result),
+        }
+    out["greedy_best_K"] = max(speculative(runs["greedy"]).values(), key=lambda r: r["speedup"])[
+        "K"
+    ]
+    out["machine"] = runs["T1"]["provenance"]["machine"]
+    return out

@@ -51,7 +51,7 @@ METHODS = (
 )
 DEFAULT_METHODS = METHODS[:4]
 # Baselines whose decoder the caller supplies (run_benchmark's baselines): the greedy baseline
-# drawing by inverse CDF from a one-hot row instead of taking the argmax, notebook 06's measure of
+# drawing by inverse CDF from a one-hot row instead of taking the argmax, a measure of
 # what the argmax saves (specdec_lib.research.hostwork); never measured unless asked for.
 SUPPLIED_BASELINES = ("autoregressive_inverse_cdf",)
 SCHEDULES = ("fixed", "heuristic", "threshold")
@@ -166,7 +166,7 @@ class BenchSettings:
     reuse_memory: bool = setting(
         False,
         "keep freed memory for reuse (glibc's mallopt, for the whole process: every method "
-        "alike; the allocator experiment of notebook 06 section 9, applied by the command line)",
+        "alike; the allocator experiment of research.hostwork, applied by the command line)",
     )
 
     def validate(self) -> BenchSettings:

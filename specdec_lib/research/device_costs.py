@@ -47,12 +47,9 @@ from ..settings import setting
 __all__ = ["CostSettings", "acceptance_by_position", "measure_device_costs", "predicted_curves"]
 
 CONFIG = DATA_DIR / "smollm2_135m_config.json"
-# The CPU runs whose per-position acceptance feeds the predictions, by width (real weights, bf16,
-# T = 1): the longest K of each file gives the conditional rate at every position it reached.
-ACCEPTANCE_RUNS = {
-    1: RESULTS_DIR / "bench_default_trained_bfloat16_T1.json",
-    2: RESULTS_DIR / "bench_default_trained_w2_bfloat16_T1.json",
-}
+# The campaign's run whose per-position acceptance feeds the predictions, by width (the trained
+# head as a chain, real weights, T = 1): the longest K gives the conditional rate at every position.
+ACCEPTANCE_RUNS = {1: RESULTS_DIR / "campaign" / "bench_chain_T1.json"}
 
 
 @dataclass

@@ -5,11 +5,11 @@ sections in every way that could hide a bug: a feature-level head whose ``q`` is
 token subset, int8 weights, two candidates for the first position (recursive rejection), prompt
 lookup, bfloat16. Each is run as a :class:`~specdec_lib.decoding.SpeculativeDecoder` and its
 outputs are tested against the target's exact law of the same tokens, in the same dtype and warp,
-by a chi-square goodness-of-fit test (:func:`~specdec_lib.stats.exact_continuation_law` lists every
+by a chi-square goodness-of-fit test (:func:`~specdec_lib.research.stats.exact_continuation_law` lists every
 continuation of probability at least ``min_prob`` with its exact probability, one batched pass per
 depth; the rest of the mass is one pooled bin). The joint law of several tokens spreads its mass
 over too many sequences for bins, so each position's token is tested
-(:func:`~specdec_lib.stats.position_law`) and the positions are combined by Bonferroni.
+(:func:`~specdec_lib.research.stats.position_law`) and the positions are combined by Bonferroni.
 
 A feature-level head drafts only after the target's first pass, so the first generated token is
 the target's own sample. The test therefore conditions on a near-certain first token ("To be or
@@ -42,14 +42,14 @@ from ..models import load_pair
 from ..results import provenance
 from ..sampling import Warp
 from ..settings import setting
-from ..stats import (
+from ..testing import StaleCacheState, prototype_verify, wrong_bonus_row_verify
+from .stats import (
     NothingToTest,
     chisquare_law,
     exact_continuation_law,
     holm,
     position_law,
 )
-from ..testing import StaleCacheState, prototype_verify, wrong_bonus_row_verify
 
 __all__ = ["CONFIGS", "FAULTS", "Config", "ExactnessSettings", "as_frame", "shipped_grid"]
 

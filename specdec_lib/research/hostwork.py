@@ -1,4 +1,4 @@
-"""Host work per step: what the process around the arithmetic costs (notebook 06, sections 8-9).
+"""Host work per step: what the process around the arithmetic costs (benchmark options kept for experiments).
 
 The benchmark's allocator experiment: :func:`reuse_freed_memory` has glibc keep freed memory for
 reuse, so that vocabulary-wide buffers are not mapped and page-faulted in afresh at every step.
@@ -29,7 +29,7 @@ def reuse_freed_memory() -> str:
     (a pass's logits, the warped ``p`` and ``q``) is mapped afresh and page-faulted in at every
     step, which can take longer than the arithmetic on it. The setting holds for the whole
     process, so for every method of a run alike (the allocator tuning that PyTorch's CPU
-    performance guide makes with jemalloc or tcmalloc). Notebook 06 §9 measures what it adds.
+    performance guide makes with jemalloc or tcmalloc).
 
     Returns what was set, for the run's record, or why nothing was."""
     import ctypes
@@ -49,7 +49,7 @@ class InverseCDFDecoder(AutoregressiveDecoder):
     """The greedy baseline without the argmax: the next token drawn by inverse CDF from the warped
     row, which greedy decoding makes one-hot (the same token as the argmax, after the work of a
     draw). ``bench --methods ... autoregressive_inverse_cdf`` measures it beside the argmax
-    (notebook 06 §8: what taking the argmax saves)."""
+    (what taking the argmax saves)."""
 
     def _draw(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         p = self.warp.probs(logits)

@@ -128,7 +128,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reps", type=int, default=8, help="rounds per block (four blocks)")
     p.add_argument("--context", type=int, default=64, help="tokens in the cache")
     p.add_argument("--temperature", type=float, nargs="+", default=[1.0, 0.0], help="support")
-    p.add_argument("--prompts", type=int, default=10, help="support: held-out prompts decoded")
+    p.add_argument(
+        "--prompts",
+        type=int,
+        default=10,
+        help="support: benchmark prompts decoded (the first N of data/prompts.json)",
+    )
     p.add_argument("--out", required=True, help="the JSON file to write")
     args = p.parse_args(argv)
     settings = {k: v for k, v in vars(args).items() if k != "out"}

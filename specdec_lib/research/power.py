@@ -15,7 +15,7 @@ import torch
 from scipy import optimize
 from scipy import stats as sps
 
-from ..stats import as_probs, bin_labels, chisquare_gof, tv
+from .stats import as_probs, bin_labels, chisquare_gof, tv
 
 __all__ = ["detectable_tv", "least_favourable", "power_gof", "power_gof_ncx2", "toward"]
 

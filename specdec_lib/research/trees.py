@@ -1,4 +1,4 @@
-"""The search for a draft tree's shape, and how far any tree could go (notebook 06, sections 9-10).
+"""The search for a draft tree's shape, and how far any tree could go (notebook 06, sections 5-6).
 
 From a run with a wide chain tree (``bench --tree 8 8``), :func:`specdec_lib.bench.tree_rates`
 measures the acceptance at every depth for every narrower chain tree; :func:`best_trees` ranks

@@ -18,9 +18,9 @@ import numpy as np
 import torch
 from scipy import stats as sps
 
-from .checks import positive_int, real
-from .lm import last_rows, model_device
-from .sampling import (
+from ..checks import positive_int, real
+from ..lm import last_rows, model_device
+from ..sampling import (
     Correction,
     Verdict,
     Warp,
@@ -29,7 +29,7 @@ from .sampling import (
     step_distributions,
     verify,
 )
-from .trees import candidate_stage
+from ..trees import candidate_stage
 
 __all__ = [
     "as_probs",

@@ -107,9 +107,9 @@ def test_pool_repeats_merges_runs_under_distinct_repeats():
 @pytest.mark.parametrize(
     "name",
     [
-        "bench_default_trained_bfloat16_T1.json",  # the chain: the i.i.d. model
-        "bench_default_trained-int8_w2_bfloat16_T1.json",  # width 2, no tree recorded
-        "bench_default_trained-int8_tree4-3_bfloat16_T1.json",  # a tree: the model by depth
+        "campaign/bench_chain_T1.json",  # the chain: the i.i.d. model
+        "campaign/bench_recommended_T1.json",  # a tree: the model by depth
+        "campaign/bench_tree8-8_T1.json",  # a wide tree
     ],
 )
 def test_stored_runs_summarize_as_they_were_stored(name):

@@ -19,10 +19,12 @@
 # model checks all of them in one forward pass. This notebook derives the rule that decides which
 # proposals to keep, proves that the tokens it emits follow *exactly* the target's distribution, and
 # checks the proof numerically, to machine precision, on the library's own code path
-# (`specdec_lib.sampling.verify`). It then shows what breaks exactness (the original prototype's
-# correction step, and a draft distribution in the ratio that is not the one the token was drawn
-# from), derives how many tokens one step yields and what that means for speed, and shows that
-# greedy decoding is the same algorithm at temperature 0.
+# (`specdec_lib.sampling.verify`). It then shows what breaks exactness: the correction step of
+# **the prototype**, an earlier implementation of speculative sampling (the one this series
+# corrects) that, after a rejection, samples from $p$ with the rejected token removed instead of from
+# $\operatorname{norm}(\max(0, p - q))$; and a draft distribution in the ratio that is not the one
+# the token was drawn from. Finally it derives how many tokens one step yields and what that means
+# for speed, and shows that greedy decoding is the same algorithm at temperature 0.
 #
 # References: Y. Leviathan, M. Kalman, Y. Matias, *Fast Inference from Transformers via Speculative
 # Decoding*, 2022 ([arXiv:2211.17192](https://arxiv.org/abs/2211.17192)); C. Chen et al.,
@@ -32,7 +34,7 @@
 # **Contents**
 #
 # 1. From rejection sampling to speculative sampling
-# 2. The theorem and its proof: one position, then a $K$-token step
+# 2. The theorem and its proof (one position, then a $K$-token step), and the rule as code
 # 3. Exact numerical check of `verify`
 # 4. The prototype's correction is wrong
 # 5. The distributions in the ratio must be the ones sampled from
@@ -61,8 +63,9 @@ from IPython.display import Markdown, display
 # tqdm.auto (imported by the decoders) warns when ipywidgets is missing; no progress bars here.
 warnings.filterwarnings("ignore", message="IProgress not found")
 
-from specdec_lib import config, costs, stats
+from specdec_lib import config, costs
 from specdec_lib.figures import acceptance_rule as figs
+from specdec_lib.research import stats
 from specdec_lib.results import results_read
 from specdec_lib.sampling import (
     Warp,
@@ -79,6 +82,21 @@ from specdec_lib.style import savefig
 QUICK = config.quick()
 SEED = 1
 print("quick mode:", QUICK)
+
+# %% [markdown]
+# **What this notebook finds.** The acceptance rule (accept a draft token $x \sim q$ with
+# probability $\min(1, p(x)/q(x))$, otherwise emit a token of $\operatorname{norm}(\max(0, p - q))$,
+# and add a bonus token from the target when all $K$ drafts pass) emits tokens distributed exactly as
+# the target's $p$: at one position, over a $K$-token step, and over a whole generation; it accepts a
+# draft with probability $\alpha = \sum_x \min(p(x), q(x))$. Computed by exact enumeration, the output
+# law of the library's code path equals $p$ to float64 rounding on every pair of distributions
+# tried, and the rule written out below as a short function has the same law as the library's.
+# Exactness breaks in two ways, both shown with exact laws: the prototype's correction biases the
+# output, and so does a ratio built from a distribution other than the one the draft was drawn from.
+# Under a constant acceptance rate a step yields $(1 - \alpha^{K+1})/(1 - \alpha)$ tokens on average,
+# and the predicted speedup has a best $K$ that grows with $\alpha$ and shrinks with the draft's cost;
+# greedy decoding is the same rule at temperature 0. The checked cells below carry the numbers. This
+# is the first notebook of the series and assumes nothing from the others.
 
 # %% [markdown]
 # ## 1. From rejection sampling to speculative sampling
@@ -118,6 +136,25 @@ print("quick mode:", QUICK)
 # $p_0, \dots, p_K$; the rule is applied left to right and the step stops at the first rejection; if
 # nothing is rejected, one **bonus** token is drawn from $p_K$.
 #
+# **The rule as code.** One step, written out. `coin(a)` returns `True` with probability $a$ and
+# `draw(probs)` returns a token with law `probs`; they are arguments so that section 2.3 can
+# enumerate every outcome of this very function and compare its law with the library's. The
+# library's `verify` applies the same rule with one uniform per position, drawn all at once, and
+# checks its inputs.
+
+
+# %%
+def speculative_step(x, q, p, coin, draw):
+    # x: the K draft tokens, x[i] drawn from q[i]; p: the target's K + 1 rows p_0, ..., p_K.
+    K = len(x)
+    for i in range(K):
+        if not coin(min(1.0, float(p[i, x[i]] / q[i, x[i]]))):  # reject x_i ...
+            r = (p[i] - q[i]).clamp(min=0)  # ... and emit a token of r = norm(max(0, p_i - q_i))
+            return [*x[:i], draw(r / r.sum())]
+    return [*x, draw(p[K])]  # all K drafts accepted: a bonus token from p_K
+
+
+# %% [markdown]
 # A small example with $V = 8$: $\alpha$ from `acceptance_rate`, $r$ from `residual`.
 
 # %%
@@ -137,7 +174,7 @@ print("r =", np.round(r.numpy(), 3))
 
 # %%
 fig = figs.acceptance_split(p, q, torch.minimum(p, q), (1 - alpha) * r, alpha=alpha)
-savefig("01_residual", fig)
+savefig("01_residual", fig);
 
 
 # %% [markdown]
@@ -228,6 +265,129 @@ savefig("01_residual", fig)
 # The step reaches position $i$ with probability $P(A_i)$; when the distributions do not depend on the
 # prefix this is $\prod_{j<i} \alpha_j$ with $\alpha_j = \sum_x \min(p_j(x), q_j(x))$. These reach
 # probabilities decide the speed (section 6).
+#
+# ### 2.3 The rule on the page is the library's rule
+#
+# `speculative_step` of section 1 and the library's `verify` should apply the same rule. We check
+# that exactly, on small vocabularies, by comparing two exact laws of the tokens one step emits when
+# the distributions $q_0, \dots, q_{K-1}$ and $p_0, \dots, p_K$ are fixed:
+#
+# * `exact_law` runs `speculative_step` along every path of its random choices (each draft
+#   $x_i \sim q_i$, each accept-or-reject coin, the final draw), multiplies the probabilities of the
+#   choices made on each path, and adds them up by output;
+# * `library_step_law` enumerates every draft sequence and reads the acceptance probabilities and the
+#   distribution of the final token from `sampling.step_distributions`, the numbers `verify` samples
+#   from (section 3 says more about them).
+#
+# The cases: $V \in \{2, 3, 4\}$, $K \in \{1, 2, 3\}$, and four kinds of rows: $p$ and $q$ drawn
+# uniformly on the simplex, $q = p$, $q$ with a token it never proposes, and $p$ and $q$ on disjoint
+# halves of the vocabulary. So that the comparison can fail, the library's law is also computed with
+# the prototype's correction plugged in (section 4): it must then differ from the rule's.
+
+
+# %%
+class NewChoice(Exception):
+    # Raised when a run reaches a random choice that its path does not fix yet.
+    pass
+
+
+def run_along(run, path):
+    # run(coin, draw) with its random choices fixed by path: (its output, the path's probability).
+    made, prob = [], 1.0
+
+    def choose(probs):
+        nonlocal prob
+        if len(made) == len(path):  # a choice the path does not fix: branch on its outcomes
+            raise NewChoice([path + (k,) for k, pk in enumerate(probs) if pk > 0])
+        k = path[len(made)]
+        made.append(k)
+        prob *= float(probs[k])
+        return k
+
+    out = run(lambda a: choose([1 - a, a]) == 1, choose)
+    return out, prob
+
+
+def exact_law(run):
+    # The exact law of run(coin, draw)'s output: run it along every path of its random choices.
+    law, paths = defaultdict(float), [()]
+    while paths:
+        path = paths.pop()
+        try:
+            out, prob = run_along(run, path)
+        except NewChoice as branch:
+            paths += branch.args[0]
+            continue
+        law[tuple(out)] += prob
+    return dict(law)
+
+
+def one_step(q, p):
+    # One step of speculative_step with its drafts drawn too: x_i ~ q_i.
+    return lambda coin, draw: speculative_step([draw(q_i) for q_i in q], q, p, coin, draw)
+
+
+def library_step_law(q, p, correction=residual_correction):
+    # The exact law of the tokens one step emits, from the numbers verify samples from.
+    K, V = q.shape
+    law = defaultdict(float)
+    for x in itertools.product(range(V), repeat=K):  # every draft sequence
+        accept, final = step_distributions(torch.tensor(x), q, p, correction)
+        reach = math.prod(float(q[i, x[i]]) for i in range(K))  # P(draft = x)
+        for n in range(K + 1):  # n drafts accepted, then the corrected or bonus token y
+            stop = reach * (1 - float(accept[n])) if n < K else reach
+            for y in range(V):
+                law[x[:n] + (y,)] += stop * float(final[n, y])
+            if n < K:
+                reach *= float(accept[n])
+    return dict(law)
+
+
+def step_case(kind, V, K, rng):
+    # Fixed draft rows q [K, V] and target rows p [K + 1, V] of one kind.
+    p, q = rng.dirichlet(np.ones(V), size=K + 1), rng.dirichlet(np.ones(V), size=K)
+    if kind == "q = p":
+        q = p[:K].copy()
+    elif kind == "q with zeros":
+        q[:, 0] = 0  # token 0 is never proposed
+    elif kind == "disjoint supports":
+        p[:, V // 2 :], q[:, : V // 2] = 0, 0
+    return (torch.from_numpy(d / d.sum(1, keepdims=True)) for d in (q, p))
+
+
+def tv_law(a, b):
+    # Total-variation distance between two laws given as {outcome: probability}.
+    return 0.5 * sum(abs(a.get(z, 0.0) - b.get(z, 0.0)) for z in a.keys() | b.keys())
+
+
+# %%
+# NBVAL_CHECK_OUTPUT
+rng = np.random.default_rng([SEED, 2])
+rule_rows = []
+for V, K in itertools.product((2, 3, 4), (1, 2, 3)):
+    for kind in ("random", "q = p", "q with zeros", "disjoint supports"):
+        q, p = step_case(kind, V, K, rng)
+        rule = exact_law(one_step(q, p))
+        rule_rows.append(
+            {
+                "kind": kind,
+                "V": V,
+                "TV library": tv_law(rule, library_step_law(q, p)),
+                "TV prototype": tv_law(rule, library_step_law(q, p, prototype_correction)),
+            }
+        )
+rule_check = pd.DataFrame(rule_rows)
+# At V = 2, p without the rejected token is the residual: the prototype can only differ for V >= 3.
+random3 = rule_check[(rule_check.kind == "random") & (rule_check.V >= 3)]
+print("cases:", len(rule_check))
+print(
+    "law of speculative_step == law of the library's rule (TV < 1e-12):",
+    rule_check["TV library"].max() < 1e-12,
+)
+print(
+    "with the prototype's correction, the laws differ on every random case with V >= 3 (TV > 0.01):",
+    bool((random3["TV prototype"] > 0.01).all()),
+)
 
 # %% [markdown]
 # ## 3. Exact numerical check of `verify`
@@ -412,10 +572,6 @@ def speculative_law(m, K, correction=residual_correction):
     return law_from(())
 
 
-def tv_law(a, b):
-    return 0.5 * sum(abs(a.get(z, 0.0) - b.get(z, 0.0)) for z in a.keys() | b.keys())
-
-
 reference = target_law(M_TOY)
 seq_rows = [
     {
@@ -443,9 +599,9 @@ print(
 # %% [markdown]
 # ## 4. The prototype's correction is wrong
 #
-# The original prototype applies the acceptance test correctly, but after
-# rejecting draft token $x$ it samples from $p$ with *only the entry of $x$* reduced: it subtracts
-# $\min(p(x), q(x))$ from $p(x)$ and renormalises. A rejection is only possible when $p(x) < q(x)$, so
+# The prototype applies the acceptance test correctly, but after rejecting draft token $x$ it
+# samples from $p$ with *only the entry of $x$* reduced: it subtracts $\min(p(x), q(x))$ from $p(x)$
+# and renormalises. A rejection is only possible when $p(x) < q(x)$, so
 # that subtraction removes $p(x)$ entirely: the prototype samples from **$p$ with $x$ removed**,
 #
 # $$
@@ -556,15 +712,10 @@ display(
         "The prototype's output law is off by a total-variation distance of "
         + ", ".join(f"{means[V]:.3f} at $V = {V}$" for V in means.index)
         + f" on average (5–95 % range {summary.proto_tv_5pct[100]:.3f}–"
-        f"{summary.proto_tv_95pct[100]:.3f} at $V = 100$). The figure of about 0.13–0.17 noted for "
-        "the prototype on random toy distributions is "
-        + (
-            "in that range"
-            if means[means.index >= 10].between(0.13, 0.17).all()
-            else "not in that range"
-        )
-        + " for $V \\ge 10$. The correct rule, on the same pairs, is exact to "
-        f"{float(bias.tv_correct.max()):.0e} in total variation."
+        f"{summary.proto_tv_95pct[100]:.3f} at $V = 100$). On the same pairs the correct rule's "
+        "output law stays within "
+        f"$10^{{{math.ceil(math.log10(max(bias.tv_correct.max(), 1e-300)))}}}$ of $p$ in total "
+        "variation."
     )
 )
 
@@ -604,7 +755,7 @@ fig = figs.prototype_bias(
     summary=summary,
     tv_correct_max=bias.tv_correct.max(),
 )
-savefig("01_prototype_bias", fig)
+savefig("01_prototype_bias", fig);
 
 
 # %% [markdown]
@@ -673,7 +824,7 @@ print(
 
 # %%
 fig = figs.mismatched_q(p, law_wrong, law_right, x_star)
-savefig("01_mismatched_q", fig)
+savefig("01_mismatched_q", fig);
 # %% [markdown]
 # **Example 2: warps.** Temperature, top-$k$ and top-$p$ change the distribution that is sampled. The
 # library's `Warp` applies the same transformation (through transformers' own logits processors) to
@@ -765,14 +916,15 @@ print(
 # The numerator saturates at $1/(1-\alpha)$ while the denominator grows linearly in $K$, so there is an
 # optimal $K$ (`costs.optimal_K`).
 #
-# **The prototype's formula.** The prototype's documentation states "speedup $= K \times$ acceptance
-# rate" (claimed by the prototype). That formula ignores the stop at the first rejection (it counts
+# **The prototype's speedup formula.** The prototype also predicts its speedup as
+# "$K \times$ acceptance rate". That formula ignores the stop at the first rejection (it counts
 # drafts after a rejection as if they could still be accepted), ignores the corrected or bonus token
 # (so it predicts less than one token per step at $K = 1$, a slowdown), and ignores the cost of the
 # draft. Its "acceptance rate" is also a different quantity: it counts corrected and bonus tokens as
-# accepted, so it can exceed 1. At the prototype's claimed $\alpha = 0.71$ and $K = 5$ it claims
+# accepted, so it can exceed 1. At $\alpha = 0.71$ (claimed by the prototype) and $K = 5$ the formula gives
 # $5 \times 0.71 = 3.55$; the expected number of tokens per step is
-# $(1 - 0.71^6)/(1 - 0.71) \approx 3.01$, and the speedup is lower still once the draft's cost counts.
+# $(1 - 0.71^6)/(1 - 0.71) \approx 3.01$ (checked below), and the speedup is lower still once the
+# draft's cost counts.
 #
 # **Monte Carlo check with `verify`.** To test the formula for $\mathbb{E}[\text{tokens per step}]$ we
 # need a pair with a known $\alpha$: take $p \sim \mathrm{Dirichlet}(1)$ on tokens 0-9 and
@@ -834,12 +986,13 @@ print(
 K_grid = np.arange(1, 11)
 expected = {alpha: costs.expected_tokens_per_step(alpha, K_grid) for alpha in ALPHAS_MC}
 fig = figs.tokens_per_step(K_grid, expected, mc, n_steps=N_STEPS)
-savefig("01_tokens_per_step", fig)
+savefig("01_tokens_per_step", fig);
 # %% [markdown]
 # **Speedup against $K$.** Theorem 3.8 for three acceptance rates and two draft costs; the star marks
-# the optimal $K$. The right panel contrasts the prediction at the prototype's claimed $\alpha = 0.71$
-# with its "$K \times$ acceptance rate". Beyond the optimum a longer draft costs more than it gains,
-# and with an expensive draft ($c = 0.3$ at $\alpha = 0.71$, $K \ge 8$) speculative decoding is
+# the optimal $K$. The right panel contrasts the prediction at $\alpha = 0.71$ (claimed by the
+# prototype) with the prototype's
+# "$K \times$ acceptance rate" at the same $\alpha$. Beyond the optimum a longer draft costs more
+# than it gains, and with an expensive draft ($c = 0.3$ at $\alpha = 0.71$, $K \ge 8$) speculative decoding is
 # *slower* than plain decoding. The table after the figure lists the optimal $K$ over a grid; it
 # grows with $\alpha$ and shrinks with $c$, and only for a very good, very cheap draft
 # ($\alpha = 0.9$, $c = 0.01$) does it go beyond the $K \le 16$ shown.
@@ -864,7 +1017,7 @@ optima = pd.DataFrame(
     ]
 )
 fig = figs.speedup_theory(curves, optima, claimed_alpha=CLAIMED_ALPHA)
-savefig("01_speedup_vs_K", fig)
+savefig("01_speedup_vs_K", fig);
 # %%
 # NBVAL_CHECK_OUTPUT
 opt = pd.DataFrame(
@@ -959,7 +1112,7 @@ fig = figs.greedy_limit(
     alpha_agree=[alpha_T(T, ell_agree) for T in T_grid],
     alpha_differ=[alpha_T(T, ell_differ) for T in T_grid],
 )
-savefig("01_greedy_limit", fig)
+savefig("01_greedy_limit", fig);
 # %%
 # NBVAL_CHECK_OUTPUT
 print(
@@ -981,6 +1134,9 @@ print(
 #   probability $\alpha = \sum_x \min(p(x), q(x)) = 1 - \mathrm{TV}(p, q)$. For a $K$-token step,
 #   stopping at the first rejection and drawing the bonus from $p_K$ keeps every position exact, by
 #   induction over positions conditioned on the accepted prefix.
+# * The rule fits in a short function (`speculative_step`, section 1), whose exact law is the
+#   law of the library's rule on every case of section 2.3; the prototype's correction plugged into
+#   the library changes it.
 # * Computed exactly from the library's `step_distributions` (the numbers `verify` samples from), the
 #   output law matches $p$ to float64 rounding on all the pairs of section 3 ($V$ from 3 to 1000,
 #   peaked, flat, $q = p$, disjoint supports, drafts with zeros), for a $K = 4$ step, and for a whole

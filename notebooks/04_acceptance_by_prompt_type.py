@@ -15,47 +15,61 @@
 # %% [markdown]
 # # 04 · Acceptance by prompt type, by position, token by token
 #
-# **Aim.** The speedup of notebook 03 is governed by one number, the acceptance rate $\alpha$. Here we
-# open it up: how it varies with the kind of prompt (the prototype's five categories: continuation,
-# code completion, creative writing, question answering, technical explanation), how it decays along
+# **Aim.** The speedup of notebook 03 is governed by the acceptance rate $\alpha$. Here we open it
+# up: how it varies with the kind of prompt (the prototype's five categories: continuation, code
+# completion, creative writing, question answering, technical explanation), how it changes along
 # the draft, and — token by token — where the draft agrees with the target.
 #
-# The data are the benchmark runs of notebook 03: the untrained early-exit draft in float32
-# (`data/results/bench_default_float32_*.json`: 20 prompts, 50 tokens, $K = 1..8$) and the default
-# draft, trained in notebook 05, in bfloat16 (`bench_default_trained_bfloat16_*.json`, same prompts,
-# $K = 1..5$). They store every speculative step as
-# (drafted, accepted, emitted tokens). Nothing here re-runs a model except the tokenizer, to print
-# tokens. The prototype claimed acceptance rates of 0.68–0.84 by category; we show them only as
-# **claimed by the prototype** (a different pair, gpt2 → gpt2-medium, and never measured by its code).
+# The data are the benchmark runs of notebook 03, all from one campaign (`data/results/campaign/`:
+# one machine, one commit; 20 prompts, 50 new tokens each):
+#
+# * the **recommended configuration** at $T = 1$ and in greedy decoding: a small head trained on
+#   the target's own samples (notebook 05 builds it; here only its acceptance matters), with int8
+#   weights, drafting a **tree** $(4, 3)$: four candidates at the first draft position, three at the
+#   second, one at each deeper position, judged one after the other at each depth, at most one kept;
+# * the **chain** at $T = 1$: the same head, one candidate per position;
+# * the **early exit** at $T = 1$: an untrained draft made of the target's first layers, the
+#   contrast.
+#
+# They store every speculative step as (drafted, accepted, emitted tokens) and, for a tree, which
+# alternative was kept. Nothing here re-runs a model except the tokenizer, to print tokens. The
+# prototype claimed acceptance rates of 0.68–0.84 by category; we show them only as **claimed by the
+# prototype** (a different pair, gpt2 → gpt2-medium, and never measured by its code).
 
 # %%
 import html
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from IPython.display import HTML, Markdown, display
 from scipy import stats
 
+from specdec_lib.bench.analysis import position_counts, run_tree, tree_rates
 from specdec_lib.config import RESULTS_DIR
+from specdec_lib.costs import drafted_widths
 from specdec_lib.figures import acceptance_by_prompt_type as figs
-from specdec_lib.results import read_json, results_read
+from specdec_lib.results import check_same_machine, describe_machine, read_json, results_read
 from specdec_lib.style import COLORS, savefig
 
 pd.set_option("display.precision", 3)
-RUNS = {  # notebook 03's runs: the untrained early exit (float32) and the trained draft (bfloat16)
-    "early exit, T = 1.0": "bench_default_float32_T1.json",
-    "early exit, greedy": "bench_default_float32_greedy.json",
-    "trained, T = 1.0": "bench_default_trained_bfloat16_T1.json",
-    "trained, greedy": "bench_default_trained_bfloat16_greedy.json",
+CAMPAIGN = RESULTS_DIR / "campaign"
+MANIFEST = read_json(CAMPAIGN / "manifest.json")
+EARLY, CHAIN, MAIN, GREEDY = (
+    "early exit, T = 1",
+    "chain, T = 1",
+    "recommended, T = 1",
+    "recommended, greedy",
+)
+RUNS = {  # the campaign's runs, by the names of its plan
+    EARLY: "early_exit_T1",
+    CHAIN: "chain_T1",
+    MAIN: "recommended_T1",
+    GREEDY: "recommended_greedy",
 }
-results = {
-    name: read_json(RESULTS_DIR / f) for name, f in RUNS.items() if (RESULTS_DIR / f).exists()
-}
-for name, res in results.items():
-    p = res["provenance"]
-    print(
-        f"{name}: measured {p['date']} on {p['cpu']}, commit {p['git_commit'][:12]}, seed {p['seed']}"
-    )
+results = {name: read_json(CAMPAIGN / MANIFEST["runs"][run]["out"]) for name, run in RUNS.items()}
+check_same_machine(results.values(), "notebook 04's runs")
+MACHINE = describe_machine(MANIFEST["machine"])
 CATEGORIES = [
     "continuation",
     "code completion",
@@ -72,15 +86,108 @@ PROTOTYPE_CLAIM = {
 }
 
 
+def describe_run(res):
+    s, tree = res["settings"], run_tree(res["settings"])
+    shape = "chain" if tree == [1] else f"tree {tuple(tree)}"
+    return f"{s['draft']} draft, {shape}, {s['dtype']}, K = {min(s['K'])}..{max(s['K'])}"
+
+
+def is_tree(name):
+    return max(run_tree(results[name]["settings"])) > 1
+
+
+def depth_counts(res, K, cell):
+    # Per draft depth of one cell at K: how many steps judged it, how many kept one of its
+    # candidates, and how many accepted the chain's own token there. A chain: position_counts. A
+    # tree: tree_rates, since a kept alternative ends the step, so the depth after it is not
+    # judged (and steps clamped near the end of the output, with fewer than K drafts, are left out).
+    widths = drafted_widths(K, run_tree(res["settings"]))
+    if max(widths) == 1:
+        reached, accepted = position_counts([cell], K)
+        return reached, accepted, accepted
+    r = tree_rates([cell], K, max(widths))
+    kept = np.array([sum(r["alternative_kept"][d][: w - 1]) for d, w in enumerate(widths)])
+    chain = np.array(r["chain_accepted"])
+    return np.array(r["reached"]), chain + kept, chain
+
+
+rows = []
+for name, res in results.items():
+    for key, cell in res["cells"].items():
+        method, K, p, _rep = key.split("|")
+        if method != "speculative":
+            continue
+        for d, counts in enumerate(zip(*depth_counts(res, int(K), cell), strict=True), start=1):
+            rows.append(
+                {
+                    "run": name,
+                    "K": int(K),
+                    "prompt": int(p),
+                    "category": res["prompts"][int(p)]["category"],
+                    "depth": d,
+                    "judged": int(counts[0]),
+                    "accepted": int(counts[1]),
+                    "chain_accepted": int(counts[2]),
+                }
+            )
+depths = pd.DataFrame(rows)  # one row per run, K, prompt and draft depth
+print(f"machine: {MACHINE}")
+print(f"the campaign's code: commit {MANIFEST['commit']}")
+for name, res in results.items():
+    prov = res["provenance"]
+    print(f"{name}: {res['status']}; {describe_run(res)}; seed {prov['seed']}")
+
+
+# %%
+def rng_(values, fmt=".2f"):
+    lo, hi = f"{min(values):{fmt}}", f"{max(values):{fmt}}"
+    return lo if lo == hi else f"{lo}–{hi}"
+
+
+def rate(df, col="accepted"):
+    return df[col].sum() / df.judged.sum()
+
+
+def at_depth(name, depth, col="accepted"):
+    # the rate at one depth, every K that drafts it pooled
+    d = depths[(depths.run == name) & (depths.depth == depth) & (depths.K >= depth)]
+    return rate(d, col)
+
+
+pooled = {name: rate(depths[depths.run == name]) for name in results}
+by_cat = {
+    name: depths[depths.run == name].groupby("category")[["judged", "accepted"]].sum()
+    for name in results
+}
+cat_rates = {name: t.accepted / t.judged for name, t in by_cat.items()}
+display(
+    Markdown(
+        f"""**Findings.** Measured on {MACHINE}, every $K$ pooled: the recommended configuration
+accepts {pooled[MAIN]:.2f} of the draft depths it judges at $T = 1$ ({rng_(cat_rates[MAIN])} across
+the five prompt categories) and {pooled[GREEDY]:.2f} in greedy decoding; the chain (one candidate
+per position, {results[CHAIN]["settings"]["draft"]} draft) accepts {pooled[CHAIN]:.2f}, and the
+untrained early exit {pooled[EARLY]:.2f}, far from the
+{rng_(PROTOTYPE_CLAIM.values())} claimed by the prototype for its own pair. Along the draft the
+acceptance falls: at $T = 1$ the tree keeps a candidate at its first depth {at_depth(MAIN, 1):.2f}
+of the time (the chain's token alone: {at_depth(MAIN, 1, "chain_accepted"):.2f}) and at its second
+{at_depth(MAIN, 2):.2f} ({at_depth(MAIN, 2, "chain_accepted"):.2f}); the chain accepts
+{at_depth(CHAIN, 1):.2f} at its first position and {at_depth(CHAIN, 2):.2f} at its second. From
+notebook 03 this page needs the runs and the difference between accepted / proposed and accepted /
+judged (its §1)."""
+    )
+)
+
 # %% [markdown]
 # ## 1. Counting acceptances
 #
 # For every speculative cell (method `speculative`, one $K$, one prompt) the results hold, per step,
-# the number of draft tokens proposed and accepted. A step stops at its first rejection, so only
-# $\min(\text{accepted} + 1, \text{proposed})$ drafts are actually *judged*; accepted / judged,
+# the number of draft positions proposed and accepted. A step stops at its first rejection, so only
+# $\min(\text{accepted} + 1, \text{proposed})$ positions are actually *judged*; accepted / judged,
 # pooled over steps, estimates the per-position acceptance probability $\alpha$ of the theory
-# (accepted / proposed would fall with $K$ for that reason alone; notebook 03, §1). We pool it per
-# prompt category over all $K$.
+# (accepted / proposed would fall with $K$ for that reason alone; notebook 03, §1). In a tree a
+# depth counts as accepted when any of its candidates is kept; a kept alternative has no children,
+# so the step ends there and the next depth is not judged (`bench.tree_rates` counts so; for a
+# chain, `bench.position_counts`). We pool the counts per prompt category over all $K$.
 
 
 # %%
@@ -91,7 +198,8 @@ def step_table(res):
         method, K, p, rep = key.split("|")
         if method != "speculative":
             continue
-        for i, (drafted, accepted, emitted) in enumerate(cell["steps"]):
+        alt = cell.get("alt_index", [0] * len(cell["steps"]))
+        for i, ((drafted, accepted, emitted), j) in enumerate(zip(cell["steps"], alt, strict=True)):
             rows.append(
                 {
                     "K": int(K),
@@ -100,7 +208,7 @@ def step_table(res):
                     "step": i,
                     "drafted": drafted,
                     "accepted": accepted,
-                    "judged": min(accepted + 1, drafted),
+                    "alternative": j,
                     "emitted": emitted,
                 }
             )
@@ -125,25 +233,23 @@ for name, df in steps.items():
 #
 # Intervals: tokens from one prompt are not independent (a draft that is wrong once tends to stay
 # wrong), so a binomial interval over tokens is too narrow. We give a 95 % interval from a bootstrap
-# over *prompts* (4 per category), which is honest about the few prompts, next to the Wilson interval
-# over tokens.
+# over *prompts*, which is honest about how few there are in a category, next to the Wilson
+# interval over tokens.
 
 # %%
 rng = np.random.default_rng(0)
 
 
-def by_category(df):
+def by_category(name):
+    per_prompt = depths[depths.run == name].groupby(["category", "prompt"])[["accepted", "judged"]]
+    per_prompt = per_prompt.sum()
     rows = []
     for cat in CATEGORIES:
-        sub = df[df.category == cat]
-        per_prompt = sub.groupby("prompt")[["accepted", "judged"]].sum()
-        k, n = int(per_prompt.accepted.sum()), int(per_prompt.judged.sum())
+        acc, jud = per_prompt.loc[cat].accepted.values, per_prompt.loc[cat].judged.values
+        k, n = int(acc.sum()), int(jud.sum())
         wilson = stats.binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
-        boots = []
-        for _ in range(2000):
-            pick = per_prompt.iloc[rng.integers(0, len(per_prompt), len(per_prompt))]
-            boots.append(pick.accepted.sum() / pick.judged.sum())
-        lo, hi = np.percentile(boots, [2.5, 97.5])
+        pick = rng.integers(0, len(acc), (2000, len(acc)))  # 2000 resamples of the prompts
+        lo, hi = np.percentile(acc[pick].sum(axis=1) / jud[pick].sum(axis=1), [2.5, 97.5])
         rows.append(
             {
                 "category": cat,
@@ -160,98 +266,180 @@ def by_category(df):
     return pd.DataFrame(rows).set_index("category")
 
 
-cat_tables = {name: by_category(df) for name, df in steps.items()}
+cat_tables = {name: by_category(name) for name in results}
 for name, t in cat_tables.items():
-    display(Markdown(f"**{name}, all K pooled**"))
+    display(Markdown(f"**{name}** ({describe_run(results[name])}), all $K$ pooled"))
     display(t.drop(columns=["lo", "hi"]))
 
 # %%
-per_prompt = pd.concat(
-    {
-        name: df.groupby(["category", "prompt"])[["accepted", "judged"]].sum()
-        for name, df in steps.items()
-    },
-    names=["run"],
-).reset_index()
+per_prompt = depths.groupby(["run", "category", "prompt"])[["accepted", "judged"]].sum()
+per_prompt = per_prompt.reset_index()
 per_prompt["alpha"] = per_prompt.accepted / per_prompt.judged
 fig = figs.alpha_by_category(
     cat_tables, categories=CATEGORIES, claim=PROTOTYPE_CLAIM, per_prompt=per_prompt
 )
-savefig("04_alpha_by_category", fig)
-
-
+savefig("04_alpha_by_category", fig);
 # %% [markdown]
 # ## 3. Acceptance by position within the draft
 #
-# $P(\text{accept draft token } i \mid \text{tokens } 1..i-1 \text{ accepted})$. The i.i.d. model
-# behind $E = (1-\alpha^{K+1})/(1-\alpha)$ assumes it is the same at every position. Positions deep in
-# the draft are reached rarely when $\alpha$ is small, so their estimates are noisy; the number of
-# times each position was reached is printed with the curve, and the error bars are 95 % Wilson
-# intervals over the judged drafts at that position (tokens of one prompt are not independent, so
-# they are, if anything, too narrow).
-
+# $P(\text{accept the draft at depth } d \mid \text{depths } 1..d-1 \text{ accepted})$. The i.i.d.
+# model behind $E = (1-\alpha^{K+1})/(1-\alpha)$ assumes it is the same at every position. Deep
+# positions are reached rarely when $\alpha$ is small, so their estimates are noisy; the counts
+# below list, for each run and $K$, how often each depth was reached and accepted.
+#
+# **The figure.** One panel per run, one colour per $K$. Each filled point is the acceptance at
+# that depth with its 95 % Wilson interval over the judged drafts, drawn whole; depths reached fewer
+# than 10 times are left out of the figure (the counts list them). In the tree panels a filled point
+# counts a depth as accepted when any of its candidates is kept, and an open point at the depths
+# with alternatives gives the chain's own token alone: the gap between them is what the alternatives
+# add. Tokens of one prompt are not independent, so the intervals are, if anything, too narrow.
 
 # %%
-def by_position(df, K):
-    sub = df[df.K == K]
-    reached = np.zeros(K)
-    accepted = np.zeros(K)
-    for d, a in zip(sub.drafted, sub.accepted, strict=True):
-        reached[: min(a + 1, d)] += 1
-        accepted[:a] += 1
-    return reached, accepted
+SHOW_K = (2, 4, 8)
+MIN_REACHED = 10
+
+
+def wilson(k, n):
+    return stats.binomtest(int(k), int(n)).proportion_ci(confidence_level=0.95, method="wilson")
 
 
 rows = []
-for name, df in steps.items():
-    for K in sorted({2, 4, 8, int(df.K.max())} & set(df.K)):
-        reached, accepted = by_position(df, K)
-        for i, (k, n) in enumerate(zip(accepted.astype(int), reached.astype(int), strict=True)):
-            if n == 0:
-                continue
-            ci = stats.binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
-            rows.append(
-                {"run": name, "K": K, "position": i + 1, "rate": k / n, "lo": ci.low, "hi": ci.high}
-            )
-        print(
-            f"{name}, K = {K}: reached {reached.astype(int).tolist()}, accepted {accepted.astype(int).tolist()}"
+for name, res in results.items():
+    d_run = depths[depths.run == name]
+    tree = run_tree(res["settings"])
+    for K in sorted(set(SHOW_K) & set(d_run.K)):
+        pooled_K = d_run[d_run.K == K].groupby("depth")[["judged", "accepted", "chain_accepted"]]
+        pooled_K = pooled_K.sum()
+        line = (
+            f"{name}, K = {K}: reached {pooled_K.judged.tolist()}, "
+            f"accepted {pooled_K.accepted.tolist()}"
         )
-fig = figs.alpha_by_position(pd.DataFrame(rows))
-savefig("04_alpha_by_position", fig)
+        if is_tree(name):
+            line += f", the chain's token accepted {pooled_K.chain_accepted.tolist()}"
+        print(line)
+        for depth, r in pooled_K.iterrows():
+            if r.judged < MIN_REACHED:
+                continue
+            kinds = {"any candidate": r.accepted}
+            if is_tree(name) and drafted_widths(K, tree)[depth - 1] > 1:
+                kinds["the chain's token"] = r.chain_accepted
+            for kind, k in kinds.items():
+                ci = wilson(k, r.judged)
+                rows.append(
+                    {
+                        "run": name,
+                        "K": K,
+                        "depth": depth,
+                        "kind": kind,
+                        "rate": k / r.judged,
+                        "lo": ci.low,
+                        "hi": ci.high,
+                    }
+                )
+positions = pd.DataFrame(rows)
+
+# %%
+palette = [COLORS["target"], COLORS["draft"], COLORS["speculative"], COLORS["hf"]]
+k_styles = {K: (palette[i], "osD^"[i]) for i, K in enumerate(sorted(positions.K.unique()))}
+fig, axes = plt.subplots(2, 2, figsize=(10, 7.4), squeeze=False)
+for ax, name in zip(axes.flat, results, strict=False):
+    sub_run = positions[positions.run == name]
+    ks = sorted(sub_run.K.unique())
+    for j, K in enumerate(ks):
+        color, marker = k_styles[K]
+        shift = (j - (len(ks) - 1) / 2) * 0.09
+        for kind, style in (("any candidate", "full"), ("the chain's token", "none")):
+            d = sub_run[(sub_run.K == K) & (sub_run.kind == kind)]
+            if d.empty:
+                continue
+            ax.errorbar(
+                d.depth + shift + (0.03 if style == "none" else 0.0),
+                d.rate,
+                yerr=np.vstack([d.rate - d.lo, d.hi - d.rate]),
+                fmt=marker,
+                ls="-" if style == "full" else "none",
+                mfc=color if style == "full" else "white",
+                ms=5,
+                capsize=2,
+                color=color,
+                label=f"K = {K}" if style == "full" else None,
+            )
+    top = min(1.02, 1.1 * float(sub_run.hi.max()))  # every interval drawn whole
+    ax.set(
+        xlabel="depth in the draft",
+        title=f"{name}\n{describe_run(results[name])}",
+        ylim=(0, top),
+    )
+    ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
+handles = [
+    plt.Line2D([], [], color=color, marker=marker, label=f"K = {K}")
+    for K, (color, marker) in k_styles.items()
+]
+handles.append(
+    plt.Line2D(
+        [],
+        [],
+        color="grey",
+        marker="o",
+        mfc="white",
+        ls="none",
+        label="tree: the chain's token alone",
+    )
+)
+fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=9, frameon=False)
+for row in axes:
+    row[0].set_ylabel("P(accept | depth reached)")
+for ax in axes.flat[len(results) :]:
+    ax.set_visible(False)
+fig.suptitle(
+    "Acceptance by depth in the draft (error bars: 95% Wilson interval over judged drafts;\n"
+    f"depths reached fewer than {MIN_REACHED} times left out)",
+    fontsize=11,
+)
+fig.tight_layout(rect=(0, 0.05, 1, 1))
+savefig("04_alpha_by_position", fig);
 # %% [markdown]
 # ## 4. Token by token
 #
-# A few prompts rendered from the stored steps at $K = 4$, $T = 1$: **accepted** draft tokens
-# (green), **corrected** tokens sampled from the residual after a rejection (orange), **bonus**
-# tokens sampled from $p_K$ after all $K$ drafts were accepted (blue), and the last token of each
-# request, for which no draft is made ($k = \min(K, \text{remaining} - 1) = 0$; grey). Every token is exactly a
-# sample of the target; the colours only say which path produced it.
+# A few prompts rendered from the stored steps at $K = 2$, $T = 1$: **accepted** draft tokens
+# (green; in a tree, a kept alternative too), **corrected** tokens sampled from the residual after
+# every candidate of a depth was rejected (orange), **bonus** tokens sampled from the target where
+# nothing was drafted beyond the last accepted token (blue: after all $K$ drafts, or after a kept
+# alternative, which has no children), and tokens of steps that drafted nothing (grey): the last
+# token of each request ($k = \min(K, \text{remaining} - 1) = 0$) and, with the trained head, the
+# first, since the head drafts from the target's features and has none before the target's first
+# pass. Every token is exactly a sample of the target; the colours only say which path produced
+# it. The figure at the end of this section shows the same colours, one box per token.
 
 # %%
 from specdec_lib.models import load_pair
 
 tokenizer = load_pair("default").tokenizer
 KIND_COLORS = {kind: COLORS[kind] for kind in figs.TOKEN_KINDS}
+K_VIEW = 2  # a K that every run shown measured
+SHOWN = [0, 4, 8, 12, 16]
+VIEW_RUNS = (EARLY, MAIN)
 
 
-def token_kinds(cell_steps):
+def token_kinds(cell):
     out = []
-    for drafted, accepted, emitted in cell_steps:
+    alt = cell.get("alt_index", [0] * len(cell["steps"]))
+    for (drafted, accepted, emitted), j in zip(cell["steps"], alt, strict=True):
         for i, tok in enumerate(emitted):
-            if drafted == 0:  # the last token of a request: k = min(K, remaining - 1) = 0
+            if drafted == 0:  # a step that drafted nothing (the last token; the head's first)
                 kind = "no draft"
             elif i < accepted:
                 kind = "accepted"
-            else:
-                kind = "bonus" if accepted == drafted else "corrected"
+            else:  # nothing drafted beyond a kept alternative or the last draft: a bonus
+                kind = "bonus" if (accepted == drafted or j > 0) else "corrected"
             out.append((tok, kind))
     return out
 
 
-def render(res, prompt, K=4):
+def render(res, prompt, K=K_VIEW):
     cell = res["cells"][f"speculative|{K}|{prompt}|0"]
     spans = []
-    for tok, kind in token_kinds(cell["steps"]):
+    for tok, kind in token_kinds(cell):
         text = html.escape(tokenizer.decode([tok])).replace("\n", "↵<br>")
         spans.append(f'<span style="background:{KIND_COLORS[kind]};padding:1px 0">{text}</span>')
     head = html.escape(res["prompts"][prompt]["text"]).replace("\n", "<br>")
@@ -261,24 +449,19 @@ def render(res, prompt, K=4):
 legend = " ".join(
     f'<span style="background:{c};padding:2px 6px">{k}</span>' for k, c in KIND_COLORS.items()
 )
-shown = [0, 4, 8, 12, 16]
-for name in ("early exit, T = 1.0", "trained, T = 1.0"):
-    if name in results:
-        display(Markdown(f"**{name}**"))
-        display(HTML(legend + "".join(render(results[name], p) for p in shown)))
-res = (
-    results["trained, T = 1.0"] if "trained, T = 1.0" in results else results["early exit, T = 1.0"]
-)
+for name in VIEW_RUNS:
+    display(Markdown(f"**{name}** ({describe_run(results[name])}), $K = {K_VIEW}$"))
+    display(HTML(legend + "".join(render(results[name], p) for p in SHOWN)))
 
 # %% [markdown]
-# Which tokens does the draft get right? The accepted draft tokens of the trained draft's $T = 1$ run, all $K$ pooled,
-# most frequent first:
+# Which tokens does the draft get right? The accepted draft tokens of the recommended
+# configuration's $T = 1$ run, all $K$ pooled, most frequent first:
 
 # %%
 from collections import Counter
 
 accepted_tokens = Counter()
-for key, cell in res["cells"].items():
+for key, cell in results[MAIN]["cells"].items():
     if key.startswith("speculative|"):
         for _drafted, accepted, emitted in cell["steps"]:
             accepted_tokens.update(emitted[:accepted])
@@ -291,91 +474,88 @@ print(f"{total} accepted draft tokens, {len(accepted_tokens)} distinct")
 display(top)
 
 # %% [markdown]
-# The same view as a figure for reports: one row per prompt, one box per emitted token, coloured by
-# the path that produced it.
+# The same view as a figure for reports: one panel per run, one row per prompt (labelled by its
+# category), one box per emitted token, coloured by the path that produced it as above.
 
 # %%
 views = {
-    f"Which path produced each token ({name.split(',')[0]} draft, K = 4, T = 1.0)": [
+    f"Which path produced each token ({name}: {results[name]['settings']['draft']} draft, "
+    f"K = {K_VIEW})": [
         (
             results[name]["prompts"][p]["category"],
             [
                 kind
-                for _, kind in token_kinds(results[name]["cells"][f"speculative|4|{p}|0"]["steps"])
+                for _, kind in token_kinds(results[name]["cells"][f"speculative|{K_VIEW}|{p}|0"])
             ],
         )
-        for p in shown
+        for p in SHOWN
     ]
-    for name in ("early exit, T = 1.0", "trained, T = 1.0")
-    if name in results
+    for name in VIEW_RUNS
 }
-n_tokens = max(res["settings"]["max_new_tokens"] for res in results.values())
+n_tokens = max(results[name]["settings"]["max_new_tokens"] for name in VIEW_RUNS)
 fig = figs.token_view(views, n_tokens=n_tokens)
-savefig("04_token_view", fig)
-
+savefig("04_token_view", fig);
 # %% [markdown]
 # ## 5. Discussion
 #
 # The figures quoted below are computed from the tables above.
 
-
 # %%
-def rng_(values, fmt=".2f"):
-    lo, hi = f"{min(values):{fmt}}", f"{max(values):{fmt}}"
-    return lo if lo == hi else f"{lo}–{hi}"
-
-
-def position_rates(df):
-    # accepted / reached at positions 1 and 2, pooled over every K >= 2 of the run
-    reached, accepted = np.zeros(2), np.zeros(2)
-    for K in sorted(set(df.K) - {1}):
-        r, a = by_position(df, K)
-        reached += r[:2]
-        accepted += a[:2]
-    return accepted / reached, reached.astype(int), accepted.astype(int)
-
-
-early = [t.alpha for name, t in cat_tables.items() if name.startswith("early exit")]
-trained = {name: t for name, t in cat_tables.items() if name.startswith("trained")}
+n_per_cat = sorted({n for df in steps.values() for n in df.groupby("category").prompt.nunique()})
 lines = [
-    f"""**What we measured.** With the untrained early-exit draft the acceptance rate per judged
-draft token is {rng_(pd.concat(early))} across the five categories ($T = 1$ and greedy, all $K$
-pooled; the table in §2), far from the {rng_(PROTOTYPE_CLAIM.values())} claimed by the prototype
-for its (different) pair: almost every step is one corrected token (the token view)."""
+    f"""**What we measured.** With the untrained early exit the acceptance rate per judged draft
+position is {rng_(cat_tables[EARLY].alpha)} across the five categories ($T = 1$, all $K$ pooled;
+the table in §2), far from the {rng_(PROTOTYPE_CLAIM.values())} claimed by the prototype for its
+(different) pair: almost every step is one corrected token (the token view)."""
 ]
-if trained:
-    parts = []
-    for name, t in trained.items():
-        lo_cat, hi_cat = t.alpha.idxmin(), t.alpha.idxmax()
-        parts.append(
-            f"{name.split(', ')[1]}: {rng_(t.alpha)}, {lo_cat} lowest ({t.alpha[lo_cat]:.2f}), "
-            f"{hi_cat} highest ({t.alpha[hi_cat]:.2f})"
-        )
-    pos = []
-    for name in trained:
-        rate, reached, accepted = position_rates(steps[name])
-        pos.append(
-            f"{name.split(', ')[1]}: {rate[0]:.2f} at the first position "
-            f"({accepted[0]}/{reached[0]}) and {rate[1]:.2f} at the second ({accepted[1]}/{reached[1]})"
-        )
-    lines.append(
-        f"""The trained draft of notebook 05 (bfloat16) accepts, per judged draft token, all $K$
-pooled, {"; ".join(parts)}; the token view turns from orange to green and blue. Acceptance is
-lower at the second draft position than at the first ({"; ".join(pos)}; every $K \\ge 2$ pooled),
-because the head was trained for one draft step (notebook 05). The table of accepted tokens
-shows which tokens the draft gets right."""
+parts = []
+for name in (CHAIN, MAIN, GREEDY):
+    t = cat_tables[name]
+    lo_cat, hi_cat = t.alpha.idxmin(), t.alpha.idxmax()
+    parts.append(
+        f"{name}: {rng_(t.alpha)}, {lo_cat} lowest ({t.alpha[lo_cat]:.2f}), "
+        f"{hi_cat} highest ({t.alpha[hi_cat]:.2f})"
     )
+lines.append(
+    f"""The trained head (notebook 05) accepts, per judged draft depth, all $K$ pooled,
+{"; ".join(parts)}. Read the differences between categories against the prompt bootstrap
+intervals of §2 ({rng_(n_per_cat, "d")} prompts each)."""
+)
+pos = []
+for name in (MAIN, GREEDY):
+    pos.append(
+        f"{name}: {at_depth(name, 1):.2f} at depth 1 and {at_depth(name, 2):.2f} at depth 2, the "
+        f"chain's token alone {at_depth(name, 1, 'chain_accepted'):.2f} and "
+        f"{at_depth(name, 2, 'chain_accepted'):.2f}"
+    )
+lines.append(
+    f"""**Along the draft.** The chain accepts {at_depth(CHAIN, 1):.2f} at its first position and
+{at_depth(CHAIN, 2):.2f} at its second (every $K$ that drafts the position pooled). The tree
+keeps a candidate more often than the chain's token alone is accepted ({"; ".join(pos)}): that gap
+is what its alternatives add, and the acceptance still falls from the first depth to the second.
+The head builds its first draft position from the target's features and each later one from its
+own (notebook 05)."""
+)
 display(Markdown("\n\n".join(lines)))
 
-# %% [markdown]
-# **Caveats.** 4 prompts per category and 50 tokens each: the prompt bootstrap intervals are wide,
-# and differences between categories should be read against them. The early-exit and trained runs
-# differ in dtype as well as draft (float32 against bfloat16; the numerics of the target's law
-# differ slightly between the two, the exactness does not). Positions deep in the draft are reached a
-# handful of times at the early exit's $\alpha$.
-#
-# **What's next.** Notebook 05: how the trained draft was made, and how it compares with the other
-# ways to draft.
+dtypes = sorted({res["settings"]["dtype"] for res in results.values()})
+same_dtype = (
+    f"Every run is in {dtypes[0]}."
+    if len(dtypes) == 1
+    else f"The runs differ in dtype ({', '.join(dtypes)}) as well as in draft."
+)
+display(
+    Markdown(
+        f"""**Caveats.** {rng_(n_per_cat, "d")} prompts per category and
+{results[MAIN]["settings"]["max_new_tokens"]} tokens each: the prompt bootstrap intervals are wide.
+{same_dtype} The recommended runs and the chain differ in the head's weights as well as in the
+step's shape ({results[MAIN]["settings"]["draft"]} against {results[CHAIN]["settings"]["draft"]}).
+Deep positions are reached a handful of times at the early exit's $\\alpha$.
+
+**What's next.** Notebook 05: how the trained draft was made, and how it compares with the other
+ways to draft."""
+    )
+)
 
 # %% [markdown]
 # ## The data this page read

@@ -17,7 +17,7 @@
 #
 # **Aim.** Speculative decoding pays only when the draft agrees with the target often (high
 # $\alpha$) and costs little (low $c$). No packaged small model shares SmolLM2's tokenizer, so this
-# notebook makes a draft for it, offline, on this CPU, and follows it from end to end:
+# notebook makes a draft for it, offline, on a CPU, and follows it from end to end:
 #
 # 1. **the data**: continuations sampled from the target itself (on-policy);
 # 2. **the draft**: a one-layer feature-level head (EAGLE) distilled on that data;
@@ -26,8 +26,8 @@
 # 4. **the speedup** it buys, measured against autoregressive decoding with 95% intervals.
 #
 # The side experiments behind the choices made here (the architecture pilot, training detail and
-# capacity, float32 against bfloat16, threads, dynamic draft length, several candidates per
-# position and int8 weights) are in notebook 06.
+# capacity, what a target pass costs by dtype and with prepacked weights, several candidates per
+# position, and draft trees) are in notebook 06.
 #
 # **Theory (Leviathan et al. 2022).** With acceptance rate $\alpha$ at every position, a step with
 # $K$ drafts emits on average $\tau(K) = (1 - \alpha^{K+1}) / (1 - \alpha)$ tokens, and costs
@@ -36,9 +36,9 @@
 # $$S(K) = \frac{\tau(K)}{K c + t_\text{target}(K+1) / t_\text{target}(1)}, \qquad c = t_\text{draft} / t_\text{target}(1).$$
 #
 # So a draft has two numbers, $\alpha$ and $c$, and the machine has one curve, $t_\text{target}(n)$:
-# how much more a pass over $n$ tokens costs than a pass over one. In bfloat16 on this CPU a pass
-# over a few tokens costs barely more than a pass over one (notebook 06 §3); that is what makes a
-# CPU speedup possible at all.
+# how much more a pass over $n$ tokens costs than a pass over one. The flatter that curve, the more
+# a draft can gain; notebook 06 §3 measures it, in float32 and in bfloat16, with the weights as
+# loaded and prepacked.
 #
 # **How the draft is trained.**
 #
@@ -54,18 +54,24 @@
 #    draft never proposes is emitted through the residual) and makes the draft's output layer
 #    several times cheaper.
 # 4. *Measurement*: $\alpha$ by decoding on held-out prompts (`eval-drafter`), and speed by the
-#    benchmark (`bench --draft trained`), never from the training loss.
+#    benchmark (`bench`), never from the training loss.
+#
+# Every benchmark and evaluation number on this page comes from one campaign
+# (`data/results/campaign/`): one machine, one commit, and each run's command in its manifest. The
+# training records (`data/drafter/`) are those of the training runs themselves.
 
 # %%
 import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
+from scipy import stats as sps
 
-from specdec_lib.bench import pool_repeats, runs_frame
+from specdec_lib import bench
+from specdec_lib.bench.analysis import position_counts
 from specdec_lib.config import DATA_DIR, RESULTS_DIR, quick
 from specdec_lib.costs import expected_tokens_per_step
 from specdec_lib.figures import drafting_strategies as figs
-from specdec_lib.results import read_json, results_read
+from specdec_lib.results import check_same_machine, describe_machine, read_json, results_read
 from specdec_lib.style import savefig
 from specdec_lib.training import load_manifest, summary
 
@@ -73,8 +79,72 @@ pd.set_option("display.precision", 3)
 QUICK = quick()
 DRAFTER = DATA_DIR / "drafter"
 EXPERIMENTS = DRAFTER / "experiments"
-RESULTS = RESULTS_DIR
+CAMPAIGN = RESULTS_DIR / "campaign"
+MANIFEST = read_json(CAMPAIGN / "manifest.json")
+MACHINE = describe_machine(MANIFEST["machine"])
+_m = MANIFEST["machine"]
+MACHINE_SHORT = f"{_m['cpu']} ({_m['family_model_stepping']}, {_m['cores']} cores)"
+TEMPS = {"1": "T = 1", "0.7": "T = 0.7", "0": "greedy"}
+EVALS = {
+    "early exit (untrained)": "drafter_eval_early_exit.json",
+    "trained head": "drafter_eval_trained.json",
+    "trained head, int8": "drafter_eval_trained_int8.json",
+}
+# The series' headline (bench.headline): the recommended configuration at the best K of its T = 1
+# run, and the same K on the replicate and in greedy decoding, each with its 95% interval.
+HEADLINE = bench.headline(CAMPAIGN)
 print("quick mode:", QUICK)
+print(f"measured on: {MACHINE}")
+print(f"campaign commit: {MANIFEST['commit']}")
+
+
+def with_interval(speedup: float, low: float, high: float) -> str:
+    """A speedup and its 95% interval over prompts."""
+    return f"{speedup:.2f}× [{low:.2f}, {high:.2f}]"
+
+
+def headline_at(run: str) -> str:
+    """The headline's speedup and interval in one of its runs (T1, replicate, greedy)."""
+    h = HEADLINE[run]
+    return with_interval(h["speedup"], h["low"], h["high"])
+
+
+def cells_at(result: dict, method: str, K: int) -> list[dict]:
+    """The cells of one (method, K) of a stored run."""
+    return [c for key, c in result["cells"].items() if key.startswith(f"{method}|{K}|")]
+
+
+# %%
+evals = {name: read_json(CAMPAIGN / f) for name, f in EVALS.items()}
+check_same_machine(evals.values(), "the drafters' evaluations")
+alpha_T1 = {name: ev["by_temperature"]["1"]["alpha"] for name, ev in evals.items()}
+c_eval = {name: ev["costs"]["c"] for name, ev in evals.items()}
+NGRAM = read_json(CAMPAIGN / "bench_ngram_T1.json")
+ngram_K1 = cells_at(NGRAM, "speculative", 1)
+ngram_drafting = sum(c["n_proposed"] for c in ngram_K1) / sum(c["n_steps"] for c in ngram_K1)
+ngram_alpha = sum(c["n_accepted"] for c in ngram_K1) / sum(c["n_proposed"] for c in ngram_K1)
+HS = HEADLINE["settings"]
+RECOMMENDED = (
+    f"the trained head{' with int8 weights' if HS['draft'] == 'trained-int8' else ''}, "
+    f"draft tree {tuple(HS['tree'])}, {HS['dtype']}"
+    + (", prepacked weights" if HS["pack"] in ("on", True) else "")
+)
+display(
+    Markdown(
+        f"**Findings.** On {MACHINE}, the recommended configuration ({RECOMMENDED}) decodes at "
+        f"$T = 1$ at **{headline_at('T1')}** the speed of autoregressive decoding at "
+        f"$K = {HEADLINE['K']}$, the best $K$ of that run; at the same $K$ the replicate, with "
+        f"other sampling seeds, measured {headline_at('replicate')}, and greedy decoding "
+        f"{headline_at('greedy')} (95% intervals over prompts, §4). On held-out prompts the "
+        f"trained head accepts {alpha_T1['trained head']:.2f} of its drafts at $T = 1$, the "
+        f"untrained early exit {alpha_T1['early exit (untrained)']:.2f}, at $c$ = "
+        f"{c_eval['trained head']:.3f} and {c_eval['early exit (untrained)']:.3f} of a target "
+        f"pass (§3). Prompt lookup drafts at {ngram_drafting:.0%} of the steps on the benchmark "
+        f"prompts at $K = 1$, and {ngram_alpha:.2f} of its drafts are accepted at $T = 1$.\n\n"
+        "This page uses the acceptance rule of notebook 01 and the cost model and benchmark of "
+        "notebook 03."
+    )
+)
 
 # %% [markdown]
 # ## 1. The data: on-policy samples from the target
@@ -121,19 +191,18 @@ print("every shard records its sampler:", set(shards.sampler) <= {"hf", "own"})
 # ```bash
 # python -m specdec_lib train-drafter --feature-layers 2 14 -1 --epochs 3 --lr 1e-3 --eval-shards 2 \
 #     --out data/drafter/feature_head.safetensors
-# python -m specdec_lib eval-drafter --draft data/drafter/feature_head.safetensors \
-#     --temperatures 1 0.7 0 --out data/results/drafter_eval_feature_head.json --card data/drafter/feature_head.md
+# python -m specdec_lib eval-drafter --draft trained      # the campaign's run eval_trained
 # ```
 #
 # The weights (`data/drafter/feature_head.safetensors`, only the head's own tensors) and the model
 # card (`data/drafter/feature_head.md`) are committed; `load_pair("default")` uses them (its default
 # draft, `draft="trained"`). The table is measured by decoding at $K = 1$ on the held-out prompts
 # (every proposal is judged, so $\alpha$ is the per-token acceptance rate), with $c$ measured in
-# bfloat16 through the same `Drafter` interface the decoder uses.
+# the evaluation's dtype through the same `Drafter` interface the decoder uses.
 
 # %%
 full_train = read_json(DRAFTER / "feature_head.train.json")
-full_eval = read_json(RESULTS / "drafter_eval_feature_head.json")
+full_eval = evals["trained head"]
 st = full_train["settings"]
 prov = full_train["provenance"]
 hist = pd.DataFrame(full_train["history"])
@@ -144,22 +213,21 @@ print(
     f"{hist.seconds.max() / 60:.0f} min of training on {prov['cpu']} "
     f"({prov['torch_threads']} threads), torch {prov['torch']}"
 )
-TEMPS = {"1": "T = 1", "0.7": "T = 0.7", "0": "greedy"}
 by_T = pd.DataFrame(
     {
         TEMPS[T]: {"alpha (K=1)": r["alpha"], "accepted": r["accepted"], "proposed": r["proposed"]}
         for T, r in full_eval["by_temperature"].items()
     }
 ).T
-by_T["c (bf16)"] = full_eval["costs"]["c"]
+by_T[f"c ({full_eval['pair']['dtype']})"] = full_eval["costs"]["c"]
 by_T
 
 # %%
 # NBVAL_CHECK_OUTPUT
-alpha_T1 = full_eval["by_temperature"]["1"]["alpha"]
 print("held-out prompts:", len(read_json(DRAFTER / "heldout_prompts.json")["prompts"]))
-print("alpha at K = 1 (T = 1, 0.7, greedy):", by_T["alpha (K=1)"].round(2).tolist())
-print(f"c in bfloat16: {full_eval['costs']['c']:.3f}")
+print(
+    f"alpha at K = 1 ({', '.join(by_T.index)}):", [round(float(a), 2) for a in by_T["alpha (K=1)"]]
+)
 
 # %% [markdown]
 # **Acceptance against data.** The same recipe trained on the first 11, 30 and 92 shards
@@ -194,7 +262,7 @@ curve = pd.DataFrame(
 fig = figs.learning_curves(
     curve, {name: pd.DataFrame(tr["history"]) for name, (tr, _) in runs.items()}
 )
-savefig("05_learning_curves", fig)
+savefig("05_learning_curves", fig);
 curve
 
 # %%
@@ -208,157 +276,229 @@ display(
         f"{curve['train tokens'].iloc[-1] / 1e6:.1f}M positions ({doublings:.1f} doublings) the "
         f"acceptance at $T = 1$ rises from {curve.alpha.iloc[0]:.3f} to {curve.alpha.iloc[-1]:.3f}, "
         f"about {(curve.alpha.iloc[-1] - curve.alpha.iloc[0]) / doublings:+.3f} per doubling on "
-        f"average and {last_gain / last_doubling:+.3f} per doubling for the last step: the gain is "
-        f"shrinking. At the end of training the bound on the training batches is still "
-        f"{gap:.3f} above the held-out one (mean of the last three records), so more data would "
-        f"still help, a little. A second head layer on the same data buys less than it costs "
-        f"(notebook 06 §2)."
+        f"average and {last_gain / last_doubling:+.3f} per doubling for the last step. At the end "
+        f"of training the bound on the training batches is {gap:.3f} above the held-out one (mean "
+        f"of the last three records). A second head layer on the same data is weighed in "
+        f"notebook 06 §2."
     )
 )
 
 # %% [markdown]
 # ## 3. Acceptance: the trained head beside the other drafters
 #
-# $\alpha$ by decoding at $K = 1$ on the held-out prompts, and $c$ in bfloat16, for the untrained
-# early exit (the target's first 4 layers and its own head; 32 new tokens per prompt), prompt lookup
-# (copy what followed the latest earlier occurrence of the last 1-3 tokens), and the trained head
-# (64 new tokens per prompt each). Prompt lookup proposes only when the last tokens occurred earlier
-# in the context, so its $\alpha$ is over the steps where it proposed; its $c$ is a dictionary
-# lookup.
+# $\alpha$ by decoding at $K = 1$ on the held-out prompts (`eval-drafter`), and $c$ in the same
+# process, for the untrained early exit (the target's first 4 layers and its own head), the trained
+# head, and the trained head with **int8 weights**: the draft step is memory-bound (after each
+# target pass the head's weights come back from DRAM), and int8 weights (one scale per output row,
+# torch's weight-only int8 kernel over bfloat16 activations) halve the bytes read. The draft's $q$
+# changes a little, so its acceptance is measured again; speculative sampling stays exact, since
+# $q$ is still the law the drafts are drawn from. The recommended configuration of §4 uses the
+# int8 head, with a draft tree (candidates at each depth, notebook 06 §5).
 #
-# Two variants of the trained head make the fastest configuration of §4, and are measured here too:
-#
-# * **int8 weights**: the draft step is memory-bound (after each target pass the head's weights come
-#   back from DRAM), and int8 weights (one scale per output row, torch's weight-only int8 kernel
-#   over bfloat16 activations) halve the bytes read. The draft's $q$ changes a little, so its
-#   acceptance is measured again; speculative sampling stays exact, since $q$ is still the law the
-#   drafts are drawn from.
-# * **two candidates for the first position** (width 2): a pass over one more token checks a second
-#   draft token side by side with the first, tried in turn by recursive rejection (SpecInfer), which
-#   keeps the output law exactly $p$ (derived and checked in notebook 06 §5). A position counts as
-#   accepted when either candidate is. Candidates at every depth of the chain, a draft tree whose
-#   shape the cost model chooses, are notebook 06 §9.
+# Prompt lookup (copy what followed the latest earlier occurrence of the last 1-3 tokens) has no
+# held-out evaluation: its row is its benchmark run at $K = 1$, $T = 1$, so its $\alpha$ is
+# measured in decoding on the **benchmark prompts**, not the held-out ones. It proposes only when
+# the last tokens occurred earlier in the context, so its $\alpha$ is over the steps where it
+# proposed; its $c$ is a dictionary lookup.
 
 # %%
-EVALS = {
-    "early exit (untrained)": "drafter_eval_early_exit.json",
-    "prompt lookup (n-gram)": "drafter_eval_ngram.json",
-    "trained head": "drafter_eval_feature_head.json",
-    "trained head, int8": "drafter_eval_feature_head_int8.json",
-    "trained head, int8, 2 candidates": "drafter_eval_feature_head_int8_w2.json",
-}
-evals = {name: read_json(RESULTS / f) for name, f in EVALS.items()}
 alphas = pd.DataFrame(
     {
         name: {TEMPS[T]: r["alpha"] for T, r in ev["by_temperature"].items()}
-        | {"c (bf16)": ev["costs"]["c"]}
+        | {
+            "c": ev["costs"]["c"],
+            "prompts": "held-out",
+            "tokens per prompt": ev["by_temperature"]["1"]["settings"]["max_new_tokens"],
+        }
         for name, ev in evals.items()
     }
-).T[["T = 1", "T = 0.7", "greedy", "c (bf16)"]]
-K3 = read_json(RESULTS / "drafter_eval_feature_head_K3.json")["by_temperature"]["1"]
-by_position = pd.Series(K3["by_position"], index=pd.RangeIndex(1, 4, name="draft position"))
-display(alphas)
-by_position.rename("trained head, alpha at K = 3, T = 1").to_frame()
+).T
+ngram_row = next(r for r in NGRAM["runs"] if r["method"] == "speculative" and r["K"] == 1)
+alphas.loc["prompt lookup (n-gram)"] = {
+    "T = 1": ngram_row["alpha"],
+    "c": NGRAM["costs"]["c"],
+    "prompts": "benchmark",
+    "tokens per prompt": NGRAM["settings"]["max_new_tokens"],
+}
+check_same_machine([*evals.values(), NGRAM], "the drafters' acceptance and cost")
+alphas = alphas[[t for t in TEMPS.values() if t in alphas] + ["c", "prompts", "tokens per prompt"]]
+alphas
 
 # %%
-names = ("early exit (untrained)", "prompt lookup (n-gram)", "trained head")
-ee, ng, trained = (alphas.loc[n] for n in names)
-i8, w2 = alphas.loc["trained head, int8"], alphas.loc["trained head, int8, 2 candidates"]
+ee, trained, i8 = (alphas.loc[n] for n in EVALS)
+ng = alphas.loc["prompt lookup (n-gram)"]
 display(
     Markdown(
         f"At $T = 1$ the trained head accepts {trained['T = 1']:.2f} of its drafts, "
-        f"{trained['T = 1'] / ee['T = 1']:.0f} times the untrained early exit ({ee['T = 1']:.2f}), at "
-        f"{trained['c (bf16)'] / ee['c (bf16)']:.2f} of its cost ($c$ = {trained['c (bf16)']:.3f} against "
-        f"{ee['c (bf16)']:.3f}). Prompt lookup is nearly free ($c$ = {ng['c (bf16)']:.3f}) but at "
-        f"$T = 1$ it is mostly wrong when it drafts ({ng['T = 1']:.2f}); it does better as the "
-        f"temperature falls ({ng['greedy']:.2f} greedy), where the target repeats its context more. "
-        f"Under greedy decoding a draft is accepted only when its argmax is the target's argmax "
-        f"(no partial credit), and still the head's greedy acceptance ({trained['greedy']:.2f}) is "
-        f"close to its acceptance at $T = 1$.\n\n"
-        f"int8 weights lower $c$ from {trained['c (bf16)']:.3f} to {i8['c (bf16)']:.3f}, at an "
-        f"acceptance of {i8['T = 1']:.2f} instead of {trained['T = 1']:.2f} at $T = 1$ "
-        f"({i8['greedy']:.2f} against {trained['greedy']:.2f} greedy). A second candidate raises the "
-        f"first position's acceptance from {i8['T = 1']:.2f} to {w2['T = 1']:.2f} at $T = 1$ "
-        f"({i8['greedy']:.2f} to {w2['greedy']:.2f} greedy).\n\n"
-        f"Further along a draft the head accepts less: at $K = 3$ the rates at positions 1-3 are "
-        f"{', '.join(f'{x:.2f}' for x in by_position)}. The head is trained for one step: beyond "
-        f"the first draft token it reads its own output instead of the target's features. Training "
-        f"the chain (EAGLE-3's training-time test) targets exactly that: notebook 06 §7 measures it."
+        f"{trained['T = 1'] / ee['T = 1']:.1f} times the untrained early exit ({ee['T = 1']:.2f}), "
+        f"at {trained['c'] / ee['c']:.2f} of its cost ($c$ = {trained['c']:.3f} against "
+        f"{ee['c']:.3f}). Under greedy decoding a draft is accepted only when its argmax is the "
+        f"target's argmax (no partial credit); the head's greedy acceptance is "
+        f"{trained['greedy']:.2f}, against {trained['T = 1']:.2f} at $T = 1$. int8 weights change "
+        f"$c$ from {trained['c']:.3f} to {i8['c']:.3f}, at an acceptance of {i8['T = 1']:.2f} "
+        f"instead of {trained['T = 1']:.2f} at $T = 1$. Prompt lookup costs $c$ = {ng['c']:.3f}; on the "
+        f"benchmark prompts at $T = 1$ it drafts at {ngram_drafting:.0%} of the steps, and "
+        f"{ng['T = 1']:.2f} of those drafts are accepted."
     )
 )
 
 # %% [markdown]
-# What each drafter's $\alpha$ and $c$ predict through $S(K)$, with the bfloat16 pass costs
-# $t_\text{target}(n)$ measured with the trained head's evaluation. The model is optimistic in two
-# ways: for prompt lookup it assumes a draft at every step, and for the trained head it assumes the
-# first position's acceptance at every position, which the table above shows is not the case.
+# **Further along a draft.** At $K = 1$ every proposal is judged. With longer drafts, a step judges
+# draft position $i$ only when every draft before it was accepted, so the acceptance at position
+# $i$ is a rate *given that the position was reached*. The campaign's chain run (`bench --preset
+# chain`: the trained head, one candidate per position) gives it, from every step of its runs
+# at every $K$ of its grid on the benchmark prompts at $T = 1$ (`bench.analysis.position_counts`), with 95% Wilson
+# intervals; positions reached fewer than 50 times are left out.
 
 # %%
-t_bf16 = np.array(full_eval["costs"]["t_target_s"])
+CHAIN = read_json(CAMPAIGN / "bench_chain_T1.json")
+K_max = max(CHAIN["settings"]["K"])
+reached, accepted = np.zeros(K_max, dtype=int), np.zeros(K_max, dtype=int)
+for K in CHAIN["settings"]["K"]:
+    r, a = position_counts(cells_at(CHAIN, "speculative", K), K)
+    reached[:K] += r
+    accepted[:K] += a
+
+
+def wilson(k: int, n: int) -> tuple[float, float]:
+    ci = sps.binomtest(int(k), int(n)).proportion_ci(confidence_level=0.95, method="wilson")
+    return ci.low, ci.high
+
+
+by_position = pd.DataFrame(
+    {"reached": reached, "accepted": accepted},
+    index=pd.RangeIndex(1, K_max + 1, name="draft position"),
+)
+by_position = by_position[by_position.reached >= 50]
+by_position["rate"] = by_position.accepted / by_position.reached
+intervals = [wilson(k, n) for k, n in zip(by_position.accepted, by_position.reached, strict=True)]
+by_position["95% low"] = [lo for lo, _ in intervals]
+by_position["95% high"] = [hi for _, hi in intervals]
+by_position
+
+# %%
+held = full_eval["by_temperature"]["1"]
+held_ci = wilson(held["accepted"], held["proposed"])
+chain_K1 = cells_at(CHAIN, "speculative", 1)
+k1 = (sum(c["n_accepted"] for c in chain_K1), sum(c["n_proposed"] for c in chain_K1))
+k1_ci = wilson(*k1)
+p1 = by_position.loc[1]
+later = by_position.iloc[1:]
+overlap = held_ci[0] <= k1_ci[1] and k1_ci[0] <= held_ci[1]
+all_lower = bool((later["95% high"] < p1["95% low"]).all())
+display(
+    Markdown(
+        f"The chain run's draft is `{CHAIN['settings']['draft']}`: the trained head with its "
+        f"{CHAIN['pair']['dtype']} weights, the head of the evaluation above. Its $K = 1$ run "
+        f"follows the evaluation's protocol (every proposal judged) on the benchmark prompts and "
+        f"accepts {k1[0] / k1[1]:.3f} [{k1_ci[0]:.3f}, {k1_ci[1]:.3f}] of {k1[1]:,} drafts; the "
+        f"evaluation accepts {held['alpha']:.3f} [{held_ci[0]:.3f}, {held_ci[1]:.3f}] of "
+        f"{held['proposed']:,} on the held-out prompts. "
+        + (
+            "The two intervals overlap. "
+            if overlap
+            else "The two intervals do not overlap: the two sets of prompts differ, and so do the "
+            "contexts the target visits on them; that difference is between prompts, not between "
+            "draft positions. "
+        )
+        + f"Pooled over $K$, position 1 is judged at every step and accepts {p1.rate:.3f}. "
+        + "Given that they were reached, positions "
+        + ", ".join(str(i) for i in later.index)
+        + " accept "
+        + ", ".join(f"{x:.3f}" for x in later.rate)
+        + (
+            ", each interval below position 1's. The head is trained for one step: beyond the "
+            "first draft token it reads its own features instead of the target's. "
+            if all_lower
+            else " (intervals in the table). "
+        )
+        + "The probability that a step accepts every draft up to position $i$ is the product of "
+        "these rates: " + ", ".join(f"{x:.3f}" for x in by_position.rate.cumprod()) + "."
+    )
+)
+
+# %% [markdown]
+# What each drafter's $\alpha$ at $T = 1$ and $c$ predict through $S(K)$, with the pass costs
+# $t_\text{target}(n)$ measured with the trained head's evaluation. The model is optimistic in two
+# ways: for prompt lookup it assumes a draft at every step, and for the trained head it assumes the
+# first position's acceptance at every position (compare the rates by position above).
+
+# %%
+t_eval = np.array(full_eval["costs"]["t_target_s"])
 predicted = pd.DataFrame(
     [
         {
-            "drafter": f"{name} (α = {r['T = 1']:.2f}, c = {r['c (bf16)']:.2f})",
+            "drafter": f"{name} (α = {r['T = 1']:.2f}, c = {r['c']:.2f}, {r['prompts']} prompts)",
             "K": k,
             "speedup": expected_tokens_per_step(r["T = 1"], int(k))
-            / (k * r["c (bf16)"] + t_bf16[k] / t_bf16[0]),
+            / (k * r["c"] + t_eval[k] / t_eval[0]),
         }
         for name, r in alphas.loc[
             ["early exit (untrained)", "prompt lookup (n-gram)", "trained head"]
         ].iterrows()
-        for k in range(1, len(t_bf16))
+        for k in range(1, len(t_eval))
     ]
 )
 fig = figs.predicted_by_drafter(predicted)
-savefig("05_predicted_by_drafter", fig)
+savefig("05_predicted_by_drafter", fig);
 
 # %% [markdown]
 # ## 4. The speedup
 #
-# `python -m specdec_lib bench` on the 20 benchmark prompts of notebook 03 (50 new tokens each), in
-# bfloat16 with two threads, with the autoregressive baseline measured in the same dtype and the
-# same process. The speedup is pooled tokens per second over the baseline's; its interval is a
-# 95% paired bootstrap over prompts (`bench.speedup_interval`: a prompt's cells of both methods
-# go together). Four configurations:
-#
-# ```bash
-# python -m specdec_lib bench --draft trained --dtype bfloat16 --K 1 2 3 4 5        # and --temperature 0
-# python -m specdec_lib bench --draft ngram --dtype bfloat16 --K 1 2 3 4 5
-# python -m specdec_lib bench --draft trained-int8 --dtype bfloat16 --K 1 2 3 --width 2 --repeats 2 \
-#     --methods autoregressive speculative hf_autoregressive                      # and --temperature 0
-# python -m specdec_lib bench ... --width 2 --repeats 2 --seed 1                  # a replicate, T = 1
-# ```
-#
-# The int8, two-candidate configuration at $T = 1$ was measured twice, with other sampling seeds;
-# its two runs are pooled (four repeats of each prompt).
-
+# `python -m specdec_lib bench` on the benchmark prompts of notebook 03, each run with its
+# autoregressive baseline measured in the same process, dtype and threads. The speedup is pooled
+# tokens per second over the baseline's; its interval is a 95% paired bootstrap over prompts
+# (`bench.speedup_interval`: a prompt's cells of both methods go together). The runs, from the
+# campaign's manifest:
 
 # %%
-def load(f):
-    return read_json(RESULTS / f)
-
-
-HEADLINE = "trained head, int8, 2 candidates"
-BENCH = {
-    ("T = 1", "prompt lookup"): load("bench_default_ngram_bfloat16_T1.json"),
-    ("T = 1", "trained head, bf16, 1 candidate"): load("bench_default_trained_bfloat16_T1.json"),
-    ("T = 1", HEADLINE): pool_repeats(
-        [
-            load("bench_default_trained-int8_w2_bfloat16_T1.json"),
-            load("bench_default_trained-int8_w2_bfloat16_T1_seed1.json"),
-        ]
-    ),
-    ("greedy", "trained head, bf16, 1 candidate"): load(
-        "bench_default_trained_bfloat16_greedy.json"
-    ),
-    ("greedy", HEADLINE): load("bench_default_trained-int8_w2_bfloat16_greedy.json"),
+SPEED_RUNS = {
+    "recommended_T1": ("T = 1", "recommended"),
+    "recommended_T1_replicate": ("T = 1", "recommended, replicate"),
+    "chain_T1": ("T = 1", "chain (trained head, one candidate)"),
+    "ngram_T1": ("T = 1", "prompt lookup"),
+    "early_exit_T1": ("T = 1", "early exit (untrained)"),
+    "recommended_greedy": ("greedy", "recommended"),
 }
+results = {run: read_json(CAMPAIGN / MANIFEST["runs"][run]["out"]) for run in SPEED_RUNS}
+check_same_machine(results.values(), "the speedups of notebook 05")
+
+
+def command(run: str) -> str:
+    """A campaign run's command, without the output file the campaign gives it."""
+    args = MANIFEST["runs"][run]["command"]
+    keep = [a for i, a in enumerate(args) if a != "--out" and (i == 0 or args[i - 1] != "--out")]
+    return " ".join(keep)
+
+
+display(
+    Markdown(
+        "| run | command | draft | tree | $K$ | seed | repeats |\n|---|---|---|---|---|---|---|\n"
+        + "\n".join(
+            f"| {run} | `{command(run)}` "
+            f"| {res['settings']['draft']} | {tuple(res['settings']['tree'])} "
+            f"| {min(res['settings']['K'])}-{max(res['settings']['K'])} "
+            f"| {res['settings']['seed']} | {res['settings']['repeats']} |"
+            for run, res in results.items()
+        )
+        + f"\n\nEvery run decodes {len(results['recommended_T1']['prompts'])} prompts, "
+        f"{results['recommended_T1']['settings']['max_new_tokens']} new tokens each, in "
+        f"{results['recommended_T1']['settings']['dtype']}. `recommended` is `bench` without "
+        f"flags: {RECOMMENDED}."
+    )
+)
+
+# %%
 speed = pd.concat(
     [
-        runs_frame(res, intervals=True)
+        bench.runs_frame(res, intervals=True)
         .query("method == 'speculative'")
-        .assign(panel=panel, config=config, repeats=res["settings"]["repeats"])
-        for (panel, config), res in BENCH.items()
+        .assign(
+            panel=SPEED_RUNS[run][0],
+            config=SPEED_RUNS[run][1],
+            repeats=res["settings"]["repeats"],
+        )
+        for run, res in results.items()
     ]
 )
 cols = [
@@ -366,6 +506,7 @@ cols = [
     "speedup_low",
     "speedup_high",
     "predicted_speedup",
+    "efficiency",
     "alpha_iid",
     "tau",
     "repeats",
@@ -373,96 +514,93 @@ cols = [
 speed.set_index(["panel", "config", "K"])[cols]
 
 # %%
+repeats = sorted(set(speed.repeats))
 fig = figs.speedup_intervals(
     speed,
-    title="SmolLM2-135M-Instruct on this CPU, bfloat16: speculative vs autoregressive decoding",
+    title=(
+        f"Speculative vs autoregressive decoding, SmolLM2-135M-Instruct, {MACHINE_SHORT}\n"
+        f"({' or '.join(map(str, repeats))} repeat{'s' if repeats != [1] else ''} of each prompt "
+        "per run, runs not pooled)"
+    ),
 )
-savefig("05_speedup_vs_K", fig)
+savefig("05_speedup_vs_K", fig);
+
 # %%
 # NBVAL_CHECK_OUTPUT
-head = speed[(speed.panel == "T = 1") & (speed.config == HEADLINE)].set_index("K")
-best_K = int(head.speedup.idxmax())
-print(f"{HEADLINE}, T = 1: best K = {best_K}, speedup {head.speedup[best_K]:.3f}")
+H = HEADLINE
+print("headline K, the best at T = 1 in the first run:", H["K"])
 print(
-    f"95% interval over prompts: [{head.speedup_low[best_K]:.3f}, {head.speedup_high[best_K]:.3f}]"
+    "interval above 1 at that K at T = 1, on the replicate and in greedy:",
+    all(H[run]["low"] > 1 for run in ("T1", "replicate", "greedy")),
 )
-print(
-    "faster than autoregressive at every K (interval above 1):", bool((head.speedup_low > 1).all())
-)
-seeds = {
-    seed: runs_frame(load(f)).query("method == 'speculative'").set_index("K").speedup
-    for seed, f in (
-        (0, "bench_default_trained-int8_w2_bfloat16_T1.json"),
-        (1, "bench_default_trained-int8_w2_bfloat16_T1_seed1.json"),
-    )
-}
-print(
-    "the best K of the first run is the best K of the replicate:",
-    seeds[0].idxmax() == seeds[1].idxmax(),
-)
+print("greedy's own best K is the same K:", H["greedy_best_K"] == H["K"])
+
 
 # %%
-n_configs = sum(
-    len(read_json(f)["settings"]["K"])
-    for f in RESULTS.glob("bench_default_*_bfloat16_T1*.json")
-    if "_seed" not in f.name
-)
-one = speed[
-    (speed.panel == "T = 1") & (speed.config == "trained head, bf16, 1 candidate")
-].set_index("K")
-greedy = speed[(speed.panel == "greedy") & (speed.config == HEADLINE)].set_index("K")
-gK = int(greedy.speedup.idxmax())
-ng = speed[speed.config == "prompt lookup"].set_index("K")
-eff = (speed.speedup / speed.predicted_speedup)[speed.config != "prompt lookup"]
+def best(config: str, panel: str = "T = 1") -> pd.Series:
+    d = speed[(speed.panel == panel) & (speed.config == config)]
+    return d.loc[d.speedup.idxmax()]
 
 
-def ci(d, K):
-    return f"{d.speedup[K]:.3f}× [{d.speedup_low[K]:.3f}, {d.speedup_high[K]:.3f}]"
+def best_text(config: str, panel: str = "T = 1") -> str:
+    b = best(config, panel)
+    return f"{with_interval(b.speedup, b.speedup_low, b.speedup_high)} at $K = {b.K:.0f}$"
 
 
+ng_speed = speed[speed.config == "prompt lookup"]
+ee_speed = speed[speed.config == "early exit (untrained)"]
+eff_trained = speed[speed.config.str.startswith(("recommended", "chain"))].efficiency
+eff_ng = ng_speed.efficiency
 display(
     Markdown(
-        f"**Headline.** With the trained head in int8 and two candidates for the first position, "
-        f"speculative decoding at $T = 1$ runs at **{ci(head, best_K)}** the speed of "
-        f"autoregressive decoding at $K = {best_K}$ (95% interval over prompts, "
-        f"{int(head.repeats.iloc[0])} repeats of each prompt pooled), and "
-        f"{', '.join(ci(head, k) for k in head.index if k != best_K)} at the other $K$ "
-        f"({', '.join(str(k) for k in head.index if k != best_K)}). The two runs pooled here, with "
-        f"different sampling seeds, measured {', '.join(f'{x:.3f}' for x in seeds[0])} and "
-        f"{', '.join(f'{x:.3f}' for x in seeds[1])} at $K$ = {', '.join(str(k) for k in seeds[0].index)}: "
-        f"$K = {seeds[0].idxmax()}$ is the best of both. Greedy, the same configuration runs at "
-        f"{ci(greedy, gK)} at $K = {gK}$ (one run of {int(greedy.repeats.iloc[0])} repeats).\n\n"
-        f"This headline is the best of {n_configs} (configuration, $K$) pairs measured at $T = 1$ "
-        f"in bfloat16 on the same 20 prompts (this notebook and notebook 06), so it is a little "
-        f"optimistic as an estimate of this configuration's speed; the replicate run alone, with "
-        f"other sampling seeds, measured {seeds[1][best_K]:.3f}× at the same $K$.\n\n"
-        f"With one candidate and bfloat16 weights the trained head reaches {ci(one, int(one.speedup.idxmax()))} "
-        f"at $K = {int(one.speedup.idxmax())}$; prompt lookup is about break-even at $T = 1$ "
-        f"({ng.speedup.min():.2f}-{ng.speedup.max():.2f}× over $K$ = 1-{ng.index.max()}). The "
-        f"cost model of the introduction, with the measured $\\alpha$ and pass costs, predicts "
-        f"the trained head's speedups well (measured / predicted = {eff.min():.2f}-{eff.max():.2f}); "
-        f"for prompt lookup it is optimistic, since it assumes a draft at every step."
+        f"**Headline.** On {MACHINE}, the recommended configuration ({RECOMMENDED}) runs at "
+        f"$T = 1$ at **{headline_at('T1')}** the speed of autoregressive decoding at "
+        f"$K = {H['K']}$ (95% interval over prompts). That $K$ is the best of the run it was "
+        f"chosen on; at the same $K$ the replicate, with other sampling seeds, measured "
+        f"{headline_at('replicate')}, and greedy decoding {headline_at('greedy')} (greedy's own "
+        f"best $K$: {H['greedy_best_K']}). Tokens per second at that $K$: "
+        f"{H['T1']['tokens_per_s']:.1f} against {H['T1']['baseline_tokens_per_s']:.1f} "
+        f"autoregressive.\n\n"
+        f"The chain, the trained head with one candidate per position, reaches "
+        f"{best_text('chain (trained head, one candidate)')}. Prompt lookup ranges over "
+        f"{ng_speed.speedup.min():.2f}-{ng_speed.speedup.max():.2f}× for $K$ = "
+        f"1-{ng_speed.K.max()}, the untrained early exit over {ee_speed.speedup.min():.2f}-"
+        f"{ee_speed.speedup.max():.2f}× for $K$ = 1-{ee_speed.K.max()}. The cost model, with each run's measured acceptance and pass costs, "
+        f"predicts the trained head's speedups to within measured / predicted = "
+        f"{eff_trained.min():.2f}-{eff_trained.max():.2f}; for prompt lookup the ratio is "
+        f"{eff_ng.min():.2f}-{eff_ng.max():.2f}, where the model assumes a draft at every step "
+        f"and prompt lookup drafts at {ngram_drafting:.0%} of its steps at $K = 1$."
     )
 )
 
 # %% [markdown]
 # ## Discussion
-#
-# The draft is what decides whether speculative decoding pays. The untrained early exit of
-# notebooks 03-04 is exact and slower than decoding without it; prompt lookup costs nothing and
-# rarely helps when the target samples at $T = 1$. A one-layer head reading the target's own
-# features, distilled on text the target itself wrote, accepts far more often than either at a
-# small fraction of a target pass, and on a memory-bound CPU in bfloat16, where checking two or
-# three tokens costs about as much as one, that buys a speedup whose whole interval lies above 1
-# (§4).
-#
-# The same cost model predicts where the speedup stops. Longer drafts help little because the head
-# was trained for one step and accepts less further along; $c$ is dominated by reading the head's
-# weights from memory after every target pass, which is why int8 weights help; and a second
-# candidate for the first position is nearly free because the pass over one more token is.
-# Three levers remain: more on-policy data (the learning curve has not flattened), training the
-# chain so later positions accept as often as the first, and a machine where a target pass costs
-# more relative to the draft (notebook 03 models a GPU).
+
+# %%
+rec = best("recommended")
+chain = best("chain (trained head, one candidate)")
+display(
+    Markdown(
+        "The draft is what decides whether speculative decoding pays. The untrained early exit "
+        "of notebooks 03-04 is exact, and on this machine its best speedup is "
+        f"{best_text('early exit (untrained)')}; prompt lookup costs almost nothing, and at "
+        f"$T = 1$ its best is {best_text('prompt lookup')}. A one-layer head reading the target's "
+        "own features, distilled on text the target itself wrote, accepts "
+        f"{trained['T = 1'] / ee['T = 1']:.1f} times as often as the early exit at "
+        f"{trained['c'] / ee['c']:.2f} of its cost (§3); as a "
+        f"chain it reaches {chain.speedup:.2f}× and, with int8 weights and the draft tree "
+        f"{tuple(HS['tree'])}, {rec.speedup:.2f}× at the best $K$ of each.\n\n"
+        "The same cost model says where the speedup stops: a draft position is judged only when "
+        "every one before it was accepted"
+        + (", and the head accepts less at the later positions (§3)" if all_lower else "")
+        + ", so each added draft token yields less than the one before it, at the same cost. "
+        "int8 weights halve the bytes a draft step reads and lower $c$ from "
+        f"{trained['c']:.3f} to {i8['c']:.3f}. What would move the "
+        "speedup further is the draft's acceptance itself (notebook 06 §6 bounds what a tree "
+        "of depth 2 can add with this head), more on-policy data (§2), and a machine where a "
+        "target pass costs more relative to the draft (notebook 03 models a GPU)."
+    )
+)
 
 # %% [markdown]
 # ## The data this page read

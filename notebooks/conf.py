@@ -14,9 +14,24 @@ source_suffix = {".md": "myst-nb", ".ipynb": "myst-nb"}
 exclude_patterns = ["*.py", ".ipynb_checkpoints", "_build"]
 nb_execution_mode = "off"  # render the committed outputs; never execute
 nb_merge_streams = True
+nb_render_markdown_format = "myst"  # Markdown outputs with the same maths as the cells
 myst_enable_extensions = ["dollarmath", "amsmath"]
 myst_heading_anchors = 3
 html_theme = "sphinx_book_theme"
 html_title = "Speculative decoding, proven and measured"
 html_theme_options = {"show_toc_level": 2, "home_page_in_toc": True}
 html_last_updated_fmt = None
+
+# Maths render with MathJax from its CDN. Where the reader (or a headless browser checking the
+# build) has no network, SPECDEC_MATHJAX names a local MathJax 2 (Debian's libjs-mathjax:
+# /usr/share/javascript/mathjax/MathJax.js), linked instead.
+if _local_mathjax := __import__("os").environ.get("SPECDEC_MATHJAX"):
+    mathjax_path = f"file://{_local_mathjax}?config=TeX-AMS-MML_HTMLorMML"
+    mathjax2_config = {
+        "tex2jax": {
+            "inlineMath": [["\\(", "\\)"]],
+            "displayMath": [["\\[", "\\]"]],
+            "processEscapes": True,
+            "processClass": "math|output_area",
+        }
+    }

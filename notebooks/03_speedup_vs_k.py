@@ -95,13 +95,13 @@ from specdec_lib.costs import (
 )
 from specdec_lib.figures import speedup_vs_k as figs
 from specdec_lib.research import gpu_model
+from specdec_lib.research.campaign import Campaign
 from specdec_lib.research.gpu_model import GPUS, gpu_pass_time
-from specdec_lib.results import check_same_machine, describe_machine, read_json, results_read
+from specdec_lib.results import check_same_machine, read_json, results_read
 from specdec_lib.style import COLORS, CURVE_COLORS, savefig
 
 pd.set_option("display.precision", 3)
-CAMPAIGN = RESULTS_DIR / "campaign"
-MANIFEST = read_json(CAMPAIGN / "manifest.json")
+CAMPAIGN = Campaign.read(RESULTS_DIR / "campaign")
 MAIN, GREEDY, CHAIN, EARLY = (
     "recommended, T = 1",
     "recommended, greedy",
@@ -114,11 +114,10 @@ PLAN = {
     CHAIN: "chain_T1",
     EARLY: "early_exit_T1",
 }
-results = {name: read_json(CAMPAIGN / MANIFEST["runs"][run]["out"]) for name, run in PLAN.items()}
+results = CAMPAIGN.runs(PLAN)
 check_same_machine(results.values(), "notebook 03's runs")
-HEADLINE = headline(CAMPAIGN)
-MACHINE = describe_machine(MANIFEST["machine"])
-MACHINE_SHORT = MACHINE.rsplit(", ", 1)[0]  # without the measured bandwidth
+HEADLINE = headline(CAMPAIGN.folder)
+MACHINE, MACHINE_SHORT = CAMPAIGN.machine, CAMPAIGN.machine_short
 tables = {name: runs_frame(res, intervals=True) for name, res in results.items()}
 
 
@@ -155,7 +154,7 @@ def describe_run(res):
 
 
 print(f"machine: {MACHINE}")
-print(f"the campaign's code: commit {MANIFEST['commit']}")
+print(f"the campaign's code: commit {CAMPAIGN.commit}")
 for name, res in results.items():
     prov = res["provenance"]
     print(
@@ -282,9 +281,9 @@ main = results[MAIN]
 costs = main["costs"]
 TREE = run_tree(main["settings"])
 kind = (main["settings"]["dtype"], main["pair"].get("packed"))
-loaded = {MANIFEST["runs"][run]["out"]: results[name] for name, run in PLAN.items()}
+loaded = {CAMPAIGN.manifest["runs"][run]["out"]: results[name] for name, run in PLAN.items()}
 cost_runs = {}
-for path in sorted(CAMPAIGN.glob("bench_*.json")):
+for path in sorted(CAMPAIGN.folder.glob("bench_*.json")):
     res = loaded.get(path.name) or read_json(path)
     if (
         res["status"] == "complete"
@@ -328,7 +327,7 @@ if choice:
 # not on the values), and the start-up timings in the other dtypes:
 
 # %%
-DEVICE_COSTS = CAMPAIGN / "device_costs_cpu.json"
+DEVICE_COSTS = CAMPAIGN.folder / "device_costs_cpu.json"
 device_costs = read_json(DEVICE_COSTS) if DEVICE_COSTS.exists() else None
 if device_costs is not None:
     check_same_machine([main, device_costs], "pass costs")
@@ -589,7 +588,7 @@ if "hf_autoregressive" in base:
     )
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=9)
 fig.suptitle(MACHINE_SHORT, y=1.02)
-savefig("03_latency_throughput", fig);
+savefig("03_latency_throughput", fig)
 if "hf_autoregressive" in base:
     print(
         f"baselines in this run: ours {base['autoregressive']:.1f} tokens/s, transformers' "
@@ -638,7 +637,7 @@ if len(breakdown):
         title=f"Where a step's time goes ({MAIN}; {MACHINE_SHORT})",
     )
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1))
-    savefig("03_time_per_step", fig);
+    savefig("03_time_per_step", fig)
 
 # %% [markdown]
 # *Implementation efficiency* = measured / predicted speedup: near 1, the decoder adds nothing the

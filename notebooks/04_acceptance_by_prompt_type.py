@@ -49,12 +49,12 @@ from specdec_lib.bench.analysis import position_counts, run_tree, tree_rates
 from specdec_lib.config import RESULTS_DIR
 from specdec_lib.costs import drafted_widths
 from specdec_lib.figures import acceptance_by_prompt_type as figs
-from specdec_lib.results import check_same_machine, describe_machine, read_json, results_read
+from specdec_lib.research.campaign import Campaign
+from specdec_lib.results import check_same_machine, results_read
 from specdec_lib.style import COLORS, savefig
 
 pd.set_option("display.precision", 3)
-CAMPAIGN = RESULTS_DIR / "campaign"
-MANIFEST = read_json(CAMPAIGN / "manifest.json")
+CAMPAIGN = Campaign.read(RESULTS_DIR / "campaign")
 EARLY, CHAIN, MAIN, GREEDY = (
     "early exit, T = 1",
     "chain, T = 1",
@@ -67,9 +67,9 @@ RUNS = {  # the campaign's runs, by the names of its plan
     MAIN: "recommended_T1",
     GREEDY: "recommended_greedy",
 }
-results = {name: read_json(CAMPAIGN / MANIFEST["runs"][run]["out"]) for name, run in RUNS.items()}
+results = CAMPAIGN.runs(RUNS)
 check_same_machine(results.values(), "notebook 04's runs")
-MACHINE = describe_machine(MANIFEST["machine"])
+MACHINE = CAMPAIGN.machine
 CATEGORIES = [
     "continuation",
     "code completion",
@@ -132,7 +132,7 @@ for name, res in results.items():
             )
 depths = pd.DataFrame(rows)  # one row per run, K, prompt and draft depth
 print(f"machine: {MACHINE}")
-print(f"the campaign's code: commit {MANIFEST['commit']}")
+print(f"the campaign's code: commit {CAMPAIGN.commit}")
 for name, res in results.items():
     prov = res["provenance"]
     print(f"{name}: {res['status']}; {describe_run(res)}; seed {prov['seed']}")

@@ -71,7 +71,8 @@ from specdec_lib.bench.analysis import position_counts
 from specdec_lib.config import DATA_DIR, RESULTS_DIR, quick
 from specdec_lib.costs import expected_tokens_per_step
 from specdec_lib.figures import drafting_strategies as figs
-from specdec_lib.results import check_same_machine, describe_machine, read_json, results_read
+from specdec_lib.research.campaign import Campaign
+from specdec_lib.results import check_same_machine, read_json, results_read
 from specdec_lib.style import savefig
 from specdec_lib.training import load_manifest, summary
 
@@ -79,11 +80,8 @@ pd.set_option("display.precision", 3)
 QUICK = quick()
 DRAFTER = DATA_DIR / "drafter"
 EXPERIMENTS = DRAFTER / "experiments"
-CAMPAIGN = RESULTS_DIR / "campaign"
-MANIFEST = read_json(CAMPAIGN / "manifest.json")
-MACHINE = describe_machine(MANIFEST["machine"])
-_m = MANIFEST["machine"]
-MACHINE_SHORT = f"{_m['cpu']} ({_m['family_model_stepping']}, {_m['cores']} cores)"
+CAMPAIGN = Campaign.read(RESULTS_DIR / "campaign")
+MACHINE, MACHINE_SHORT = CAMPAIGN.machine, CAMPAIGN.machine_short
 TEMPS = {"1": "T = 1", "0.7": "T = 0.7", "0": "greedy"}
 EVALS = {
     "early exit (untrained)": "drafter_eval_early_exit.json",
@@ -92,10 +90,10 @@ EVALS = {
 }
 # The series' headline (bench.headline): the recommended configuration at the best K of its T = 1
 # run, and the same K on the replicate and in greedy decoding, each with its 95% interval.
-HEADLINE = bench.headline(CAMPAIGN)
+HEADLINE = bench.headline(CAMPAIGN.folder)
 print("quick mode:", QUICK)
 print(f"measured on: {MACHINE}")
-print(f"campaign commit: {MANIFEST['commit']}")
+print(f"campaign commit: {CAMPAIGN.commit}")
 
 
 def with_interval(speedup: float, low: float, high: float) -> str:
@@ -115,11 +113,11 @@ def cells_at(result: dict, method: str, K: int) -> list[dict]:
 
 
 # %%
-evals = {name: read_json(CAMPAIGN / f) for name, f in EVALS.items()}
+evals = {name: read_json(CAMPAIGN.folder / f) for name, f in EVALS.items()}
 check_same_machine(evals.values(), "the drafters' evaluations")
 alpha_T1 = {name: ev["by_temperature"]["1"]["alpha"] for name, ev in evals.items()}
 c_eval = {name: ev["costs"]["c"] for name, ev in evals.items()}
-NGRAM = read_json(CAMPAIGN / "bench_ngram_T1.json")
+NGRAM = CAMPAIGN.run("ngram_T1")
 ngram_K1 = cells_at(NGRAM, "speculative", 1)
 ngram_drafting = sum(c["n_proposed"] for c in ngram_K1) / sum(c["n_steps"] for c in ngram_K1)
 ngram_alpha = sum(c["n_accepted"] for c in ngram_K1) / sum(c["n_proposed"] for c in ngram_K1)
@@ -218,7 +216,7 @@ by_T = pd.DataFrame(
         TEMPS[T]: {"alpha (K=1)": r["alpha"], "accepted": r["accepted"], "proposed": r["proposed"]}
         for T, r in full_eval["by_temperature"].items()
     }
-).T
+).T.astype({"accepted": int, "proposed": int})
 by_T[f"c ({full_eval['pair']['dtype']})"] = full_eval["costs"]["c"]
 by_T
 
@@ -262,7 +260,7 @@ curve = pd.DataFrame(
 fig = figs.learning_curves(
     curve, {name: pd.DataFrame(tr["history"]) for name, (tr, _) in runs.items()}
 )
-savefig("05_learning_curves", fig);
+savefig("05_learning_curves", fig)
 curve
 
 # %%
@@ -351,7 +349,7 @@ display(
 # intervals; positions reached fewer than 50 times are left out.
 
 # %%
-CHAIN = read_json(CAMPAIGN / "bench_chain_T1.json")
+CHAIN = CAMPAIGN.run("chain_T1")
 K_max = max(CHAIN["settings"]["K"])
 reached, accepted = np.zeros(K_max, dtype=int), np.zeros(K_max, dtype=int)
 for K in CHAIN["settings"]["K"]:
@@ -460,13 +458,13 @@ SPEED_RUNS = {
     "early_exit_T1": ("T = 1", "early exit (untrained)"),
     "recommended_greedy": ("greedy", "recommended"),
 }
-results = {run: read_json(CAMPAIGN / MANIFEST["runs"][run]["out"]) for run in SPEED_RUNS}
+results = CAMPAIGN.runs(dict(zip(SPEED_RUNS, SPEED_RUNS, strict=True)))
 check_same_machine(results.values(), "the speedups of notebook 05")
 
 
 def command(run: str) -> str:
     """A campaign run's command, without the output file the campaign gives it."""
-    args = MANIFEST["runs"][run]["command"]
+    args = CAMPAIGN.command(run)
     keep = [a for i, a in enumerate(args) if a != "--out" and (i == 0 or args[i - 1] != "--out")]
     return " ".join(keep)
 

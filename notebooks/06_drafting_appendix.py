@@ -51,24 +51,22 @@ from specdec_lib.costs import (
 from specdec_lib.figures import drafting_appendix as figs
 from specdec_lib.figures.drafting_strategies import speedup_intervals
 from specdec_lib.research import trees
-from specdec_lib.results import check_same_machine, describe_machine, read_json, results_read
+from specdec_lib.research.campaign import Campaign
+from specdec_lib.results import check_same_machine, read_json, results_read
 from specdec_lib.style import COLORS, savefig
 
 pd.set_option("display.precision", 3)
 QUICK = quick()
 DRAFTER = DATA_DIR / "drafter"
 EXPERIMENTS = DRAFTER / "experiments"
-CAMPAIGN = RESULTS_DIR / "campaign"
-MANIFEST = read_json(CAMPAIGN / "manifest.json")
-MACHINE = describe_machine(MANIFEST["machine"])
-_m = MANIFEST["machine"]
-MACHINE_SHORT = f"{_m['cpu']} ({_m['family_model_stepping']}, {_m['cores']} cores)"
+CAMPAIGN = Campaign.read(RESULTS_DIR / "campaign")
+MACHINE, MACHINE_SHORT = CAMPAIGN.machine, CAMPAIGN.machine_short
 TEMPS = {"T = 1": "T1"}  # the wide tree's runs (one temperature)
 CHOSEN = tuple(bench.DEFAULT_TREE)  # the recommended configuration's draft tree
 BUDGET = 8  # drafted tokens per target pass in the ranking of trees (§5)
 print("quick mode:", QUICK)
 print(f"measured on: {MACHINE}")
-print(f"campaign commit: {MANIFEST['commit']}")
+print(f"campaign commit: {CAMPAIGN.commit}")
 
 
 def wilson(k: int, n: int) -> tuple[float, float]:
@@ -91,14 +89,13 @@ def speculative_at(result: dict, K: int) -> pd.Series:
 
 def best_speculative(result: dict) -> pd.Series:
     """A stored run's speculative row at its best speedup over K, with its interval."""
-    runs = [r for r in result["runs"] if r["method"] == "speculative"]
-    return speculative_at(result, max(runs, key=lambda r: r["speedup"])["K"])
+    return speculative_at(result, bench.best_K(result))
 
 
 def probe(tag: str) -> tuple[dict, dict]:
     """The wide tree's run at one temperature, and what its steps say about every narrower chain
     tree of its depth (`bench.tree_rates`)."""
-    res = read_json(CAMPAIGN / f"bench_tree8-8_{tag}.json")
+    res = read_json(CAMPAIGN.folder / f"bench_tree8-8_{tag}.json")
     (K,) = res["settings"]["K"]
     cells = [c for key, c in res["cells"].items() if key.startswith(f"speculative|{K}|")]
     return res, bench.tree_rates(cells, K, max(res["settings"]["tree"]))
@@ -161,10 +158,10 @@ pilot_alpha = {
     for p in sorted(EXPERIMENTS.glob("pilot_*.eval.json"))
 }
 best_pilot = max(pilot_alpha, key=pilot_alpha.get)
-PACKING = read_json(CAMPAIGN / "levers_packing.json")
+PACKING = CAMPAIGN.run("packing")
 packed_ratio = {r["dtype"]: r["packed_over_plain"] for r in PACKING["runs"]}
-REC = read_json(CAMPAIGN / "bench_recommended_T1.json")
-CHAIN = read_json(CAMPAIGN / "bench_chain_T1.json")
+REC = CAMPAIGN.run("recommended_T1")
+CHAIN = CAMPAIGN.run("chain_T1")
 PROBES = {panel: probe(tag) for panel, tag in TEMPS.items()}
 check_same_machine(
     [PACKING, REC, CHAIN, *(res for res, _ in PROBES.values())], "the runs of this page"
@@ -172,7 +169,7 @@ check_same_machine(
 choice = REC["dtype_choice"]
 ranking = tree_ranking(PROBES)
 rec_best, chain_best = best_speculative(REC), best_speculative(CHAIN)
-DEVICE_COSTS = read_json(CAMPAIGN / "device_costs_cpu.json")
+DEVICE_COSTS = CAMPAIGN.run("pass_costs")
 CEILING_COSTS = trees.monotone_costs(
     {
         "t_target_s": DEVICE_COSTS["costs"]["t_target_s"],
@@ -241,7 +238,7 @@ for path in sorted(EXPERIMENTS.glob("pilot_*.eval.json")):
             "draft": name,
             "arch": st["arch"] if st["arch"] == "layers" else f"feature {st['feature_layers']}",
             "train tokens": tr["train_tokens"],
-            "epochs": st["epochs"],
+            "epochs": int(st["epochs"]),
             "lr": st["lr"],
             "alpha (T=1)": r1["alpha"],
             "proposals": r1["proposed"],
@@ -300,7 +297,7 @@ display(
 
 # %%
 full_train = read_json(DRAFTER / "feature_head.train.json")
-full_eval = read_json(CAMPAIGN / "drafter_eval_trained.json")
+full_eval = CAMPAIGN.run("eval_trained")
 hist = pd.DataFrame(full_train["history"])
 steps_per_epoch = hist.step.max() / full_train["settings"]["epochs"]
 hist["tokens seen"] = hist.step / steps_per_epoch * full_train["train_tokens"]
@@ -327,7 +324,7 @@ for name, stem in (("1 layer", "lc_92shards"), ("2 layers", "two_layers")):
         "training min": tr["history"][-1]["seconds"] / 60,
         "S(K=1) predicted": (1 + alpha) / (c + t[1] / t[0]),
     }
-cap = pd.DataFrame(cap_rows).T
+cap = pd.DataFrame(cap_rows).T.astype({"train tokens": int}).round({"training min": 1})
 assert cap["train tokens"].nunique() == 1  # equal data
 cap
 
@@ -401,8 +398,8 @@ savefig("06_dtype_pass_costs", fig);
 
 # %%
 EVAL = {
-    "bf16": read_json(CAMPAIGN / "drafter_eval_trained.json"),
-    "int8": read_json(CAMPAIGN / "drafter_eval_trained_int8.json"),
+    "bf16": CAMPAIGN.run("eval_trained"),
+    "int8": CAMPAIGN.run("eval_trained_int8"),
 }
 head_alpha = {
     "bfloat16": EVAL["int8"]["by_temperature"]["1"]["alpha"],
@@ -518,7 +515,7 @@ for name, ev in EVAL.items():
             "proposed": r["proposed"],
             "c": ev["costs"]["c"],
         }
-int8_table = pd.DataFrame(int8_rows).T.sort_index()
+int8_table = pd.DataFrame(int8_rows).T.sort_index().astype({"proposed": int})
 int8_table
 
 # %%
@@ -784,10 +781,10 @@ display(
 assert tuple(REC["settings"]["tree"]) == CHOSEN
 TREE_RUNS = {
     ("T = 1", f"tree {CHOSEN}, {REC['settings']['draft']} head, {REC['settings']['dtype']}"): (
-        CAMPAIGN / "bench_recommended_T1.json"
+        CAMPAIGN.folder / "bench_recommended_T1.json"
     ),
     ("T = 1", f"chain, {CHAIN['settings']['draft']} head, {CHAIN['settings']['dtype']}"): (
-        CAMPAIGN / "bench_chain_T1.json"
+        CAMPAIGN.folder / "bench_chain_T1.json"
     ),
 }
 tree_speed = bench.speculative_runs(TREE_RUNS)
@@ -839,7 +836,7 @@ display(
 # the draft's and the target's milliseconds per step, and the tokens per second over all prompts:
 
 # %%
-SUPPORT = read_json(CAMPAIGN / "levers_support.json")
+SUPPORT = CAMPAIGN.run("host_support")
 check_same_machine([SUPPORT, REC], "the support run and the benchmark")
 VARIANTS = {"support": "the draft's subset", "whole vocabulary": "the whole vocabulary"}
 support = pd.DataFrame(

@@ -126,7 +126,7 @@ def test_stored_runs_summarize_as_they_were_stored(name):
 
 
 def test_headline_chooses_K_on_the_first_run_and_reads_the_replicate_there(tmp_path):
-    from specdec_lib.bench import headline
+    from specdec_lib.bench import best_K, headline
     from specdec_lib.bench.analysis import HEADLINE_RUNS
     from specdec_lib.results import atomic_write_json
 
@@ -157,6 +157,7 @@ def test_headline_chooses_K_on_the_first_run_and_reads_the_replicate_there(tmp_p
         atomic_write_json(tmp_path / HEADLINE_RUNS[name], {**run(at_K), "provenance": here})
     h = headline(tmp_path)
     assert h["K"] == 1 and h["greedy_best_K"] == 1
+    assert best_K(read_json(tmp_path / HEADLINE_RUNS["replicate"])) == 2
     assert h["replicate"]["speedup"] < h["T1"]["speedup"]
     assert h["T1"]["low"] <= h["T1"]["speedup"] <= h["T1"]["high"]
     there = {"machine": {**here["machine"], "cpu": "AMD EPYC 7B13", "isa": ["avx2"]}}

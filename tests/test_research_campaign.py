@@ -113,3 +113,29 @@ def test_bad_plans_are_refused(tmp_path, text, match):
     path.write_text(text)
     with pytest.raises(ValueError, match=match):
         campaign.load_plan(path)
+
+
+def test_the_committed_campaign_reads_by_run_name_and_refuses_an_unknown_run():
+    from specdec_lib.config import RESULTS_DIR
+
+    c = campaign.Campaign.read(RESULTS_DIR / "campaign")
+    assert len(c.commit) == 40 and c.machine.startswith(c.manifest["machine"]["cpu"])
+    runs = c.runs({"T = 1": "recommended_T1", "greedy": "recommended_greedy"})
+    assert runs["greedy"]["settings"]["temperature"] == 0
+    assert c.command("exactness")[0] == "exactness"
+    with pytest.raises(ValueError, match="name: no run 'nope'"):
+        c.run("nope")
+
+
+def test_campaign_runs_from_two_machines_are_refused(tmp_path):
+    here = {"machine": machine_info()}
+    there = {"machine": {**here["machine"], "cpu": "AMD EPYC 7B13", "isa": ["avx2"]}}
+    for name, prov in (("a", here), ("b", there)):
+        (tmp_path / f"{name}.json").write_text(json.dumps({"provenance": prov}))
+    manifest = {"commit": "0" * 40, "machine": here["machine"]}
+    manifest["runs"] = {n: {"out": f"{n}.json", "command": ["bench"]} for n in "ab"}
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    c = campaign.Campaign.read(tmp_path)
+    assert c.runs({"x": "a"})["x"]["provenance"] == here
+    with pytest.raises(ValueError, match="2 machines"):
+        c.runs({"x": "a", "y": "b"})

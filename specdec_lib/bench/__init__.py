@@ -2,8 +2,8 @@
 
 * :mod:`~specdec_lib.bench.settings`: what defines a run, the named presets behind its defaults
   (``presets.toml``, each with why), where it runs;
-* :mod:`~specdec_lib.bench.run`: running the cells (our decoders and transformers' generation)
-  and the pass costs;
+* :mod:`~specdec_lib.bench.run`: running the cells (our decoders and transformers' generation);
+* :mod:`~specdec_lib.bench.passes`: the pass costs of the cost model;
 * :mod:`~specdec_lib.bench.analysis`: what a stored run says: the summary, acceptance by position
   and by depth, outputs against the baseline's, bootstrap intervals, frames.
 
@@ -12,6 +12,7 @@ The cost model they predict with is :mod:`specdec_lib.costs`.
 
 from .analysis import (
     against_baseline,
+    best_K,
     headline,
     identical_outputs,
     per_prompt_frame,
@@ -22,7 +23,8 @@ from .analysis import (
     summarize,
     tree_rates,
 )
-from .run import measure_pass_costs, run_benchmark
+from .passes import measure_pass_costs
+from .run import run_benchmark
 from .settings import (
     DEFAULT_METHODS,
     DEFAULT_TREE,
@@ -42,6 +44,7 @@ __all__ = [
     "SCHEDULES",
     "BenchSettings",
     "against_baseline",
+    "best_K",
     "headline",
     "identical_outputs",
     "measure_pass_costs",

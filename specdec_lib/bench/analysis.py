@@ -22,6 +22,7 @@ from .settings import METHODS
 
 __all__ = [
     "against_baseline",
+    "best_K",
     "cell_key",
     "headline",
     "identical_outputs",
@@ -422,6 +423,15 @@ def per_prompt_frame(result: dict[str, Any]):
     return df
 
 
+def best_K(result: dict[str, Any], method: str = "speculative") -> int:
+    """The ``K`` at which a stored run's ``method`` was fastest against its baseline (its highest
+    measured speedup; the intervals are read at that ``K`` by :func:`speedup_interval`)."""
+    runs = [r for r in result["runs"] if r["method"] == method]
+    if not runs:
+        raise ValueError(f"method: the run holds no {method!r} runs")
+    return max(runs, key=lambda r: r["speedup"])["K"]
+
+
 # The campaign's files behind the headline (specdec_lib/research/campaign.toml).
 HEADLINE_RUNS = {
     "T1": "bench_recommended_T1.json",
@@ -446,7 +456,7 @@ def headline(folder: str | Path) -> dict[str, Any]:
     def baseline(result: dict[str, Any]) -> float:
         return next(r["tokens_per_s"] for r in result["runs"] if r["method"] == "autoregressive")
 
-    K = max(speculative(runs["T1"]).values(), key=lambda r: r["speedup"])["K"]
+    K = best_K(runs["T1"])
     out: dict[str, Any] = {"K": K, "settings": runs["T1"]["settings"]}
     for name, result in runs.items():
         run = speculative(result)[K]
@@ -458,8 +468,6 @@ def headline(folder: str | Path) -> dict[str, Any]:
             "tokens_per_s": run["tokens_per_s"],
             "baseline_tokens_per_s": baseline(result),
         }
-    out["greedy_best_K"] = max(speculative(runs["greedy"]).values(), key=lambda r: r["speedup"])[
-        "K"
-    ]
+    out["greedy_best_K"] = best_K(runs["greedy"])
     out["machine"] = runs["T1"]["provenance"]["machine"]
     return out

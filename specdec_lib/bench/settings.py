@@ -26,6 +26,7 @@ from ..models import DRAFTS, PAIRS, TRAINED_DRAFTS, default_draft, load_pair
 from ..results import repo_relative
 from ..sampling import Warp
 from ..settings import setting
+from .passes import measure_pass_costs
 
 __all__ = [
     "DEFAULT_METHODS",
@@ -299,8 +300,6 @@ def fastest_dtype(pair: str, device: str, reps: int = 5) -> dict[str, Any]:
     seconds, once per process). Whether bfloat16 is native or emulated and what packing buys decide
     it; ``/proc/cpuinfo``'s flags do not tell the cost, so the run records the timings
     (``dtype_choice``)."""
-    from .run import measure_pass_costs  # run imports this module
-
     if device == "cuda":
         return {"dtype": "bfloat16", "pack": False, "why": "a CUDA device (tensor cores)"}
     t = {}

@@ -23,25 +23,78 @@ import subprocess
 import sys
 import time
 import tomllib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..config import REPO_ROOT
 from ..results import (
     atomic_write_json,
+    check_same_machine,
     code_changes,
     code_commit,
+    describe_machine,
     git_commit,
     machine_info,
     machine_key,
     read_json,
 )
 
-__all__ = ["PLAN_FILE", "RunFailed", "load_plan", "run_campaign"]
+__all__ = ["PLAN_FILE", "Campaign", "RunFailed", "load_plan", "run_campaign"]
 
 PLAN_FILE = Path(__file__).with_name("campaign.toml")
 MANIFEST = "manifest.json"
+
+
+@dataclass(frozen=True)
+class Campaign:
+    """A campaign's folder as the series reads it: its manifest, and each run's stored result by
+    the run's name in the plan (``Campaign.read(folder).runs({"label": "recommended_T1"})``)."""
+
+    folder: Path
+    manifest: dict[str, Any]
+
+    @classmethod
+    def read(cls, folder: str | Path) -> Campaign:
+        folder = Path(folder)
+        return cls(folder, read_json(folder / MANIFEST))
+
+    @property
+    def commit(self) -> str:
+        """The commit the campaign measured, in full."""
+        return self.manifest["commit"]
+
+    @property
+    def machine(self) -> str:
+        """The machine in words (:func:`~specdec_lib.results.describe_machine`)."""
+        return describe_machine(self.manifest["machine"])
+
+    @property
+    def machine_short(self) -> str:
+        """The machine in a figure's title: CPU, family/model/stepping, cores."""
+        m = self.manifest["machine"]
+        return f"{m['cpu']} ({m['family_model_stepping']}, {m['cores']} cores)"
+
+    def command(self, name: str) -> list[str]:
+        """The command line of the plan's run ``name``, as it ran."""
+        return self._entry(name)["command"]
+
+    def run(self, name: str) -> dict[str, Any]:
+        """The stored result of the plan's run ``name``."""
+        return read_json(self.folder / self._entry(name)["out"])
+
+    def runs(self, names: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+        """``{label: result}`` for ``{label: run name}``, refused if they come from two machines."""
+        out = {label: self.run(name) for label, name in names.items()}
+        check_same_machine(out.values(), f"the campaign's runs {', '.join(names.values())}")
+        return out
+
+    def _entry(self, name: str) -> dict[str, Any]:
+        runs = self.manifest["runs"]
+        if name not in runs:
+            raise ValueError(f"name: no run {name!r} in {self.folder} (it has {', '.join(runs)})")
+        return runs[name]
 
 
 class RunFailed(RuntimeError):

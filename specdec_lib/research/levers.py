@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from ..bench.run import measure_pass_costs
+from ..bench.passes import measure_pass_costs
 from ..config import DEFAULT_PROMPTS
 from ..decoding import SpeculativeDecoder
 from ..models import load_pair

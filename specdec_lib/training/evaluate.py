@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from ..bench.analysis import position_counts, rates
-from ..bench.run import measure_pass_costs
+from ..bench.passes import measure_pass_costs
 from ..bench.settings import DTYPES
 from ..checks import one_of, positive_int
 from ..decoding import SpeculativeDecoder

@@ -82,7 +82,7 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from specdec_lib.bench import headline, runs_frame
-from specdec_lib.bench.analysis import position_counts, run_tree, tree_rates
+from specdec_lib.bench.analysis import depth_counts, run_tree, tree_rates
 from specdec_lib.config import DATA_DIR, RESULTS_DIR
 from specdec_lib.costs import (
     draft_cost,
@@ -133,17 +133,6 @@ def has_method(name, method):
 
 def cells_at(res, K):
     return [c for key, c in res["cells"].items() if key.startswith(f"speculative|{K}|")]
-
-
-def depth_counts(res, K):
-    # Per draft depth at K: the steps that judged it (reached it) and the steps that kept one of
-    # its candidates. A kept alternative ends the step, so the depth after it is not judged.
-    widths = drafted_widths(K, run_tree(res["settings"]))
-    if max(widths) == 1:
-        return position_counts(cells_at(res, K), K)
-    r = tree_rates(cells_at(res, K), K, max(widths))
-    kept = [sum(r["alternative_kept"][d][: w - 1]) for d, w in enumerate(widths)]
-    return np.array(r["reached"]), np.array(r["chain_accepted"]) + np.array(kept)
 
 
 def describe_run(res):
@@ -414,7 +403,7 @@ def alpha_judged(name):
     res = results[name]
     out = {}
     for K in spec_rows(name).index:
-        reached, accepted = depth_counts(res, K)
+        reached, accepted, _ = depth_counts(cells_at(res, K), K, run_tree(res["settings"]))
         out[K] = accepted.sum() / reached.sum()
     return pd.Series(out)
 

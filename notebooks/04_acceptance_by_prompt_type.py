@@ -45,7 +45,7 @@ import pandas as pd
 from IPython.display import HTML, Markdown, display
 from scipy import stats
 
-from specdec_lib.bench.analysis import position_counts, run_tree, tree_rates
+from specdec_lib.bench.analysis import depth_counts, run_tree
 from specdec_lib.config import RESULTS_DIR
 from specdec_lib.costs import drafted_widths
 from specdec_lib.figures import acceptance_by_prompt_type as figs
@@ -96,28 +96,14 @@ def is_tree(name):
     return max(run_tree(results[name]["settings"])) > 1
 
 
-def depth_counts(res, K, cell):
-    # Per draft depth of one cell at K: how many steps judged it, how many kept one of its
-    # candidates, and how many accepted the chain's own token there. A chain: position_counts. A
-    # tree: tree_rates, since a kept alternative ends the step, so the depth after it is not
-    # judged (and steps clamped near the end of the output, with fewer than K drafts, are left out).
-    widths = drafted_widths(K, run_tree(res["settings"]))
-    if max(widths) == 1:
-        reached, accepted = position_counts([cell], K)
-        return reached, accepted, accepted
-    r = tree_rates([cell], K, max(widths))
-    kept = np.array([sum(r["alternative_kept"][d][: w - 1]) for d, w in enumerate(widths)])
-    chain = np.array(r["chain_accepted"])
-    return np.array(r["reached"]), chain + kept, chain
-
-
 rows = []
 for name, res in results.items():
     for key, cell in res["cells"].items():
         method, K, p, _rep = key.split("|")
         if method != "speculative":
             continue
-        for d, counts in enumerate(zip(*depth_counts(res, int(K), cell), strict=True), start=1):
+        counts_by_depth = depth_counts([cell], int(K), run_tree(res["settings"]))
+        for d, counts in enumerate(zip(*counts_by_depth, strict=True), start=1):
             rows.append(
                 {
                     "run": name,
@@ -186,8 +172,8 @@ judged (its §1)."""
 # pooled over steps, estimates the per-position acceptance probability $\alpha$ of the theory
 # (accepted / proposed would fall with $K$ for that reason alone; notebook 03, §1). In a tree a
 # depth counts as accepted when any of its candidates is kept; a kept alternative has no children,
-# so the step ends there and the next depth is not judged (`bench.tree_rates` counts so; for a
-# chain, `bench.position_counts`). We pool the counts per prompt category over all $K$.
+# so the step ends there and the next depth is not judged (`bench.depth_counts` counts so). We pool
+# the counts per prompt category over all $K$.
 
 
 # %%

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from specdec_lib.bench import (
+    depth_counts,
     identical_outputs,
     pool_repeats,
     runs_frame,
@@ -28,6 +29,12 @@ def test_tree_rates_count_by_depth():
     assert r["chain_rejected"] == [2, 2] and r["alternative_kept"] == [[0, 1, 0], [1, 0, 0]]
     np.testing.assert_allclose(r["gamma"], [[0, 0, 0.5], [0, 0.5, 0.5]])
     np.testing.assert_allclose(r["beta"], [3 / 5, 1 / 3])
+    # per depth: judged, kept (the chain's token or an alternative), the chain's token kept
+    reached, kept, chain = depth_counts([{"steps": steps, "alt_index": alt_index}], 2, [3, 3])
+    assert reached.tolist() == [5, 3] and kept.tolist() == [4, 2] and chain.tolist() == [3, 1]
+    # a chain counts every step, the clamped one included: a position is judged once reached
+    reached, kept, chain = depth_counts([{"steps": steps}], 2, [1])
+    assert reached.tolist() == [6, 4] and kept.tolist() == chain.tolist() == [4, 2]
 
 
 def test_identical_outputs_counts_cells_equal_to_the_baseline():

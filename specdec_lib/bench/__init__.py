@@ -13,6 +13,7 @@ The cost model they predict with is :mod:`specdec_lib.costs`.
 from .analysis import (
     against_baseline,
     best_K,
+    depth_counts,
     headline,
     identical_outputs,
     per_prompt_frame,
@@ -45,6 +46,7 @@ __all__ = [
     "BenchSettings",
     "against_baseline",
     "best_K",
+    "depth_counts",
     "headline",
     "identical_outputs",
     "measure_pass_costs",

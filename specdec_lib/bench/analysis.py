@@ -24,6 +24,7 @@ __all__ = [
     "against_baseline",
     "best_K",
     "cell_key",
+    "depth_counts",
     "headline",
     "identical_outputs",
     "per_prompt_frame",
@@ -112,6 +113,28 @@ def tree_rates(cells: Iterable[dict[str, Any]], K: int, width: int) -> dict[str,
         "chain_rejected": rejected.tolist(),
         "alternative_kept": alt.tolist(),
     }
+
+
+def depth_counts(
+    cells: Iterable[dict[str, Any]], K: int, tree: Sequence[int]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per draft depth ``1..K`` of cells run at ``K`` with the draft tree ``tree``: how many steps
+    judged the depth (reached it), how many kept one of its candidates (the chain's token or an
+    alternative), and how many accepted the chain's own token there.
+
+    A chain: :func:`position_counts`. A tree: :func:`tree_rates`, since a kept alternative ends the
+    step, so the depth after it is never judged (counting it as judged, as ``alpha_iid`` of
+    :func:`summarize` does, would bias a tree's acceptance low); steps clamped near the end of the
+    output, with fewer than ``K`` drafts, are left out."""
+    cells = list(cells)
+    widths = drafted_widths(K, tree)
+    if max(widths) == 1:
+        reached, accepted = position_counts(cells, K)
+        return reached, accepted, accepted
+    r = tree_rates(cells, K, max(widths))
+    kept = np.array([sum(r["alternative_kept"][d][: w - 1]) for d, w in enumerate(widths)])
+    chain = np.array(r["chain_accepted"])
+    return np.array(r["reached"]), chain + kept, chain
 
 
 # --------------------------------------------------------------------------------------------

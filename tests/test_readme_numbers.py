@@ -35,3 +35,29 @@ def test_readme_headline_is_the_campaigns(paragraph):
         assert point in paragraph, f"README.md: {name} at K = {h['K']} is {point}"
         assert interval in paragraph, f"README.md: {name}'s 95% interval is {interval}"
     assert describe_machine(h["machine"]) in paragraph, "README.md: name the campaign's machine"
+
+
+@pytest.mark.skipif(not (CAMPAIGN / "manifest.json").exists(), reason="no campaign committed")
+def test_data_readme_describes_each_campaign_run_as_it_ran():
+    # each row of data/README.md's table names its plan runs; where it states a K range, it is
+    # the range the run's command asked for, and every run of the manifest has its row
+    from specdec_lib.results import read_json
+
+    manifest = read_json(CAMPAIGN / "manifest.json")
+    rows = [r for r in (ROOT / "data" / "README.md").read_text().splitlines() if r.startswith("| `")]
+    described = {}
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        for name in re.findall(r"`(\w+)`", cells[-1]):
+            described[name] = cells[1]
+    assert set(described) == set(manifest["runs"])
+    for name, what in described.items():
+        cmd = manifest["runs"][name]["command"]
+        stated = re.search(r"K = (\d+)\.\.(\d+)", what)
+        if stated and "--K" in cmd:
+            Ks = []
+            for a in cmd[cmd.index("--K") + 1 :]:
+                if a.startswith("--"):
+                    break
+                Ks.append(int(a))
+            assert (min(Ks), max(Ks)) == tuple(map(int, stated.groups())), name

@@ -262,6 +262,54 @@ for name, res in results.items():
 # `predicted_speedup_from_tau`, uses the measured tokens per step directly and so isolates the
 # implementation's overhead from the model of acceptance.
 #
+# The model in code, as the two formulas above say it (the library's `costs.step_cost` and
+# `costs.tree_tokens_per_step` are the same arithmetic; the next cell checks this version against
+# the predictions stored with every run of this notebook). A chain is the tree whose alternatives
+# are never kept ($\gamma_d = 0$, $\beta_d = \alpha$), where the sum reduces to
+# $(1-\alpha^{K+1})/(1-\alpha)$:
+
+
+# %%
+def step_cost_ref(K, costs, widths):
+    # one step in one-token target passes: K draft proposals, one target pass over 1 + n_K tokens
+    t, n_K = costs["t_target_s"], sum(widths)
+    t_draft = costs["t_draft_s"] + (K - 1) * costs["t_draft_next_s"]
+    return (t_draft + t[n_K]) / t[0]
+
+
+def tokens_per_step_ref(beta, gamma):
+    # E = sum_d R_d (1 - beta_d) (d + gamma_d) + R_{K+1} (K + 1), R_1 = 1, R_{d+1} = R_d beta_d
+    E, R = 0.0, 1.0
+    for d, (b, g) in enumerate(zip(beta, gamma, strict=True), start=1):
+        E += R * (1 - b) * (d + g)
+        R *= b
+    return E + R * (len(beta) + 1)
+
+
+# %%
+# NBVAL_CHECK_OUTPUT
+def predicted_ref(res, K):
+    # the stored run's prediction at K, recomputed with the reference model at the run's own rates
+    widths = drafted_widths(K, run_tree(res["settings"]))
+    if max(widths) == 1:  # the chain: one alpha, accepted / judged
+        reached, accepted, _ = depth_counts(cells_at(res, K), K, widths)
+        beta, gamma = [accepted.sum() / reached.sum()] * K, [0.0] * K
+    else:  # the tree: each depth's rates, a rate never measured counting as 0
+        r = tree_rates(cells_at(res, K), K, max(widths))
+        beta = np.nan_to_num(r["beta"])
+        gamma = [np.nan_to_num(r["gamma"][d][w - 1]) for d, w in enumerate(widths)]
+    return tokens_per_step_ref(beta, gamma) / step_cost_ref(K, res["costs"], widths)
+
+
+gaps = [
+    abs(predicted_ref(results[name], r["K"]) - r["predicted_speedup"])
+    for name in (MAIN, GREEDY, CHAIN, EARLY)
+    for r in results[name]["runs"]
+    if r["method"] == "speculative"
+]
+print(f"the reference model reproduces the {len(gaps)} stored predictions:", max(gaps) < 1e-9)
+
+# %% [markdown]
 # The pass costs of the recommended run, and their spread over every benchmark run of the campaign
 # in the same dtype (each run times the target's passes at its start):
 

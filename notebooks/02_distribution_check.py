@@ -1499,7 +1499,9 @@ from specdec_lib.research import exactness  # noqa: E402
 GRID_CMD = MANIFEST["runs"]["exactness"]["command"]  # exactness --configs ... --n ... --out ...
 GRID_FLAGS = [i for i, a in enumerate(GRID_CMD) if a.startswith("--")]
 GRID_CONFIGS = GRID_CMD[GRID_FLAGS[0] + 1 : GRID_FLAGS[1]]
-GRID_N = {GRID_CMD[i]: GRID_CMD[i + 1] for i in GRID_FLAGS[1:] if GRID_CMD[i] in ("--n", "--n-fault")}
+GRID_N = {
+    GRID_CMD[i]: GRID_CMD[i + 1] for i in GRID_FLAGS[1:] if GRID_CMD[i] in ("--n", "--n-fault")
+}
 shipped = (
     exactness.ExactnessSettings(
         configs=GRID_CONFIGS, n=int(GRID_N["--n"]), n_fault=int(GRID_N["--n-fault"])
@@ -1569,7 +1571,10 @@ print(
     bool((model_drafts.bonus_steps > 0).all()),
 )
 for name, p in shipped_df[shipped_df.must_fail].set_index("name").p.items():
-    print(f"must fail, {name}: rejected at the family's level (p < {ALPHA_FAMILY:.2g}):", p < ALPHA_FAMILY)
+    print(
+        f"must fail, {name}: rejected at the family's level (p < {ALPHA_FAMILY:.2g}):",
+        p < ALPHA_FAMILY,
+    )
 
 # %%
 fig = figs.exactness_grid(shipped_df, level=ALPHA_FAMILY)

@@ -44,7 +44,9 @@ def test_data_readme_describes_each_campaign_run_as_it_ran():
     from specdec_lib.results import read_json
 
     manifest = read_json(CAMPAIGN / "manifest.json")
-    rows = [r for r in (ROOT / "data" / "README.md").read_text().splitlines() if r.startswith("| `")]
+    rows = [
+        r for r in (ROOT / "data" / "README.md").read_text().splitlines() if r.startswith("| `")
+    ]
     described = {}
     for row in rows:
         cells = [c.strip() for c in row.strip("|").split("|")]

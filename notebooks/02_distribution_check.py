@@ -406,13 +406,13 @@ M = 3  # tokens per sequence in section 6
 
 N_NEXT_MODES = {"quick": 3_000, "full": 30_000}
 N_NEXT = N_NEXT_MODES["quick" if QUICK else "full"]  # next-token samples per test (3, 7.1)
-N_GRID = 3_000  # verify steps per grid cell (section 4)
+N_GRID = 1_500 if QUICK else 3_000  # verify steps per grid cell (section 4)
 GRID_K = (1, 3) if QUICK else (1, 3, 5)
 N_UNIF = 1_000  # next-token samples per test in section 5
 UNIF_WARPS = ("T=1, top-k 50", "T=0.7, top-p 0.9") if QUICK else tuple(WARPS)
-N_SEQ = 80 if QUICK else 120  # decoder sequences per configuration (section 6)
+N_SEQ = 40 if QUICK else 120  # decoder sequences per configuration (section 6)
 N_FAR = 3_000 if QUICK else 10_000  # next-token samples per test with a far draft (7.3)
-N_F32 = 4 if QUICK else 6  # prompts of the float32 greedy identity, live (8)
+N_F32 = 2 if QUICK else 6  # prompts of the float32 greedy identity, live (8)
 N_LIVE = 300  # decoder outputs per arm run live in section 9 (both modes: the power to reject)
 
 sizes = pd.DataFrame(
@@ -1313,20 +1313,20 @@ print(
 
 # %%
 from specdec_lib.bench import identical_outputs  # noqa: E402
+from specdec_lib.research.campaign import Campaign  # noqa: E402
 from specdec_lib.research.forensics import near_tie_evidence  # noqa: E402
-from specdec_lib.results import describe_machine, read_json  # noqa: E402
+from specdec_lib.results import describe_machine  # noqa: E402
 
-CAMPAIGN = config.RESULTS_DIR / "campaign"
-MANIFEST = read_json(CAMPAIGN / "manifest.json")
+CAMPAIGN = Campaign.read(config.RESULTS_DIR / "campaign")
 rows = []
-for name in ("bench_recommended_greedy",):
-    res = read_json(CAMPAIGN / f"{name}.json")
+for name in ("recommended_greedy",):
+    res = CAMPAIGN.run(name)
     for (method, K), rec in sorted(identical_outputs(res).items()):
         if method == "speculative":
             rs = res["settings"]
             rows.append(
                 {
-                    "run": name.removeprefix("bench_"),
+                    "run": name,
                     "dtype": rs["dtype"],
                     "draft": rs["draft"],
                     "tree": ", ".join(map(str, rs["tree"])),
@@ -1339,7 +1339,7 @@ for name in ("bench_recommended_greedy",):
                 }
             )
 identical = pd.DataFrame(rows)
-print(f"measured on {describe_machine(MANIFEST['machine'])}, commit {MANIFEST['commit']}")
+print(f"measured on {CAMPAIGN.machine}, commit {CAMPAIGN.commit}")
 display(identical.drop(columns="identical").set_index(["run", "K"]))
 for dtype, r in identical.groupby("dtype").identical.agg(["min", "max"]).iterrows():
     print(
@@ -1359,7 +1359,7 @@ for dtype, r in identical.groupby("dtype").identical.agg(["min", "max"]).iterrow
 
 # %%
 bf16 = load_pair("default", dtype="bfloat16")
-res_bf16 = read_json(CAMPAIGN / "bench_recommended_greedy.json")
+res_bf16 = CAMPAIGN.run("recommended_greedy")
 ties = pd.DataFrame(near_tie_evidence(bf16, res_bf16, K=2))
 gaps = []
 with torch.inference_mode():
@@ -1496,19 +1496,8 @@ display(
 from specdec_lib.research import exactness  # noqa: E402
 
 # SPECDEC_REMEASURE=1 draws the grid afresh here (not stored: the campaign's file stays as measured).
-GRID_CMD = MANIFEST["runs"]["exactness"]["command"]  # exactness --configs ... --n ... --out ...
-GRID_FLAGS = [i for i, a in enumerate(GRID_CMD) if a.startswith("--")]
-GRID_CONFIGS = GRID_CMD[GRID_FLAGS[0] + 1 : GRID_FLAGS[1]]
-GRID_N = {
-    GRID_CMD[i]: GRID_CMD[i + 1] for i in GRID_FLAGS[1:] if GRID_CMD[i] in ("--n", "--n-fault")
-}
-shipped = (
-    exactness.ExactnessSettings(
-        configs=GRID_CONFIGS, n=int(GRID_N["--n"]), n_fault=int(GRID_N["--n-fault"])
-    ).run(progress=False)
-    if config.remeasure()
-    else read_json(CAMPAIGN / "exactness_shipped.json")
-)
+GRID = CAMPAIGN.settings("exactness", exactness.ExactnessSettings)  # the grid's run, as it ran
+shipped = GRID.run(progress=False) if config.remeasure() else CAMPAIGN.run("exactness")
 shipped_df = exactness.as_frame(shipped)
 shipped_level = ALPHA_FAMILY / int((~shipped_df.must_fail).sum())
 shipped_df["detectable TV"] = [  # of one position's test, at its Bonferroni share of the level
@@ -1674,7 +1663,7 @@ display(
                 "default draft tree, prompt lookup, and transformers' assisted generation as a "
                 "peer) passes against the exact law of the tokens its draft "
                 f"proposes (smallest p-value after Holm {shipped_family.p_holm.min():.2f}); through "
-                f"the same test, with {int(GRID_N['--n-fault'])} outputs each, the decoders that must "
+                f"the same test, with {GRID.n_fault} outputs each, the decoders that must "
                 "fail give "
                 + ", ".join(f"{name} ($p$ = {p:.1g})" for name, p in faults_p.items())
                 + f": {int((faults_p < ALPHA_FAMILY).sum())} of {len(faults_p)} rejected at the "

@@ -81,7 +81,7 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
-from specdec_lib.bench import headline, runs_frame
+from specdec_lib.bench import HEADLINE_RUNS, headline, runs_frame
 from specdec_lib.bench.analysis import depth_counts, run_tree, tree_rates
 from specdec_lib.config import DATA_DIR, RESULTS_DIR
 from specdec_lib.costs import (
@@ -116,7 +116,7 @@ PLAN = {
 }
 results = CAMPAIGN.runs(PLAN)
 check_same_machine(results.values(), "notebook 03's runs")
-HEADLINE = headline(CAMPAIGN.folder)
+HEADLINE = headline(CAMPAIGN.runs(HEADLINE_RUNS))
 MACHINE, MACHINE_SHORT = CAMPAIGN.machine, CAMPAIGN.machine_short
 tables = {name: runs_frame(res, intervals=True) for name, res in results.items()}
 

@@ -90,7 +90,7 @@ EVALS = {
 }
 # The series' headline (bench.headline): the recommended configuration at the best K of its T = 1
 # run, and the same K on the replicate and in greedy decoding, each with its 95% interval.
-HEADLINE = bench.headline(CAMPAIGN.folder)
+HEADLINE = bench.headline(CAMPAIGN.runs(bench.HEADLINE_RUNS))
 print("quick mode:", QUICK)
 print(f"measured on: {MACHINE}")
 print(f"campaign commit: {CAMPAIGN.commit}")
@@ -458,7 +458,7 @@ SPEED_RUNS = {
     "early_exit_T1": ("T = 1", "early exit (untrained)"),
     "recommended_greedy": ("greedy", "recommended"),
 }
-results = CAMPAIGN.runs(dict(zip(SPEED_RUNS, SPEED_RUNS, strict=True)))
+results = CAMPAIGN.runs(SPEED_RUNS)
 check_same_machine(results.values(), "the speedups of notebook 05")
 
 

@@ -132,10 +132,8 @@ def test_stored_runs_summarize_as_they_were_stored(name):
                 assert got[key] == pytest.approx(stored[key], rel=1e-9), (key, stored["K"])
 
 
-def test_headline_chooses_K_on_the_first_run_and_reads_the_replicate_there(tmp_path):
-    from specdec_lib.bench import best_K, headline
-    from specdec_lib.bench.analysis import HEADLINE_RUNS
-    from specdec_lib.results import atomic_write_json
+def test_headline_chooses_K_on_the_first_run_and_reads_the_replicate_there():
+    from specdec_lib.bench import HEADLINE_RUNS, best_K, headline
 
     rng = np.random.default_rng(0)
 
@@ -160,15 +158,15 @@ def test_headline_chooses_K_on_the_first_run_and_reads_the_replicate_there(tmp_p
     here = {"machine": machine_info()}
     # The first run is fastest at K = 1, the replicate at K = 2: the headline keeps K = 1.
     speeds = {"T1": {1: 0.5, 2: 0.8}, "replicate": {1: 0.8, 2: 0.5}, "greedy": {1: 0.6, 2: 0.7}}
-    for name, at_K in speeds.items():
-        atomic_write_json(tmp_path / HEADLINE_RUNS[name], {**run(at_K), "provenance": here})
-    h = headline(tmp_path)
+    runs = {name: {**run(at_K), "provenance": here} for name, at_K in speeds.items()}
+    h = headline(runs)
     assert h["K"] == 1 and h["greedy_best_K"] == 1
-    assert best_K(read_json(tmp_path / HEADLINE_RUNS["replicate"])) == 2
+    assert best_K(runs["replicate"]) == 2
     assert h["replicate"]["speedup"] < h["T1"]["speedup"]
     assert h["T1"]["low"] <= h["T1"]["speedup"] <= h["T1"]["high"]
     there = {"machine": {**here["machine"], "cpu": "AMD EPYC 7B13", "isa": ["avx2"]}}
-    res = read_json(tmp_path / HEADLINE_RUNS["greedy"])
-    atomic_write_json(tmp_path / HEADLINE_RUNS["greedy"], {**res, "provenance": there})
     with pytest.raises(ValueError, match="headline: the results come from 2 machines"):
-        headline(tmp_path)
+        headline({**runs, "greedy": {**runs["greedy"], "provenance": there}})
+    with pytest.raises(ValueError, match="runs: the headline needs greedy"):
+        headline({k: v for k, v in runs.items() if k != "greedy"})
+    assert set(HEADLINE_RUNS) == set(speeds)

@@ -123,6 +123,7 @@ def test_the_committed_campaign_reads_by_run_name_and_refuses_an_unknown_run():
     runs = c.runs({"T = 1": "recommended_T1", "greedy": "recommended_greedy"})
     assert runs["greedy"]["settings"]["temperature"] == 0
     assert c.command("exactness")[0] == "exactness"
+    assert list(c.runs(["recommended_T1"])) == ["recommended_T1"]
     with pytest.raises(ValueError, match="name: no run 'nope'"):
         c.run("nope")
 
@@ -139,3 +140,15 @@ def test_campaign_runs_from_two_machines_are_refused(tmp_path):
     assert c.runs({"x": "a"})["x"]["provenance"] == here
     with pytest.raises(ValueError, match="2 machines"):
         c.runs({"x": "a", "y": "b"})
+
+
+def test_a_runs_settings_are_read_back_from_its_command_line():
+    from specdec_lib.config import RESULTS_DIR
+    from specdec_lib.research.exactness import ExactnessSettings
+
+    c = campaign.Campaign.read(RESULTS_DIR / "campaign")
+    s = c.settings("exactness", ExactnessSettings)
+    argv = c.command("exactness")
+    assert s.n == int(argv[argv.index("--n") + 1])
+    assert s.n_fault == int(argv[argv.index("--n-fault") + 1])
+    assert s.configs == argv[argv.index("--configs") + 1 : argv.index("--n")]

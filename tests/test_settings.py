@@ -9,7 +9,13 @@ import pytest
 from specdec_lib.bench import BenchSettings
 from specdec_lib.research.device_costs import CostSettings
 from specdec_lib.research.exactness import ExactnessSettings
-from specdec_lib.settings import add_arguments, command_line, from_arguments, setting
+from specdec_lib.settings import (
+    add_arguments,
+    command_line,
+    from_arguments,
+    from_command_line,
+    setting,
+)
 from specdec_lib.training import DataSettings, EvalSettings, TrainSettings
 
 
@@ -63,6 +69,13 @@ def test_command_line_round_trips():
     s = TrainSettings(epochs=1.0, teacher_layers=(0, -1), feature_layers=(-1,))
     argv = " ".join(command_line(TrainSettings, dataclasses.asdict(s))).split()
     assert _parse(TrainSettings, argv) == s
+
+
+def test_a_stored_command_line_reads_back_to_its_settings():
+    t = Toy(n=4, xs=[2.0], layers=None, flag=True)
+    argv = ["toy", *" ".join(command_line(Toy, dataclasses.asdict(t))).split()]
+    assert from_command_line(Toy, [*argv, "--out", "x.json", "--no-progress"]) == t
+    assert from_command_line(Toy, ["toy"]) == Toy()
 
 
 def test_validation_is_the_dataclass_s():

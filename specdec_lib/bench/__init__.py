@@ -11,6 +11,7 @@ The cost model they predict with is :mod:`specdec_lib.costs`.
 """
 
 from .analysis import (
+    HEADLINE_RUNS,
     against_baseline,
     best_K,
     depth_counts,
@@ -39,6 +40,7 @@ from .settings import (
 
 __all__ = [
     "DEFAULT_METHODS",
+    "HEADLINE_RUNS",
     "DEFAULT_TREE",
     "METHODS",
     "PRESETS",

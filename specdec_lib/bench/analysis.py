@@ -10,7 +10,6 @@ predictions are the cost model's (:mod:`specdec_lib.costs`).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -455,22 +454,26 @@ def best_K(result: dict[str, Any], method: str = "speculative") -> int:
     return max(runs, key=lambda r: r["speedup"])["K"]
 
 
-# The campaign's files behind the headline (specdec_lib/research/campaign.toml).
+# The campaign's runs behind the headline, by their names in specdec_lib/research/campaign.toml.
 HEADLINE_RUNS = {
-    "T1": "bench_recommended_T1.json",
-    "replicate": "bench_recommended_T1_replicate.json",
-    "greedy": "bench_recommended_greedy.json",
+    "T1": "recommended_T1",
+    "replicate": "recommended_T1_replicate",
+    "greedy": "recommended_greedy",
 }
 
 
-def headline(folder: str | Path) -> dict[str, Any]:
-    """The series' one headline, from a campaign's folder: the recommended configuration (what
+def headline(runs: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+    """The series' one headline, from the stored results of :data:`HEADLINE_RUNS`
+    (``headline(Campaign.read(folder).runs(HEADLINE_RUNS))``): the recommended configuration (what
     ``bench`` runs without flags) at its best ``K``, chosen on the first run at T = 1, then the
     same ``K`` on the replicate (other sampling seeds, data the choice never saw) and in greedy
     decoding. Each entry holds the speedup over the autoregressive baseline, its 95% bootstrap
     interval over prompts (``low``, ``high``) and both sides' tokens per second; ``greedy_best_K``
     is greedy's own best. Runs from different machines are refused."""
-    runs = {name: read_json(Path(folder) / f) for name, f in HEADLINE_RUNS.items()}
+    missing = set(HEADLINE_RUNS) - set(runs)
+    if missing:
+        raise ValueError(f"runs: the headline needs {', '.join(sorted(missing))} as well")
+    runs = {name: runs[name] for name in HEADLINE_RUNS}
     check_same_machine(runs.values(), "headline")
 
     def speculative(result: dict[str, Any]) -> dict[int, dict[str, Any]]:

@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 import tomllib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,7 @@ from ..results import (
     machine_key,
     read_json,
 )
+from ..settings import from_command_line
 
 __all__ = ["PLAN_FILE", "Campaign", "RunFailed", "load_plan", "run_campaign"]
 
@@ -84,8 +85,16 @@ class Campaign:
         """The stored result of the plan's run ``name``."""
         return read_json(self.folder / self._entry(name)["out"])
 
-    def runs(self, names: Mapping[str, str]) -> dict[str, dict[str, Any]]:
-        """``{label: result}`` for ``{label: run name}``, refused if they come from two machines."""
+    def settings(self, name: str, cls: type) -> Any:
+        """The settings dataclass ``cls`` of the plan's run ``name``, read from its command line
+        as it ran (``Campaign.settings("exactness", ExactnessSettings)``)."""
+        return from_command_line(cls, self.command(name))
+
+    def runs(self, names: Mapping[str, str] | Iterable[str]) -> dict[str, dict[str, Any]]:
+        """``{label: result}`` for ``{label: run name}`` (or ``{name: result}`` for run names),
+        refused if they come from two machines."""
+        if not isinstance(names, Mapping):
+            names = {name: name for name in names}
         out = {label: self.run(name) for label, name in names.items()}
         check_same_machine(out.values(), f"the campaign's runs {', '.join(names.values())}")
         return out

@@ -102,7 +102,7 @@ test-gpu-stack: install
 	  print("test-gpu-stack: transformers", t.__version__, "from", t.__file__)'; \
 	out=$$(mktemp -d); trap 'rm -rf "$$out"' EXIT; \
 	OUT=$$out $(GPU_STACK_PY) -m specdec_lib.research.gpu_run --device cpu --dry-run --out "$$out"; \
-	TQDM_DISABLE=1 SPECDEC_QUICK=1 $(GPU_STACK_PY) -m pytest -q \
+	TQDM_DISABLE=1 SPECDEC_QUICK=1 OMP_NUM_THREADS=1 $(GPU_STACK_PY) -m pytest -q -n $(WORKERS) \
 	  tests/test_decoding.py::test_greedy_speculative_equals_greedy_autoregressive \
 	  tests/test_feature.py::test_feature_drafter_with_alternatives \
 	  tests/test_feature.py::test_feature_drafter_cache_matches_no_cache \

@@ -398,9 +398,9 @@ savefig("04_alpha_by_position", fig);
 # it. The figure at the end of this section shows the same colours, one box per token.
 
 # %%
-from specdec_lib.models import load_pair
+from specdec_lib.models import load_tokenizer
 
-tokenizer = load_pair("default").tokenizer
+tokenizer = load_tokenizer("default")
 KIND_COLORS = {kind: COLORS[kind] for kind in figs.TOKEN_KINDS}
 K_VIEW = 2  # a K that every run shown measured
 SHOWN = [0, 4, 8, 12, 16]

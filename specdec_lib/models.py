@@ -49,6 +49,7 @@ __all__ = [
     "find_smollm2_gguf",
     "load_hub_pair",
     "load_pair",
+    "load_tokenizer",
 ]
 
 DEFAULT_EXIT_LAYERS = 4
@@ -164,7 +165,7 @@ def find_smollm2_gguf() -> Path:
 @functools.lru_cache(maxsize=4)
 def _load_smollm2(dtype: torch.dtype, pack: bool = False) -> tuple[Any, Any]:
     import transformers.modeling_gguf_pytorch_utils as gguf_utils
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
 
     path = find_smollm2_gguf()
@@ -178,7 +179,6 @@ def _load_smollm2(dtype: torch.dtype, pack: bool = False) -> tuple[Any, Any]:
     try:
         hf_logging.disable_progress_bar()
         model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=dtype)
-        tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
     finally:
         hf_logging.set_verbosity(verbosity)
         hf_logging.enable_progress_bar()
@@ -188,7 +188,24 @@ def _load_smollm2(dtype: torch.dtype, pack: bool = False) -> tuple[Any, Any]:
     model.requires_grad_(False)
     if pack:  # a model of its own in the cache: the plain one stays plain
         pack_linears(model)
-    return model, tokenizer
+    return model, load_tokenizer("default")
+
+
+def load_tokenizer(pair: str = "default") -> Any:
+    """The tokenizer of a pair alone, without its models (reading a stored run's tokens needs no
+    model; the embedded default's comes from its GGUF file in a third of the pair's load time).
+    One object per pair, the one its loaded pairs hold."""
+    return _tokenizer(one_of(pair, "pair", PAIRS))
+
+
+@functools.lru_cache(maxsize=4)
+def _tokenizer(pair: str) -> Any:
+    if pair != "default":
+        return load_pair(pair).tokenizer
+    from transformers import AutoTokenizer
+
+    path = find_smollm2_gguf()
+    return AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
 
 
 def early_exit_draft(target: Any, n_layers: int = DEFAULT_EXIT_LAYERS) -> Any:

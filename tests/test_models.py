@@ -223,3 +223,11 @@ def test_hub_pair_with_a_device_map(tmp_path, tiny_pair, monkeypatch):
 def test_device_map_only_for_hub_pairs():
     with pytest.raises(ValueError, match="device_map is for Hub pairs"):
         load_pair("tiny-random", device_map="auto")
+
+
+def test_the_tokenizer_loads_alone_and_is_the_pairs(default_pair):
+    from specdec_lib.models import load_tokenizer
+
+    assert load_tokenizer("default") is default_pair.tokenizer is load_tokenizer()
+    with pytest.raises(ValueError, match="pair must be one of"):
+        load_tokenizer("nope")

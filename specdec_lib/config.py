@@ -23,6 +23,7 @@ __all__ = [
     "DEFAULT_HEAD",
     "DEFAULT_PROMPTS",
     "FIGURES_DIR",
+    "MODEL_CACHE",
     "QUICK",
     "REMEASURE",
     "REPO_ROOT",
@@ -51,6 +52,8 @@ DATA_DIR = REPO_ROOT / "data"
 RESULTS_DIR = DATA_DIR / "results"
 FIGURES_DIR = Path(os.environ.get("SPECDEC_FIGURES", REPO_ROOT / "figures"))
 CACHE_DIR = Path(os.environ.get("SPECDEC_CACHE", ".cache/specdec"))
+# The embedded model converted once from its GGUF file (local, not committed; see models.py).
+MODEL_CACHE = Path(os.environ.get("SPECDEC_MODEL_CACHE", REPO_ROOT / ".cache" / "models"))
 DEFAULT_PROMPTS = DATA_DIR / "prompts.json"
 DEFAULT_HEAD = DATA_DIR / "drafter" / "feature_head.safetensors"
 QUICK = quick()

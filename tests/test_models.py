@@ -231,3 +231,37 @@ def test_the_tokenizer_loads_alone_and_is_the_pairs(default_pair):
     assert load_tokenizer("default") is default_pair.tokenizer is load_tokenizer()
     with pytest.raises(ValueError, match="pair must be one of"):
         load_tokenizer("nope")
+
+
+def test_the_converted_folder_holds_the_gguf_conversion_exactly():
+    """The model read from the converted folder (models.MODEL_CACHE) is the GGUF conversion:
+    the same float32 tensors, config and vocabulary."""
+    from specdec_lib import models
+
+    folder = models._smollm2_converted()
+    assert folder is not None and (folder / "complete").is_file()
+    m0, t0 = models._from_gguf(models.find_smollm2_gguf(), torch.float32)
+    m1, t1 = models._load_smollm2(torch.float32)
+    s0, s1 = m0.state_dict(), m1.state_dict()
+    assert s0.keys() == s1.keys()
+    assert all(torch.equal(s0[k], s1[k]) for k in s0)
+    c0, c1 = m0.config.to_dict(), m1.config.to_dict()
+    assert {k: v for k, v in c0.items() if k != "_name_or_path"} == {
+        k: v for k, v in c1.items() if k != "_name_or_path"
+    }
+    assert t0.get_vocab() == t1.get_vocab() and t0.chat_template == t1.chat_template
+    for text in ("The capital of France is", "<|im_start|>user\nünï 😀<|im_end|>"):
+        assert t0(text).input_ids == t1(text).input_ids
+
+
+def test_an_unwritable_model_cache_falls_back_to_converting(tmp_path, monkeypatch):
+    from specdec_lib import models
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setattr(models, "MODEL_CACHE", blocker / "models")
+    models._smollm2_converted.cache_clear()
+    try:
+        assert models._smollm2_converted() is None
+    finally:
+        models._smollm2_converted.cache_clear()

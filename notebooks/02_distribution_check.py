@@ -413,6 +413,7 @@ UNIF_WARPS = ("T=1, top-k 50", "T=0.7, top-p 0.9") if QUICK else tuple(WARPS)
 N_SEQ = 40 if QUICK else 120  # decoder sequences per configuration (section 6)
 N_FAR = 3_000 if QUICK else 10_000  # next-token samples per test with a far draft (7.3)
 N_F32 = 2 if QUICK else 6  # prompts of the float32 greedy identity, live (8)
+F32_TOKENS = 24 if QUICK else 50  # tokens decoded per prompt there
 N_LIVE = 300  # decoder outputs of the failing arm run live in section 9 (both modes: its power)
 N_LIVE_PASS = 100 if QUICK else N_LIVE  # and of the recommended configuration beside it
 
@@ -425,7 +426,7 @@ sizes = pd.DataFrame(
             f"next-token samples per test, {len(PROMPTS)} prompts x {len(UNIF_WARPS)} warps (5)",
             f"decoder sequences of {M} tokens per configuration (6)",
             "next-token samples per test with a far draft (7.3)",
-            "prompts decoded greedily in float32, 50 tokens each, per draft shape (8)",
+            f"prompts decoded greedily in float32, {F32_TOKENS} tokens each, per draft shape (8)",
             "decoder outputs per arm run live: the recommended configuration and one that must fail (9)",
         ],
     }
@@ -1281,7 +1282,7 @@ print(f"all pass (Holm, alpha = {ALPHA_FAMILY:.2g}):", bool((far["Holm p"] > ALP
 # other one. Two measurements say how often, and why.
 #
 # **float32, live.** Greedy speculative decoding against greedy autoregressive decoding on the
-# benchmark's prompts (`data/prompts.json`), 50 tokens each, with the early-exit draft at $K = 2$,
+# benchmark's prompts (`data/prompts.json`), 50 tokens each (24 in quick mode), with the early-exit draft at $K = 2$,
 # as a chain and as the draft tree $(4, 3)$ (four candidates for the first drafted token, three for
 # the second, all checked by one target pass; section 9 says more):
 
@@ -1291,10 +1292,10 @@ t0 = time.perf_counter()
 f32_rows = []
 for i, text in enumerate(PROMPTS[:N_F32]):
     ids = tok(text, return_tensors="pt").input_ids[0]
-    ref = list(greedy_ar.generate_ids(ids, 50).tokens)
+    ref = list(greedy_ar.generate_ids(ids, F32_TOKENS).tokens)
     for shape in [(1,), (4, 3)]:
         dec = SpeculativeDecoder(pair.draft, pair.target, K=2, temperature=0, tree=shape)
-        out = list(dec.generate_ids(ids, 50).tokens)
+        out = list(dec.generate_ids(ids, F32_TOKENS).tokens)
         f32_rows.append({"prompt": i, "tree": shape, "identical": out == ref})
 TIMES["8 float32 greedy, live"] = time.perf_counter() - t0
 f32_identical = pd.DataFrame(f32_rows)

@@ -189,14 +189,19 @@ def _quiet_loading() -> Iterator[None]:
             gguf_utils.tqdm = bar
 
 
-def _from_gguf(path: Path, dtype: torch.dtype) -> tuple[Any, Any]:
-    """The model and tokenizer as transformers converts them from the GGUF file (dequantised)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+def _from_gguf(path: Path, dtype: torch.dtype) -> Any:
+    """The model as transformers converts it from the GGUF file (dequantised)."""
+    from transformers import AutoModelForCausalLM
 
     with _quiet_loading():
-        model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=dtype)
-        tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-    return model, tokenizer
+        return AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=dtype)
+
+
+def _tokenizer_from_gguf(path: Path) -> Any:
+    from transformers import AutoTokenizer
+
+    with _quiet_loading():
+        return AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
 
 
 @functools.lru_cache(maxsize=1)
@@ -220,7 +225,7 @@ def _smollm2_converted() -> Path | None:
     tmp = MODEL_CACHE / f".{key}.{os.getpid()}.tmp"
     try:
         tmp.mkdir(parents=True)
-        model, tokenizer = _from_gguf(path, torch.float32)
+        model, tokenizer = _from_gguf(path, torch.float32), _tokenizer_from_gguf(path)
         # save_pretrained refuses a model marked as converted from GGUF: its parts, one by one
         # (save_model keeps the tied output embedding tied).
         safetensors.torch.save_model(model, str(tmp / "model.safetensors"))
@@ -240,7 +245,7 @@ def _load_smollm2(dtype: torch.dtype, pack: bool = False) -> tuple[Any, Any]:
 
     folder = _smollm2_converted()
     if folder is None:
-        model, _ = _from_gguf(find_smollm2_gguf(), dtype)
+        model = _from_gguf(find_smollm2_gguf(), dtype)
     else:
         with _quiet_loading():
             model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype)
@@ -252,9 +257,8 @@ def _load_smollm2(dtype: torch.dtype, pack: bool = False) -> tuple[Any, Any]:
 
 
 def load_tokenizer(pair: str = "default") -> Any:
-    """The tokenizer of a pair alone, without its models (reading a stored run's tokens needs no
-    model; the embedded default's comes from its GGUF file in a third of the pair's load time).
-    One object per pair, the one its loaded pairs hold."""
+    """The tokenizer of a pair alone (reading a stored run's tokens needs no model). The default
+    pair's is read without its models, and is the object every loaded default pair holds."""
     return _tokenizer(one_of(pair, "pair", PAIRS))
 
 
@@ -266,7 +270,7 @@ def _tokenizer(pair: str) -> Any:
 
     folder = _smollm2_converted()
     if folder is None:
-        return _from_gguf(find_smollm2_gguf(), torch.float32)[1]
+        return _tokenizer_from_gguf(find_smollm2_gguf())
     with _quiet_loading():
         return AutoTokenizer.from_pretrained(folder)
 

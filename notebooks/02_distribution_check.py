@@ -1282,9 +1282,9 @@ print(f"all pass (Holm, alpha = {ALPHA_FAMILY:.2g}):", bool((far["Holm p"] > ALP
 # other one. Two measurements say how often, and why.
 #
 # **float32, live.** Greedy speculative decoding against greedy autoregressive decoding on the
-# benchmark's prompts (`data/prompts.json`), 50 tokens each (24 in quick mode), with the early-exit draft at $K = 2$,
-# as a chain and as the draft tree $(4, 3)$ (four candidates for the first drafted token, three for
-# the second, all checked by one target pass; section 9 says more):
+# benchmark's prompts (`data/prompts.json`), 50 tokens each (24 in quick mode), with the
+# early-exit draft at $K = 2$, as a chain and as the draft tree $(4, 3)$ (four candidates for the
+# first drafted token, three for the second, all checked by one target pass; section 9 says more):
 
 # %%
 greedy_ar = AutoregressiveDecoder(pair.target, temperature=0)
@@ -1574,9 +1574,9 @@ savefig("02_shipped", fig);
 # The same test, run live: the recommended configuration (the trained head with int8 weights, the
 # draft tree (4, 3), bfloat16) and the bonus token drawn from the wrong row, `N_LIVE` outputs each
 # (quick mode draws fewer for the configuration that must pass, and as many for the arm that must
-# fail, whose rejection needs them). This runs every code path of the grid with fewer outputs, so less power. The bonus from the
-# wrong row is a large bias on every output whose step accepted both drafts, and the live test
-# rejects it. The prototype's correction biases only the token after a rejection, and by little on
+# fail, whose rejection needs them). This runs every code path of the grid with fewer outputs, so
+# less power. The bonus from the wrong row is a large bias on every output whose step accepted
+# both drafts, and the live test rejects it. The prototype's correction biases only the token after a rejection, and by little on
 # this prompt: at `N_LIVE` its rejection is not assured, so it is not run live; section 7 rejects
 # it with a sharper probe, and the stored grid with more outputs. The uncropped cache's bias is
 # smaller still: the stored grid runs it (whether it is rejected at the grid's sample size is

@@ -458,8 +458,7 @@ SPEED_RUNS = {
     "early_exit_T1": ("T = 1", "early exit (untrained)"),
     "recommended_greedy": ("greedy", "recommended"),
 }
-results = CAMPAIGN.runs(list(SPEED_RUNS))  # by run name
-check_same_machine(results.values(), "the speedups of notebook 05")
+results = CAMPAIGN.runs(list(SPEED_RUNS))  # by run name; refused from two machines
 
 
 def command(run: str) -> str:

@@ -4,8 +4,9 @@ A field declared with :func:`setting` carries its default, its help and its choi
 dataclass, :func:`add_arguments` makes the flags of a subcommand (``--max-new-tokens`` for
 ``max_new_tokens``), :func:`from_arguments` builds the settings back from the parsed flags, and
 :func:`command_line` writes the flags that reproduce a stored settings record (model cards quote
-it), and :func:`from_command_line` reads a stored command line back into its settings. Validation stays in the dataclass, so a flag and a Python call refuse the same values with
-the same message.
+it), and :func:`from_command_line` reads a stored command line back into its settings.
+Validation stays in the dataclass, so a flag and a Python call refuse the same values with the
+same message.
 
 Flag types follow the annotations: ``int``, ``float``, ``str``, ``bool`` (``--flag``/
 ``--no-flag``), ``list[...]``/``tuple[..., ...]`` (several values), and ``X | None`` (the word
@@ -112,7 +113,8 @@ def from_arguments(cls: type, args: argparse.Namespace) -> Any:
 def from_command_line(cls: type, argv: Iterable[str]) -> Any:
     """The settings dataclass ``cls`` of a command line as stored (a campaign's manifest keeps each
     run's): the subcommand's name, if first, and flags that are not fields of ``cls`` (``--out``,
-    ``--no-progress``) are skipped; the fields' flags are parsed as :func:`add_arguments` makes them."""
+    ``--no-progress``) are skipped; the fields' flags are parsed as :func:`add_arguments` makes
+    them."""
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     add_arguments(parser, cls)
     args, _rest = parser.parse_known_args(list(argv))

@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import subprocess
 import tempfile
 import time
@@ -33,6 +34,7 @@ __all__ = [
     "machine_info",
     "describe_machine",
     "machine_key",
+    "machine_slug",
     "memory_bandwidth_gbs",
     "provenance",
     "read_json",
@@ -166,6 +168,19 @@ def machine_key(prov: dict[str, Any]) -> str:
         f"{' '.join(m['isa']) or 'no listed ISA'}"
         + (f", kernels limited: {limits}" if limits else "")
     )
+
+
+def machine_slug(machine: dict[str, Any]) -> str:
+    """A machine (``machine_info()``'s record) as a folder name: its CPU's name, family, model and
+    stepping, and cores, with any limit on its kernels, e.g. ``amd-epyc-26-2-1-2cores`` or
+    ``intel-xeon-processor-6-167-8-2cores-limited-avx2``: the same for every run on one machine
+    kind, different where :func:`machine_key` differs in the CPU, its stepping, cores or limits."""
+    name = re.sub(r"\((r|tm)\)", "", machine["cpu"], flags=re.IGNORECASE)
+    parts = [name, machine["family_model_stepping"], f"{machine['cores']}cores"]
+    limits = sorted({v.lower() for v in machine.get("isa_limits", {}).values()})
+    if limits:
+        parts += ["limited", *limits]
+    return re.sub(r"[^a-z0-9]+", "-", " ".join(parts).lower()).strip("-")
 
 
 def describe_machine(machine: dict[str, Any]) -> str:

@@ -170,3 +170,37 @@ def test_headline_chooses_K_on_the_first_run_and_reads_the_replicate_there():
     with pytest.raises(ValueError, match="runs: the headline needs greedy"):
         headline({k: v for k, v in runs.items() if k != "greedy"})
     assert set(HEADLINE_RUNS) == set(speeds)
+
+
+def test_a_machine_check_reads_each_runs_own_best_and_slowest_K():
+    from specdec_lib.bench import MACHINE_CHECK_RUNS, machine_check
+
+    rng = np.random.default_rng(1)
+
+    def run(seconds_at_K):
+        cells = {}
+        for p in range(6):
+            cells[f"autoregressive|0|{p}|0"] = {"tokens": [0] * 10, "elapsed_s": 1.0}
+            for K, sec in seconds_at_K.items():
+                cells[f"speculative|{K}|{p}|0"] = {
+                    "tokens": [0] * 10,
+                    "elapsed_s": sec * rng.uniform(0.95, 1.05),
+                    "n_proposed": 5,
+                    "n_accepted": 3,
+                    "n_steps": 6,
+                    "steps": [[K, 1, 2]] * 3 + [[K, 0, 1]] * 2,
+                }
+        settings = {"seed": 0, "repeats": 1, "width": 1, "temperature": 1.0, "K": [1, 2, 3]}
+        res = {"settings": settings, "prompts": [{"category": "x"}] * 6, "cells": cells}
+        return {**res, "runs": summarize(res), "provenance": {"machine": machine_info()}}
+
+    # T = 1 is fastest at K = 2 and loses to the baseline at K = 3; greedy is fastest at K = 3.
+    runs = {"T1": run({1: 0.8, 2: 0.6, 3: 1.2}), "greedy": run({1: 0.9, 2: 0.7, 3: 0.5})}
+    m = machine_check(runs)
+    picked = (m["T1"]["K"], m["T1"]["worst_K"], m["greedy"]["K"], m["greedy"]["worst_K"])
+    assert picked == (2, 3, 3, 1)
+    assert m["T1"]["worst_speedup"] < 1 < m["T1"]["low"] <= m["T1"]["speedup"] <= m["T1"]["high"]
+    assert m["machine"] == machine_info()
+    with pytest.raises(ValueError, match="runs: the machine check needs greedy"):
+        machine_check({"T1": runs["T1"]})
+    assert set(MACHINE_CHECK_RUNS) == set(runs)

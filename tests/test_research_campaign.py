@@ -11,16 +11,69 @@ import pytest
 
 from specdec_lib.__main__ import build_parser
 from specdec_lib.research import campaign
-from specdec_lib.results import machine_info, machine_key
+from specdec_lib.results import machine_info, machine_key, machine_slug
+
+MACHINE_CHECK = campaign.PLAN_FILE.with_name("machine_check.toml")
 
 
-def test_the_committed_plan_parses_with_the_command_line():
-    runs = campaign.load_plan()
-    assert runs[0]["name"] == "recommended_T1" and all(r["why"].strip() for r in runs)
+@pytest.mark.parametrize("plan", [campaign.PLAN_FILE, MACHINE_CHECK], ids=lambda p: p.stem)
+def test_the_committed_plans_parse_with_the_command_line(plan):
+    runs = campaign.load_plan(plan)
+    assert all(r["why"].strip() for r in runs)
     parser = build_parser()
     for r in runs:
         if r.get("module", "specdec_lib") == "specdec_lib":
             parser.parse_args(campaign._argv(r, campaign.REPO_ROOT / "x"))  # exits on a bad flag
+    first = {campaign.PLAN_FILE: "recommended_T1", MACHINE_CHECK: "defaults_T1"}[plan]
+    assert runs[0]["name"] == first
+
+
+def test_a_machine_has_one_folder_name_and_its_kernel_limits_change_it():
+    amd = {"cpu": "AMD EPYC", "family_model_stepping": "26/2/1", "cores": 2, "isa_limits": {}}
+    xeon = {**amd, "cpu": "Intel(R) Xeon(R) Processor", "family_model_stepping": "6/167/8"}
+    assert machine_slug(amd) == "amd-epyc-26-2-1-2cores"
+    assert machine_slug(xeon) == "intel-xeon-processor-6-167-8-2cores"
+    limited = {**amd, "isa_limits": {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}}
+    assert machine_slug(limited) == "amd-epyc-26-2-1-2cores-limited-avx2"
+    assert machine_slug({**amd, "family_model_stepping": "25/1/1"}) != machine_slug(amd)
+    assert machine_slug({**amd, "cores": 4}) != machine_slug(amd)
+
+
+def test_the_campaign_command_names_its_folder_after_the_machine(monkeypatch, tmp_path):
+    from specdec_lib.research import commands
+
+    got = {}
+
+    def fake_run(folder, *, plan, only):
+        got["folder"] = folder
+        return {"runs": {}, "seconds": 0.0, "machine_key": "m", "commit": "c"}
+
+    monkeypatch.setattr(campaign, "run_campaign", fake_run)
+    args = build_parser().parse_args(["campaign", "--out", str(tmp_path / "{machine}")])
+    commands._campaign(args)
+    assert got["folder"] == str(tmp_path / machine_slug(machine_info()))
+
+
+def _machine_checks():
+    from specdec_lib.config import RESULTS_DIR
+
+    return sorted(p for p in (RESULTS_DIR / "machines").glob("*") if p.is_dir())
+
+
+@pytest.mark.parametrize("folder", _machine_checks(), ids=lambda p: p.name)
+def test_each_committed_machine_check_is_complete_from_committed_code_on_its_machine(folder):
+    c = campaign.Campaign.read(folder)
+    assert c.manifest["status"] == "complete"
+    assert c.manifest["plan"] == "specdec_lib/research/machine_check.toml"
+    assert folder.name == machine_slug(c.manifest["machine"])
+    plan = campaign.load_plan(MACHINE_CHECK)
+    runs = c.runs([r["name"] for r in plan])  # refused if two machines
+    for r in plan:
+        prov = runs[r["name"]]["provenance"]
+        assert runs[r["name"]]["status"] == "complete"
+        assert machine_key(prov) == c.manifest["machine_key"]
+        assert not prov["git_commit"].endswith("+dirty")
+        assert c.command(r["name"])[: len(r["command"])] == r["command"]
 
 
 def _plan(tmp_path, *names):

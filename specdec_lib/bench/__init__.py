@@ -12,11 +12,13 @@ The cost model they predict with is :mod:`specdec_lib.costs`.
 
 from .analysis import (
     HEADLINE_RUNS,
+    MACHINE_CHECK_RUNS,
     against_baseline,
     best_K,
     depth_counts,
     headline,
     identical_outputs,
+    machine_check,
     per_prompt_frame,
     pool_repeats,
     runs_frame,
@@ -41,6 +43,7 @@ from .settings import (
 __all__ = [
     "DEFAULT_METHODS",
     "HEADLINE_RUNS",
+    "MACHINE_CHECK_RUNS",
     "DEFAULT_TREE",
     "METHODS",
     "PRESETS",
@@ -51,6 +54,7 @@ __all__ = [
     "depth_counts",
     "headline",
     "identical_outputs",
+    "machine_check",
     "measure_pass_costs",
     "fastest_dtype",
     "per_prompt_frame",

@@ -26,6 +26,7 @@ __all__ = [
     "depth_counts",
     "headline",
     "identical_outputs",
+    "machine_check",
     "per_prompt_frame",
     "pool_repeats",
     "position_counts",
@@ -496,4 +497,44 @@ def headline(runs: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
         }
     out["greedy_best_K"] = best_K(runs["greedy"])
     out["machine"] = runs["T1"]["provenance"]["machine"]
+    return out
+
+
+# The machine check's runs (specdec_lib/research/machine_check.toml), by their names there.
+MACHINE_CHECK_RUNS = {"T1": "defaults_T1", "greedy": "defaults_greedy"}
+
+
+def machine_check(runs: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+    """What a machine check says (``machine_check(Campaign.read(folder).runs(MACHINE_CHECK_RUNS))``):
+    for each of :data:`MACHINE_CHECK_RUNS`, ``bench``'s defaults at the best ``K`` of that run,
+    with the speedup over the autoregressive baseline, its 95% bootstrap interval over prompts
+    (``low``, ``high``) and both sides' tokens per second, and the slowest ``K`` it ran
+    (``worst_K``, ``worst_speedup``): whether the defaults ever lose to the baseline. The best
+    ``K`` is chosen on the run it is reported from (one run per temperature: no replicate checks
+    the choice, unlike the campaign's :func:`headline`). Runs from different machines are refused."""
+    missing = set(MACHINE_CHECK_RUNS) - set(runs)
+    if missing:
+        raise ValueError(f"runs: the machine check needs {', '.join(sorted(missing))} as well")
+    runs = {name: runs[name] for name in MACHINE_CHECK_RUNS}
+    check_same_machine(runs.values(), "machine check")
+    out: dict[str, Any] = {"machine": runs["T1"]["provenance"]["machine"]}
+    for name, result in runs.items():
+        spec = {r["K"]: r for r in result["runs"] if r["method"] == "speculative"}
+        K = best_K(result)
+        worst = min(spec.values(), key=lambda r: r["speedup"])
+        low, high = speedup_interval(result, "speculative", K)
+        out[name] = {
+            "K": K,
+            "speedup": spec[K]["speedup"],
+            "low": low,
+            "high": high,
+            "tokens_per_s": spec[K]["tokens_per_s"],
+            "baseline_tokens_per_s": next(
+                r["tokens_per_s"] for r in result["runs"] if r["method"] == "autoregressive"
+            ),
+            "worst_K": worst["K"],
+            "worst_speedup": worst["speedup"],
+            "dtype": result["settings"].get("dtype"),
+            "pack": result["settings"].get("pack"),
+        }
     return out

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 
 from ..config import RESULTS_DIR
-from ..results import atomic_write_json
+from ..results import atomic_write_json, machine_info, machine_slug
 from ..settings import from_arguments
 from . import campaign
 from .device_costs import CostSettings, measure_device_costs, write_device_costs
@@ -42,7 +42,11 @@ def register(command: Callable[..., argparse.ArgumentParser]) -> None:
         None,
         _campaign,
     )
-    c.add_argument("--out", default=str(RESULTS_DIR / "campaign"), help="the campaign's folder")
+    c.add_argument(
+        "--out",
+        default=str(RESULTS_DIR / "campaign"),
+        help="the campaign's folder ({machine} in it: this machine's folder name, results.machine_slug)",
+    )
     c.add_argument("--plan", default=str(campaign.PLAN_FILE), help="the plan (TOML)")
     c.add_argument("--only", nargs="+", default=None, help="run only the runs named")
 
@@ -68,6 +72,7 @@ def _exactness(args: argparse.Namespace) -> None:
 
 
 def _campaign(args: argparse.Namespace) -> None:
+    args.out = args.out.replace("{machine}", machine_slug(machine_info()))
     try:
         manifest = campaign.run_campaign(args.out, plan=args.plan, only=args.only)
     except campaign.RunFailed as err:

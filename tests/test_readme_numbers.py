@@ -64,3 +64,50 @@ def test_data_readme_describes_each_campaign_run_as_it_ran():
                     break
                 Ks.append(int(a))
             assert (min(Ks), max(Ks)) == tuple(map(int, stated.groups())), name
+
+
+MACHINES = sorted((RESULTS_DIR / "machines").glob("*/manifest.json"))
+
+
+def machine_line(m: dict) -> str:
+    """The README's line for one machine check (``bench.machine_check``)."""
+    t, g = m["T1"], m["greedy"]
+    layout = f"{t['dtype']}{', prepacked' if t['pack'] == 'on' else ''}"
+    return (
+        f"- {describe_machine(m['machine'])} ({layout}): {t['speedup']:.2f}× "
+        f"({t['low']:.2f}–{t['high']:.2f}×) at `K = {t['K']}`, `T = 1`; greedy {g['speedup']:.2f}× "
+        f"({g['low']:.2f}–{g['high']:.2f}×) at `K = {g['K']}`; the slowest `K`: "
+        f"{t['worst_speedup']:.2f}× at `T = 1`, {g['worst_speedup']:.2f}× greedy."
+    )
+
+
+@pytest.mark.parametrize("manifest", MACHINES, ids=lambda p: p.parent.name)
+def test_readme_states_each_machine_check_as_measured(manifest):
+    from specdec_lib.bench import MACHINE_CHECK_RUNS, machine_check
+
+    text = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    m = machine_check(Campaign.read(manifest.parent).runs(MACHINE_CHECK_RUNS))
+    assert machine_line(m)[2:] in text, f"README.md: the machine check line is\n{machine_line(m)}"
+
+
+LIMITED = [m for m in MACHINES if "-limited-" in m.parent.name]
+
+
+@pytest.mark.parametrize("manifest", LIMITED, ids=lambda p: p.parent.name)
+def test_the_readme_reads_the_kernel_limited_machine_check_as_measured(manifest):
+    # "A pass over 8 tokens then costs about four one-token passes ... the cost model, fed with
+    # that run's pass costs and acceptance, predicts a loss for every draft tree and K (the chain
+    # at K = 1 comes closest)"
+    from specdec_lib.bench import MACHINE_CHECK_RUNS
+    from specdec_lib.research.trees import best_trees
+
+    runs = Campaign.read(manifest.parent).runs(MACHINE_CHECK_RUNS)
+    for result in runs.values():
+        t = result["costs"]["t_target_s"]
+        assert 3.5 <= t[7] / t[0] <= 4.5
+        spec = [r for r in result["runs"] if r["method"] == "speculative"]
+        deepest = max(spec, key=lambda r: r["K"])
+        ranked = best_trees(deepest["tree_rates"], result["costs"])
+        assert ranked[0]["predicted_speedup"] < 1
+        assert (ranked[0]["K"], ranked[0]["tree"]) == (1, [1])
+        assert max(r["speedup"] for r in spec) < 1

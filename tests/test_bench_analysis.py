@@ -132,33 +132,36 @@ def test_stored_runs_summarize_as_they_were_stored(name):
                 assert got[key] == pytest.approx(stored[key], rel=1e-9), (key, stored["K"])
 
 
+def _timed_run(seconds_at_K, rng, jitter=0.1):
+    """A stored run of 6 prompts: autoregressive cells of 1 s and speculative cells at each K
+    taking ``seconds_at_K[K]`` (times ``1 +- jitter``), summarised, on this machine."""
+    cells = {}
+    for p in range(6):
+        cells[f"autoregressive|0|{p}|0"] = {"tokens": [0] * 10, "elapsed_s": 1.0}
+        for K, sec in seconds_at_K.items():
+            cells[f"speculative|{K}|{p}|0"] = {
+                "tokens": [0] * 10,
+                "elapsed_s": sec * rng.uniform(1 - jitter, 1 + jitter),
+                "n_proposed": 5,
+                "n_accepted": 3,
+                "n_steps": 6,
+                "steps": [[K, 1, 2]] * 3 + [[K, 0, 1]] * 2,
+                "draft_ms": 1.0,
+            }
+    settings = {"seed": 0, "repeats": 1, "width": 1, "temperature": 1.0, "K": list(seconds_at_K)}
+    res = {"settings": settings, "prompts": [{"category": "x"}] * 6, "cells": cells}
+    return {**res, "runs": summarize(res), "provenance": {"machine": machine_info()}}
+
+
 def test_headline_chooses_K_on_the_first_run_and_reads_the_replicate_there():
     from specdec_lib.bench import HEADLINE_RUNS, best_K, headline
 
     rng = np.random.default_rng(0)
 
-    def run(seconds_at_K):  # speculative cells at each K taking seconds_at_K[K] per prompt
-        cells = {}
-        for p in range(6):
-            cells[f"autoregressive|0|{p}|0"] = {"tokens": [0] * 10, "elapsed_s": 1.0}
-            for K, sec in seconds_at_K.items():
-                cells[f"speculative|{K}|{p}|0"] = {
-                    "tokens": [0] * 10,
-                    "elapsed_s": sec * rng.uniform(0.9, 1.1),
-                    "n_proposed": 5,
-                    "n_accepted": 3,
-                    "n_steps": 6,
-                    "steps": [[K, 1, 2]] * 3 + [[K, 0, 1]] * 2,
-                    "draft_ms": 1.0,
-                }
-        settings = {"seed": 0, "repeats": 1, "width": 1, "temperature": 1.0, "K": [1, 2]}
-        res = {"settings": settings, "prompts": [{"category": "x"}] * 6, "cells": cells}
-        return {**res, "runs": summarize(res)}
-
     here = {"machine": machine_info()}
     # The first run is fastest at K = 1, the replicate at K = 2: the headline keeps K = 1.
     speeds = {"T1": {1: 0.5, 2: 0.8}, "replicate": {1: 0.8, 2: 0.5}, "greedy": {1: 0.6, 2: 0.7}}
-    runs = {name: {**run(at_K), "provenance": here} for name, at_K in speeds.items()}
+    runs = {name: _timed_run(at_K, rng) for name, at_K in speeds.items()}
     h = headline(runs)
     assert h["K"] == 1 and h["greedy_best_K"] == 1
     assert best_K(runs["replicate"]) == 2
@@ -177,25 +180,9 @@ def test_a_machine_check_reads_each_runs_own_best_and_slowest_K():
 
     rng = np.random.default_rng(1)
 
-    def run(seconds_at_K):
-        cells = {}
-        for p in range(6):
-            cells[f"autoregressive|0|{p}|0"] = {"tokens": [0] * 10, "elapsed_s": 1.0}
-            for K, sec in seconds_at_K.items():
-                cells[f"speculative|{K}|{p}|0"] = {
-                    "tokens": [0] * 10,
-                    "elapsed_s": sec * rng.uniform(0.95, 1.05),
-                    "n_proposed": 5,
-                    "n_accepted": 3,
-                    "n_steps": 6,
-                    "steps": [[K, 1, 2]] * 3 + [[K, 0, 1]] * 2,
-                }
-        settings = {"seed": 0, "repeats": 1, "width": 1, "temperature": 1.0, "K": [1, 2, 3]}
-        res = {"settings": settings, "prompts": [{"category": "x"}] * 6, "cells": cells}
-        return {**res, "runs": summarize(res), "provenance": {"machine": machine_info()}}
-
     # T = 1 is fastest at K = 2 and loses to the baseline at K = 3; greedy is fastest at K = 3.
-    runs = {"T1": run({1: 0.8, 2: 0.6, 3: 1.2}), "greedy": run({1: 0.9, 2: 0.7, 3: 0.5})}
+    at_K = {"T1": {1: 0.8, 2: 0.6, 3: 1.2}, "greedy": {1: 0.9, 2: 0.7, 3: 0.5}}
+    runs = {name: _timed_run(s, rng, jitter=0.05) for name, s in at_K.items()}
     m = machine_check(runs)
     picked = (m["T1"]["K"], m["T1"]["worst_K"], m["greedy"]["K"], m["greedy"]["worst_K"])
     assert picked == (2, 3, 3, 1)

@@ -455,6 +455,16 @@ def best_K(result: dict[str, Any], method: str = "speculative") -> int:
     return max(runs, key=lambda r: r["speedup"])["K"]
 
 
+def _speculative_by_K(result: dict[str, Any]) -> dict[int, dict[str, Any]]:
+    """A stored run's speculative summaries by ``K``."""
+    return {r["K"]: r for r in result["runs"] if r["method"] == "speculative"}
+
+
+def _baseline_tokens_per_s(result: dict[str, Any]) -> float:
+    """A stored run's autoregressive tokens per second."""
+    return next(r["tokens_per_s"] for r in result["runs"] if r["method"] == "autoregressive")
+
+
 # The campaign's runs behind the headline, by their names in specdec_lib/research/campaign.toml.
 HEADLINE_RUNS = {
     "T1": "recommended_T1",
@@ -477,23 +487,17 @@ def headline(runs: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
     runs = {name: runs[name] for name in HEADLINE_RUNS}
     check_same_machine(runs.values(), "headline")
 
-    def speculative(result: dict[str, Any]) -> dict[int, dict[str, Any]]:
-        return {r["K"]: r for r in result["runs"] if r["method"] == "speculative"}
-
-    def baseline(result: dict[str, Any]) -> float:
-        return next(r["tokens_per_s"] for r in result["runs"] if r["method"] == "autoregressive")
-
     K = best_K(runs["T1"])
     out: dict[str, Any] = {"K": K, "settings": runs["T1"]["settings"]}
     for name, result in runs.items():
-        run = speculative(result)[K]
+        run = _speculative_by_K(result)[K]
         low, high = speedup_interval(result, "speculative", K)
         out[name] = {
             "speedup": run["speedup"],
             "low": low,
             "high": high,
             "tokens_per_s": run["tokens_per_s"],
-            "baseline_tokens_per_s": baseline(result),
+            "baseline_tokens_per_s": _baseline_tokens_per_s(result),
         }
     out["greedy_best_K"] = best_K(runs["greedy"])
     out["machine"] = runs["T1"]["provenance"]["machine"]
@@ -519,7 +523,7 @@ def machine_check(runs: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
     check_same_machine(runs.values(), "machine check")
     out: dict[str, Any] = {"machine": runs["T1"]["provenance"]["machine"]}
     for name, result in runs.items():
-        spec = {r["K"]: r for r in result["runs"] if r["method"] == "speculative"}
+        spec = _speculative_by_K(result)
         K = best_K(result)
         worst = min(spec.values(), key=lambda r: r["speedup"])
         low, high = speedup_interval(result, "speculative", K)
@@ -529,9 +533,7 @@ def machine_check(runs: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
             "low": low,
             "high": high,
             "tokens_per_s": spec[K]["tokens_per_s"],
-            "baseline_tokens_per_s": next(
-                r["tokens_per_s"] for r in result["runs"] if r["method"] == "autoregressive"
-            ),
+            "baseline_tokens_per_s": _baseline_tokens_per_s(result),
             "worst_K": worst["K"],
             "worst_speedup": worst["speedup"],
             "dtype": result["settings"].get("dtype"),

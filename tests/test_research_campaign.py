@@ -13,7 +13,7 @@ from specdec_lib.__main__ import build_parser
 from specdec_lib.research import campaign
 from specdec_lib.results import machine_info, machine_key, machine_slug
 
-MACHINE_CHECK = campaign.PLAN_FILE.with_name("machine_check.toml")
+MACHINE_CHECK = campaign.MACHINE_CHECK_PLAN
 
 
 @pytest.mark.parametrize("plan", [campaign.PLAN_FILE, MACHINE_CHECK], ids=lambda p: p.stem)
@@ -64,7 +64,7 @@ def _machine_checks():
 def test_each_committed_machine_check_is_complete_from_committed_code_on_its_machine(folder):
     c = campaign.Campaign.read(folder)
     assert c.manifest["status"] == "complete"
-    assert c.manifest["plan"] == "specdec_lib/research/machine_check.toml"
+    assert campaign.REPO_ROOT / c.manifest["plan"] == MACHINE_CHECK
     assert folder.name == machine_slug(c.manifest["machine"])
     plan = campaign.load_plan(MACHINE_CHECK)
     runs = c.runs([r["name"] for r in plan])  # refused if two machines

@@ -75,7 +75,7 @@ def _bench(args: argparse.Namespace) -> None:
 
 
 def default_out(settings: BenchSettings) -> Path:
-    """``data/results/bench_<pair>[_<draft>][_<schedule>][_w<w>|_tree<w1-w2..>][_<head>]_<dtype>_<T>[...].json``
+    """``data/results/bench_<pair>[_<draft>][_<schedule>][_w<w>|_tree<w1-w2..>|_tuned-tree][_<head>]_<dtype>_<T>[...].json``
     for validated ``settings`` (the early exit, the first draft measured, has no draft part; the
     chain has no shape part, a tree of one depth ``(w,)`` is ``_w<w>``)."""
     s = settings
@@ -84,7 +84,9 @@ def default_out(settings: BenchSettings) -> Path:
     draft = "" if s.draft == "early-exit" else f"_{s.draft}"
     if s.schedule != "fixed":
         draft += f"_{s.schedule}"
-    if max(s.tree) > 1:
+    if s.tree is None:  # tune_tree: a shape per K, chosen on the machine
+        draft += "_tuned-tree"
+    elif max(s.tree) > 1:
         draft += f"_w{s.tree[0]}" if len(s.tree) == 1 else "_tree" + "-".join(map(str, s.tree))
     if s.head is not None:
         draft += f"_{Path(s.head).stem}"
@@ -110,6 +112,12 @@ def _print_table(result: dict) -> None:
             f"{fmt(r.get('target_share'), '.0%'):>8}{fmt(r.get('draft_share'), '.0%'):>7}"
             f"{fmt(r.get('host_share'), '.0%'):>6}{fmt(r.get('host_ms_per_step'), '.2f'):>9}"
         )
+    if result.get("tuned_trees"):
+        shapes = ", ".join(
+            f"K = {K}: ({', '.join(map(str, t['tree']))})"
+            for K, t in result["tuned_trees"]["by_K"].items()
+        )
+        print(f"trees tuned on this machine's pass costs: {shapes}")
 
 
 def main(argv: list[str] | None = None) -> int:

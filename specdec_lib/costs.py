@@ -21,6 +21,7 @@ proposal's fixed work is paid once.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -31,6 +32,7 @@ from .trees import check_widths
 
 __all__ = [
     "as_tree",
+    "best_chain_tree",
     "chain_tokens_per_step",
     "draft_cost",
     "drafted_tokens",
@@ -238,3 +240,58 @@ def predicted_tree_speedup(
     step's cost (:func:`step_cost`)."""
     E, cost = tree_prediction(rates, K, tree, costs)
     return E / cost
+
+
+def best_chain_tree(
+    rates: dict[str, Any],
+    K: int,
+    costs: dict[str, Any],
+    widths: Sequence[int] | None = None,
+    *,
+    max_drafted: int | None = None,
+) -> dict[str, Any]:
+    """The draft tree along the chain of depth ``K`` that the cost model ranks fastest: of every
+    shape with at most ``widths[d]`` candidates at depth ``d + 1`` (the widths the ``rates`` were
+    measured at; default: their ``widths``, else every width they cover; one candidate past
+    them), the one with the highest predicted speedup (:func:`predicted_tree_speedup`) whose pass
+    ``costs`` cover (and that drafts at most ``max_drafted`` tokens), the fewer drafted tokens on
+    a tie. Returns ``tree`` (trailing single
+    candidates dropped), ``drafted``, ``tokens_per_step``, ``step_cost`` and
+    ``predicted_speedup``.
+
+    ``K`` is fixed: the speedup of the shapes at one draft length is compared, as a benchmark
+    that runs a grid of ``K`` compares them."""
+    K = positive_int(K, "K", "draft tokens per step")
+    if widths is None:
+        widths = rates.get("widths") or [np.asarray(rates["gamma"]).shape[1]] * len(rates["beta"])
+    if len(rates["beta"]) < K:
+        raise ValueError(f"rates cover {len(rates['beta'])} depths, K = {K} needs {K}")
+    cap = len(costs["t_target_s"]) - 1
+    if max_drafted is not None:
+        cap = min(cap, positive_int(max_drafted, "max_drafted", "draft tokens in a pass"))
+    options = [range(1, int(w) + 1) for w in list(widths)[:K]]
+    best = None
+    for shape in itertools.product(*options):
+        n = drafted_tokens(K, shape)
+        if n > cap:
+            continue
+        E, cost = tree_prediction(rates, K, shape, costs)
+        key = (E / cost, -n)
+        if best is None or key > best[0]:
+            best = (key, shape, n, E, cost)
+    if best is None:
+        raise ValueError(
+            f"costs: t_target_s covers no step of K = {K} within {cap} drafted tokens (the "
+            f"chain needs {K + 1} tokens in a pass)"
+        )
+    _, shape, n, E, cost = best
+    shape = list(shape)
+    while len(shape) > 1 and shape[-1] == 1:
+        shape.pop()
+    return {
+        "tree": shape,
+        "drafted": n,
+        "tokens_per_step": E,
+        "step_cost": cost,
+        "predicted_speedup": E / cost,
+    }

@@ -226,3 +226,45 @@ def test_freed_memory_is_reused_only_through_the_tuning_given(tmp_path, prompts_
         s, tmp_path / "m.json", progress=False, pair=tiny_pair, tune_allocator=lambda: "tuned"
     )
     assert res["provenance"]["allocator"] == "tuned" and res["settings"]["reuse_memory"]
+
+
+def test_a_tuned_run_runs_each_K_with_the_tree_chosen_for_it(
+    tmp_path, prompts_file, tiny_pair, random_head, monkeypatch
+):
+    import dataclasses
+
+    from specdec_lib.bench import settings as bench_settings
+    from specdec_lib.bench import tuning
+
+    monkeypatch.setattr(bench_settings, "TRAINED_DRAFTS", ("model",))  # the tiny pair's head
+    pair = dataclasses.replace(
+        tiny_pair, draft=FeatureDrafter(random_head), notes={"head_sha256": "abc"}
+    )
+    rates = {"beta": [0.5, 0.4], "gamma": [[0.0, 0.3, 0.4], [0.0, 0.2, 0.25]], "widths": [3, 3]}
+    record = {"pair": {"draft": "tiny", "head_sha256": "abc"}, "by_temperature": {}}
+    record["by_temperature"]["1"] = {"tree_rates": rates}
+    path = tmp_path / "head.tree_rates.json"
+    path.write_text(json.dumps(record))
+    monkeypatch.setattr(run, "tree_rates_path", lambda head: path)
+    s = _settings(prompts_file, draft="model", tune_tree=True)
+    res = run_benchmark(s, tmp_path / "tuned.json", progress=False, pair=pair)
+    tuned = res["tuned_trees"]
+    assert tuned["rates"]["temperature"] == 1.0 and tuned["rates"]["head_sha256"] == "abc"
+    assert len(res["costs"]["t_target_s"]) == tuning.pass_tokens(2)
+    for r in [r for r in res["runs"] if r["method"] == "speculative"]:
+        assert r["tree"] == tuned["by_K"][str(r["K"])]["tree"]
+        widths = r["tree"] + [1] * r["K"]
+        for key, cell in res["cells"].items():
+            if key.startswith(f"speculative|{r['K']}|"):  # no step drafts more than its tree
+                assert all(d <= sum(widths[: r["K"]]) for d, _, _ in cell["steps"])
+    # greedy decoding needs greedy rates; other head weights are refused
+    with pytest.raises(ValueError, match="no tree rates in greedy decoding"):
+        run_benchmark(
+            _settings(prompts_file, draft="model", tune_tree=True, temperature=0.0),
+            tmp_path / "g.json",
+            progress=False,
+            pair=pair,
+        )
+    other = dataclasses.replace(pair, notes={"head_sha256": "def"})
+    with pytest.raises(ValueError, match="rates of head abc"):
+        run_benchmark(s, tmp_path / "o.json", progress=False, pair=other)

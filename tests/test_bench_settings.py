@@ -120,3 +120,15 @@ def test_the_dtype_auto_runs_in_is_timed_on_this_machine(monkeypatch):
     best = min(t, key=lambda v: t[v]["8"])
     assert (choice["dtype"], choice["pack"]) == (best.split()[0], best.endswith("packed"))
     assert settings.fastest_dtype("tiny-random", "cuda")["dtype"] == "bfloat16"
+
+
+def test_a_tuned_tree_replaces_the_fixed_shape():
+    s = BenchSettings(tune_tree=True, dtype="float32").validate()
+    assert s.tree is None and settings_record(s)["tune_tree"] is True
+    assert s.validate() == s
+    with pytest.raises(ValueError, match="tune_tree chooses the tree at each K"):
+        BenchSettings(tune_tree=True, tree=[4, 3], dtype="float32").validate()
+    with pytest.raises(ValueError, match="tune_tree chooses the tree at each K"):
+        BenchSettings(tune_tree=True, width=2, dtype="float32").validate()
+    with pytest.raises(ValueError, match="tune_tree: .*draft='ngram'"):
+        BenchSettings(tune_tree=True, draft="ngram", dtype="float32").validate()

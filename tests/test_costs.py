@@ -9,6 +9,7 @@ import torch
 
 from specdec_lib.costs import (
     as_tree,
+    best_chain_tree,
     chain_tokens_per_step,
     draft_cost,
     drafted_tokens,
@@ -152,3 +153,54 @@ def test_tree_prediction_at_measured_rates():
     assert math.isclose(E1, tree_tokens_per_step([0.5, 0.4], [0.0, 0.0]))
     with pytest.raises(ValueError, match="rates cover 2 depths"):
         tree_prediction(rates, 3, (1,), costs)
+
+
+RATES = {
+    "beta": [0.45, 0.35, 0.3],
+    "gamma": [[0.0, 0.2, 0.3, 0.35], [0.0, 0.15, 0.2, 0.22], [0.0] * 4],
+}
+
+
+def _brute_force(rates, K, costs, widths, max_drafted):
+    import itertools
+
+    shapes = [
+        s
+        for s in itertools.product(*[range(1, w + 1) for w in widths[:K]])
+        if drafted_tokens(K, s) <= min(max_drafted, len(costs["t_target_s"]) - 1)
+    ]
+    return max(predicted_tree_speedup(rates, K, s, costs) for s in shapes)
+
+
+@pytest.mark.parametrize("slope", [0.0, 0.02, 0.3])
+def test_best_chain_tree_is_the_best_shape_the_rates_cover(slope):
+    costs = {"t_draft_s": 0.05, "t_target_s": [1.0 + slope * n for n in range(12)]}
+    widths = [4, 4, 1]  # the rates were measured with (4, 4): one candidate at depth 3
+    for K in (1, 2, 3):
+        best = best_chain_tree(RATES | {"widths": widths}, K, costs, max_drafted=K + 5)
+        assert best["predicted_speedup"] == pytest.approx(
+            _brute_force(RATES, K, costs, widths, K + 5)
+        )
+        assert best["drafted"] == drafted_tokens(K, best["tree"]) <= K + 5
+        assert best["tree"] == list(as_tree(best["tree"])) and (
+            best["tree"] == [1] or best["tree"][-1] > 1
+        )
+    # passes that cost nothing more for more tokens: every alternative pays; dear ones: the chain
+    if slope == 0.0:
+        assert best_chain_tree(RATES | {"widths": widths}, 2, costs)["tree"] == [4, 4]
+    if slope == 0.3:
+        assert best_chain_tree(RATES | {"widths": widths}, 1, costs)["tree"] == [1]
+
+
+def test_best_chain_tree_refuses_what_it_cannot_rank():
+    costs = {"t_draft_s": 0.05, "t_target_s": [1.0, 1.0]}
+    with pytest.raises(ValueError, match="rates cover 3 depths, K = 4"):
+        best_chain_tree(RATES, 4, costs)
+    with pytest.raises(ValueError, match="covers no step of K = 2"):
+        best_chain_tree(RATES, 2, costs)
+    with pytest.raises(ValueError, match="max_drafted"):
+        best_chain_tree(RATES, 1, costs, max_drafted=0)
+    # a tie goes to the smaller tree: alternatives that are never accepted cost nothing here
+    flat = {"t_draft_s": 0.05, "t_target_s": [1.0] * 6}
+    never = {"beta": [0.5], "gamma": [[0.0, 0.0, 0.0]]}
+    assert best_chain_tree(never, 1, flat)["tree"] == [1]

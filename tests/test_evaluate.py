@@ -4,7 +4,7 @@ evaluation runs through ``eval-drafter`` in ``tests/test_cli.py``."""
 import pytest
 
 from specdec_lib.drafters.feature import FeatureDrafter
-from specdec_lib.training import acceptance
+from specdec_lib.training import EvalSettings, acceptance
 
 
 def test_acceptance_counts_every_proposal_at_K1(tiny_pair, random_head):
@@ -21,3 +21,17 @@ def test_acceptance_counts_every_proposal_at_K1(tiny_pair, random_head):
         tiny_pair, prompts, K=1, max_new_tokens=12, seeds=(0, 1), draft=FeatureDrafter(random_head)
     )
     assert same["accepted"] == res["accepted"]  # seeded
+
+
+def test_a_wide_tree_measures_the_rates_of_every_narrower_one(tiny_pair, random_head):
+    prompts = [{"text": "abc abc abc"}, {"text": "hello"}]
+    kw = dict(max_new_tokens=16, seeds=(0, 1), draft=FeatureDrafter(random_head))
+    res = acceptance(tiny_pair, prompts, K=2, tree=[3, 2], **kw)
+    r = res["tree_rates"]
+    assert r["widths"] == [3, 2] and res["settings"]["tree"] == [3, 2]
+    assert len(r["beta"]) == 2 and len(r["gamma"][0]) == 3
+    assert all(0 <= g <= 1 for row in r["gamma"] for g in row if g == g)
+    # the chain measures no alternatives
+    assert "tree_rates" not in acceptance(tiny_pair, prompts, K=2, **kw)
+    with pytest.raises(ValueError, match="width=2 and tree"):
+        EvalSettings(width=2, tree=[2, 2])

@@ -45,9 +45,12 @@ def cell_key(method: str, K: int, prompt: int, repeat: int) -> str:
     return f"{method}|{K}|{prompt}|{repeat}"
 
 
-def run_tree(settings: Mapping[str, Any]) -> list[int]:
+def run_tree(settings: Mapping[str, Any], tuned: Mapping[str, Any] | None = None, K: int = 0):
     """The step's shape of a stored run: its ``tree``, or ``(width,)`` for runs that recorded a
-    width alone."""
+    width alone; in a run that tuned its tree at each ``K`` (``tune_tree``), the tree of ``K``
+    from the run's ``tuned`` record (its ``tuned_trees``)."""
+    if tuned:
+        return list(tuned["by_K"][str(K)]["tree"])
     return list(settings.get("tree") or [int(settings.get("width", 1))])
 
 
@@ -189,7 +192,6 @@ def summarize(result: dict[str, Any]) -> list[dict[str, Any]]:
     """One record per (method, K): throughput, speedup vs the baseline of the same run, alpha,
     tau, per-request latency percentiles, predicted speedup and per-prompt records."""
     costs = result.get("costs")
-    tree = run_tree(result["settings"])
     identical = identical_outputs(result)
     groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for key, cell in result["cells"].items():
@@ -220,6 +222,8 @@ def summarize(result: dict[str, Any]) -> list[dict[str, Any]]:
             "predicted_speedup": None,
         }
         if method == "speculative":
+            tree = run_tree(result["settings"], result.get("tuned_trees"), K)
+            rec["tree"] = tree
             rec |= _speculative(cells, K, tree, costs, n_tok, secs, rec["speedup"])
         if (method, K) in identical:
             rec["identical_to_autoregressive"] = identical[method, K]["fraction"]

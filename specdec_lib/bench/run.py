@@ -29,6 +29,7 @@ from ..sampling import Warp
 from .analysis import cell_key, summarize
 from .passes import measure_pass_costs
 from .settings import SUPPLIED_BASELINES, BenchSettings, settings_record
+from .tuning import head_tree_rates, pass_tokens, tree_rates_path, tuned_trees
 
 __all__ = ["hf_generate", "run_benchmark"]
 
@@ -86,7 +87,9 @@ class _Runner:
         pair: ModelPair,
         settings: BenchSettings,
         baselines: Mapping[str, Callable[..., Any]] | None = None,
+        trees: Mapping[int, Any] | None = None,
     ) -> None:
+        """``trees``: the step's shape at each ``K`` (default: ``settings.tree`` at every one)."""
         self.pair = pair
         self.s = settings
         # None: fixed length (every cell generates max_new_tokens, past EOS if need be)
@@ -105,7 +108,7 @@ class _Runner:
                 _scheduled(pair.draft, settings, K),
                 pair.target,
                 K=K if settings.schedule != "heuristic" else max(16, K),
-                tree=tuple(settings.tree),
+                tree=tuple(trees[K] if trees is not None else settings.tree),
                 **warps,
             )
             for K in settings.K
@@ -268,13 +271,20 @@ def run_benchmark(
     if result["costs"] is None:
         result["costs"] = measure_pass_costs(
             pair,
-            max(drafted_tokens(K, settings.tree) for K in settings.K) + 1,
+            pass_tokens(max(settings.K))
+            if settings.tune_tree
+            else max(drafted_tokens(K, settings.tree) for K in settings.K) + 1,
             context=settings.cost_context,
             reps=settings.cost_reps,
         )
         atomic_write_json(out, result)
-    _warm_up(pair, settings, baselines, encoded[0])
-    runner = _Runner(pair, settings, baselines)
+    if settings.tune_tree and result.get("tuned_trees") is None:
+        rates = head_tree_rates(pair, settings.temperature, tree_rates_path(settings.head))
+        result["tuned_trees"] = tuned_trees(rates, settings.K, result["costs"])
+        atomic_write_json(out, result)
+    trees = _trees(settings, result)
+    _warm_up(pair, settings, baselines, encoded[0], trees)
+    runner = _Runner(pair, settings, baselines, trees)
     todo = _cells_to_run(settings, len(prompts), result["cells"])
     bar = tqdm(todo, desc=f"bench {settings.pair} {settings.warp.describe()}", disable=not progress)
     for key, method, K, p, rep in bar:
@@ -285,6 +295,12 @@ def run_benchmark(
     result["status"] = "complete"
     atomic_write_json(out, result)
     return result
+
+
+def _trees(settings: BenchSettings, result: dict[str, Any]) -> dict[int, tuple[int, ...]]:
+    """The step's shape at each ``K`` of the run: the tuned tree of each, or the settings' tree."""
+    tuned = (result.get("tuned_trees") or {}).get("by_K", {})
+    return {K: tuple(tuned[str(K)]["tree"] if tuned else settings.tree) for K in settings.K}
 
 
 def _allocator(settings: BenchSettings, tune_allocator: Callable[[], str] | None) -> str:
@@ -343,12 +359,13 @@ def _warm_up(
     settings: BenchSettings,
     baselines: Mapping[str, Callable[..., Any]] | None,
     ids: torch.Tensor,
+    trees: Mapping[int, Any],
 ) -> None:
     """One short generation of a spread of the methods and of the baseline, not recorded."""
     configs = _configs(settings)
     s_short = dataclasses.replace(settings, max_new_tokens=4)
     for method, K in configs[:: max(1, len(configs) // 4)] + [("autoregressive", 0)]:
-        _Runner(pair, s_short, baselines).run(method, K or settings.K[0], ids, seed=0)
+        _Runner(pair, s_short, baselines, trees).run(method, K or settings.K[0], ids, seed=0)
 
 
 def _cells_to_run(

@@ -159,6 +159,13 @@ class BenchSettings:
         "another spelling of --tree W: W candidates for the first draft position (give --width "
         "or --tree, not both)",
     )
+    tune_tree: bool = setting(
+        False,
+        "choose the trained head's tree at each K on this machine: the shape the cost model ranks "
+        "fastest from the pass costs timed at start-up and the head's acceptance of every tree "
+        "up to 8 candidates at depths 1 and 2, committed beside it (<head>.tree_rates.json); the "
+        "run records each K's shape (tuned_trees). Not with --tree or --width",
+    )
     stop_at_eos: bool = setting(
         False,
         "end a cell at the target's end-of-sequence token (Spec-Bench's convention) instead of "
@@ -224,7 +231,8 @@ class BenchSettings:
             runs = [d for d in drafts if draft_runs(d, self.device, self.dtype)]
             self.draft = runs[0] if runs else default_draft(self.pair)
         one_of(self.draft, "draft", PAIRS[self.pair])
-        self.tree = list(self._shape(preset))
+        shape = self._shape(preset)
+        self.tree = None if self.tune_tree else list(shape)
         self.width = None  # a spelling only: the shape is the tree
         if self.head is not None:
             if self.draft not in TRAINED_DRAFTS:
@@ -243,6 +251,18 @@ class BenchSettings:
             raise ValueError(
                 f"give width (a spelling of tree=(width,)) or tree, not both: got "
                 f"width={self.width!r} and tree={self.tree!r}"
+            )
+        if self.tune_tree is not False and self.tune_tree is not True:
+            raise ValueError(f"tune_tree must be True or False, got {self.tune_tree!r}")
+        if self.tune_tree and (self.width is not None or self.tree is not None):
+            raise ValueError(
+                "tune_tree chooses the tree at each K: give it or tree/width, not both (got "
+                f"tree={self.tree!r}, width={self.width!r})"
+            )
+        if self.tune_tree and self.draft not in TRAINED_DRAFTS:
+            raise ValueError(
+                f"tune_tree: the tree is chosen from a trained head's acceptance rates; "
+                f"draft={self.draft!r} has none (the trained drafts: {TRAINED_DRAFTS})"
             )
         if self.width is not None:
             return (positive_int(self.width, "width", "candidates for the first draft position"),)

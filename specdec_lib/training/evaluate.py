@@ -13,10 +13,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..bench.analysis import position_counts, rates
+from ..bench.analysis import position_counts, rates, tree_rates
 from ..bench.passes import measure_pass_costs
 from ..bench.settings import DTYPES
 from ..checks import one_of, positive_int
+from ..costs import as_tree, drafted_widths
 from ..decoding import SpeculativeDecoder
 from ..models import DRAFTS, PAIRS, ModelPair, load_pair
 from ..results import load_prompts, provenance
@@ -40,6 +41,12 @@ class EvalSettings:
     temperatures: list[float] = setting([1.0, 0.7, 0.0], "temperatures (0 = greedy)")
     K: int = setting(1, "draft tokens per step (1: every proposal is judged)")
     width: int = setting(1, "candidates for the first draft position")
+    tree: list[int] | None = setting(
+        None,
+        "the step's shape, candidates at each draft depth (e.g. 8 8): a wide tree's steps "
+        "measure the acceptance of every narrower one (the record's tree_rates, which "
+        "bench --tune-tree reads); give --width or --tree, not both",
+    )
     max_new_tokens: int = setting(64, "tokens generated per prompt")
     seeds: int = setting(1, "seeds per prompt")
     threads: int | None = setting(None, "torch threads (default: torch's)")
@@ -49,6 +56,13 @@ class EvalSettings:
         one_of(self.dtype, "dtype", DTYPES)
         positive_int(self.K, "K", "draft tokens per step")
         positive_int(self.width, "width", "candidates for the first draft position")
+        if self.tree is not None:
+            if self.width != 1:
+                raise ValueError(
+                    f"give width (a spelling of tree=(width,)) or tree, not both: got "
+                    f"width={self.width!r} and tree={self.tree!r}"
+                )
+            self.tree = list(as_tree(self.tree))
         positive_int(self.max_new_tokens, "max_new_tokens")
         positive_int(self.seeds, "seeds", "seeds per prompt")
         positive_int(self.threads, "threads", optional=True)
@@ -82,13 +96,17 @@ def acceptance(
     draft: Any = None,
     progress: bool = False,
     width: int = 1,
+    tree: Any = None,
 ) -> dict[str, Any]:
     """The draft's acceptance measured by decoding: ``alpha`` = accepted / proposed over all
     prompts and seeds, per draft position, with the per-prompt values (for intervals).
 
     At ``K = 1`` every proposal is judged, so ``alpha`` is the per-token acceptance rate of the
-    theory (``E[sum_x min(p, q)]`` over the contexts the target visits). With ``width > 1`` a
-    position counts as accepted when any of its candidates is.
+    theory (``E[sum_x min(p, q)]`` over the contexts the target visits). With ``width > 1`` (or a
+    ``tree``: candidates at each depth) a position counts as accepted when any of its candidates
+    is, and ``tree_rates`` holds what the steps say about every narrower tree
+    (:func:`~specdec_lib.bench.tree_rates`), with ``widths``, the candidates tried at each depth:
+    a rate at a wider place was never measured.
     """
     from tqdm.auto import tqdm
 
@@ -98,7 +116,8 @@ def acceptance(
         pair.draft if draft is None else draft,
         pair.target,
         K=K,
-        width=width,
+        tree=tree,
+        width=None if tree is not None else width,
         temperature=temperature,
         top_k=top_k,
         top_p=top_p,
@@ -109,7 +128,7 @@ def acceptance(
         ids = pair.tokenizer(p["text"], return_tensors="pt").input_ids[0].to(pair.device)
         r = dec.generate_ids(ids, max_new_tokens, seed=s)
         steps = [[len(st.draft_tokens), st.n_accepted, st.emitted] for st in r.steps]
-        cells.append({"steps": steps})
+        cells.append({"steps": steps, "alt_index": [st.alt_index for st in r.steps]})
         per_prompt.append(
             {
                 "prompt": i,
@@ -123,6 +142,10 @@ def acceptance(
     proposed = sum(c["proposed"] for c in per_prompt)
     accepted = sum(c["accepted"] for c in per_prompt)
     reached_at, accepted_at = position_counts(cells, K)
+    widths = drafted_widths(K, dec.tree)
+    extra: dict[str, Any] = {}
+    if max(widths) > 1:
+        extra["tree_rates"] = tree_rates(cells, K, max(widths)) | {"widths": widths}
     return {
         "alpha": accepted / proposed if proposed else float("nan"),
         "by_position": rates(reached_at, accepted_at),
@@ -132,8 +155,10 @@ def acceptance(
         "accepted": accepted,
         "tau": float(np.mean([c["tau"] for c in per_prompt])),
         "per_prompt": per_prompt,
+        **extra,
         "settings": {
             "K": K,
+            "tree": list(dec.tree),
             "temperature": temperature,
             "top_k": top_k,
             "top_p": top_p,
@@ -163,6 +188,7 @@ def evaluate_drafter(
             seeds=range(settings.seeds),
             progress=progress,
             width=settings.width,
+            tree=settings.tree,
         )
     return {
         "pair": pair.describe(),

@@ -1,0 +1,87 @@
+"""The step's shape chosen on the machine at hand (``bench --tune-tree``): at each draft length
+``K``, the draft tree the cost model ranks fastest (:func:`~specdec_lib.costs.best_chain_tree`)
+from two measurements that each belong to something else: the head's acceptance of every narrower
+tree, measured once by decoding with a wide tree and committed beside the head (machine-independent
+up to rounding), and the target's pass costs, timed on this machine at the start of the run.
+
+A pass over a few tokens costs about as much as a pass over one where verification is bound by
+memory (a CPU with AMX, a GPU), and the best tree is wide; where it is bound by arithmetic (a CPU
+whose kernels emulate bfloat16) every drafted token is dear, and the best tree is the chain.
+A fixed shape is right for one kind of machine only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..config import DEFAULT_HEAD
+from ..costs import best_chain_tree
+from ..models import ModelPair
+from ..results import read_json, repo_relative
+
+__all__ = ["MAX_ALTERNATIVES", "head_tree_rates", "pass_tokens", "tree_rates_path", "tuned_trees"]
+
+# A tuned step drafts at most this many alternatives beside its chain of K tokens: the pass costs
+# are timed up to K + MAX_ALTERNATIVES + 1 tokens, and wider trees are not ranked.
+MAX_ALTERNATIVES = 7
+
+
+def tree_rates_path(head: str | Path | None = None) -> Path:
+    """Where a head's tree rates are committed: beside its weights, ``<head>.tree_rates.json``
+    (the record of ``eval-drafter --tree 8 8``)."""
+    return Path(head if head is not None else DEFAULT_HEAD).with_suffix(".tree_rates.json")
+
+
+def pass_tokens(K_max: int) -> int:
+    """The largest target pass a tuned run can make at draft lengths up to ``K_max``."""
+    return K_max + MAX_ALTERNATIVES + 1
+
+
+def head_tree_rates(pair: ModelPair, temperature: float, path: str | Path) -> dict[str, Any]:
+    """The tree rates of ``path`` (an ``eval-drafter`` record with ``tree_rates``) for the pair's
+    head at ``temperature``: greedy's for greedy decoding, else those of the sampled temperature
+    nearest to it. A record made with other head weights is refused."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(
+            f"tune_tree: no tree rates for this head at {repo_relative(path)}; measure them with "
+            "`python -m specdec_lib eval-drafter --draft trained-int8 --tree 8 8 --K 8 "
+            f"--temperatures 1 0 --out {repo_relative(path)}`"
+        )
+    record = read_json(path)
+    want, have = pair.notes.get("head_sha256"), record.get("pair", {}).get("head_sha256")
+    if want is None or want != have:
+        raise ValueError(
+            f"tune_tree: {repo_relative(path)} holds the rates of head {have}, this run's draft is "
+            f"{want or pair.draft_name!r}; measure its own with eval-drafter --tree 8 8"
+        )
+    measured = {T: r for T, r in record["by_temperature"].items() if "tree_rates" in r}
+    greedy = [T for T in measured if float(T) == 0]
+    sampled = [T for T in measured if float(T) > 0]
+    pool = greedy if temperature == 0 else sampled
+    if not pool:
+        raise ValueError(
+            f"tune_tree: {repo_relative(path)} has no tree rates "
+            f"{'in greedy decoding' if temperature == 0 else 'at a sampled temperature'}"
+        )
+    T = min(pool, key=lambda t: abs(float(t) - temperature))
+    return measured[T]["tree_rates"] | {
+        "file": repo_relative(path),
+        "temperature": float(T),
+        "draft": record["pair"]["draft"],
+        "head_sha256": have,
+    }
+
+
+def tuned_trees(rates: dict[str, Any], Ks: list[int], costs: dict[str, Any]) -> dict[str, Any]:
+    """The shape of each ``K`` in ``Ks`` (:func:`~specdec_lib.costs.best_chain_tree` at ``rates``
+    and ``costs``), with what the cost model predicts for it: the record a tuned run keeps
+    (``tuned_trees``)."""
+    return {
+        "rates": {k: rates[k] for k in ("file", "temperature", "draft", "head_sha256", "widths")},
+        "max_alternatives": MAX_ALTERNATIVES,
+        "by_K": {
+            str(K): best_chain_tree(rates, K, costs, max_drafted=K + MAX_ALTERNATIVES) for K in Ks
+        },
+    }

@@ -34,7 +34,7 @@ help:
 	@echo "make bench       the campaign: every run the series cites (specdec_lib/research/campaign.toml),"
 	@echo "                 on this machine, from this commit, into data/results/campaign/ (resumable here)"
 	@echo "make campaign    the same as make bench"
-	@echo "make machine-check  bench's defaults against autoregressive decoding on this CPU (T = 1, greedy)"
+	@echo "make machine-check  bench's defaults, and with its tree tuned here, against autoregressive decoding on this CPU"
 	@echo "                 into data/results/machines/<this machine>/, never cited by the series"
 	@echo "make gpu-run     on a lent GPU machine: pass costs and decoder steps, one JSON under \$$OUT"
 	@echo "make gpu-rehearsal  the same on this CPU, dry (tiny settings), checking data/ is untouched"
@@ -149,7 +149,8 @@ campaign: install
 bench: campaign
 
 # `make machine-check`: does bench with its defaults beat autoregressive decoding on this CPU, at
-# T = 1 and greedy (specdec_lib/research/machine_check.toml)? Into data/results/machines/<this
+# T = 1 and greedy, and what does a tree tuned to this CPU's pass costs change
+# (specdec_lib/research/machine_check.toml)? Into data/results/machines/<this
 # machine>/, from a commit, resumable, like the campaign; never cited by the series. With the
 # kernels limited (e.g. ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2
 # MKL_ENABLE_INSTRUCTIONS=AVX2), the folder's name says so.

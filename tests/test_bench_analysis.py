@@ -182,6 +182,7 @@ def test_a_machine_check_reads_each_runs_own_best_and_slowest_K():
 
     # T = 1 is fastest at K = 2 and loses to the baseline at K = 3; greedy is fastest at K = 3.
     at_K = {"T1": {1: 0.8, 2: 0.6, 3: 1.2}, "greedy": {1: 0.9, 2: 0.7, 3: 0.5}}
+    at_K |= {"tuned_T1": at_K["T1"], "tuned_greedy": at_K["greedy"]}
     runs = {name: _timed_run(s, rng, jitter=0.05) for name, s in at_K.items()}
     m = machine_check(runs)
     picked = (m["T1"]["K"], m["T1"]["worst_K"], m["greedy"]["K"], m["greedy"]["worst_K"])

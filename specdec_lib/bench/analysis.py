@@ -509,15 +509,21 @@ def headline(runs: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
 
 
 # The machine check's runs (specdec_lib/research/machine_check.toml), by their names there.
-MACHINE_CHECK_RUNS = {"T1": "defaults_T1", "greedy": "defaults_greedy"}
+MACHINE_CHECK_RUNS = {
+    "T1": "defaults_T1",
+    "greedy": "defaults_greedy",
+    "tuned_T1": "tuned_T1",
+    "tuned_greedy": "tuned_greedy",
+}
 
 
 def machine_check(runs: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
     """What a machine check says (``machine_check(Campaign.read(folder).runs(MACHINE_CHECK_RUNS))``):
-    for each of :data:`MACHINE_CHECK_RUNS`, ``bench``'s defaults at the best ``K`` of that run,
-    with the speedup over the autoregressive baseline, its 95% bootstrap interval over prompts
-    (``low``, ``high``) and both sides' tokens per second, and the slowest ``K`` it ran
-    (``worst_K``, ``worst_speedup``): whether the defaults ever lose to the baseline. The best
+    for each of :data:`MACHINE_CHECK_RUNS` (``bench``'s defaults, then with the tree tuned on the
+    machine), the best ``K`` of that run with its ``tree``, the speedup over the autoregressive
+    baseline, its 95% bootstrap interval over prompts (``low``, ``high``) and both sides' tokens
+    per second, and the slowest ``K`` it ran (``worst_K``, ``worst_speedup``): whether the
+    defaults ever lose to the baseline. The best
     ``K`` is chosen on the run it is reported from (one run per temperature: no replicate checks
     the choice, unlike the campaign's :func:`headline`). Runs from different machines are refused."""
     missing = set(MACHINE_CHECK_RUNS) - set(runs)
@@ -542,5 +548,6 @@ def machine_check(runs: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
             "worst_speedup": worst["speedup"],
             "dtype": result["settings"].get("dtype"),
             "pack": result["settings"].get("pack"),
+            "tree": spec[K].get("tree", run_tree(result["settings"])),
         }
     return out

@@ -719,6 +719,12 @@ savefig("06_tree_acceptance", fig);
 # (measured in the same process): trees of depth 1 and 2 only, since the probes reach no deeper.
 # It leaves out the host's work per node (drawing the alternatives, warping their rows, trying
 # them), which grows with the tree: the ranking keeps trees of at most 8 drafted tokens.
+#
+# The ranking belongs to the machine as much as to the draft: where every extra token of a pass
+# costs more (a CPU that emulates bfloat16 arithmetic), the chain ranks first. `bench --tune-tree`
+# makes this ranking at the start of a run, at each $K$, from the pass costs timed there and the
+# head's rates, measured once with the tree (8, 8) and committed beside the head
+# (`data/drafter/feature_head.tree_rates.json`), and runs each $K$ with the shape ranked first.
 
 # %%
 ranking.head(8)

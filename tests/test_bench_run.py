@@ -147,7 +147,7 @@ def test_hf_assisted_uses_the_requested_K(prompts_file, tiny_pair):
     hook = tiny_pair.draft.register_forward_hook(lambda *a: calls.__setitem__("n", calls["n"] + 1))
     try:
         settings = _settings(prompts_file, K=[1, 4], max_new_tokens=40).validate()
-        runner = run._Runner(tiny_pair, settings)
+        runner = run.CellRunner(tiny_pair, settings)
         ids = tiny_pair.tokenizer("abc", return_tensors="pt").input_ids[0]
         before = dict(vars(tiny_pair.draft.generation_config))
         counts = {}

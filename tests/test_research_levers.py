@@ -27,3 +27,46 @@ def test_support_lever_decodes_with_the_subset_named_and_hidden(tiny_pair, rando
     r = support_costs(pair, [torch.tensor([0, 5, 9, 3]), torch.tensor([1, 2])], max_new_tokens=8)
     for name in ("support", "whole vocabulary"):
         assert r[name]["host_ms_per_step"] > 0 and r[name]["tokens_per_s"] > 0
+
+
+def test_tree_lever_runs_both_shapes_beside_one_baseline(
+    tmp_path, tiny_pair, random_head, monkeypatch
+):
+    import dataclasses
+    import json
+
+    from specdec_lib.bench import BenchSettings
+    from specdec_lib.bench import settings as bench_settings
+    from specdec_lib.drafters import FeatureDrafter
+    from specdec_lib.research import levers
+
+    monkeypatch.setattr(bench_settings, "TRAINED_DRAFTS", ("model",))  # the tiny pair's head
+    pair = dataclasses.replace(
+        tiny_pair, draft=FeatureDrafter(random_head), notes={"head_sha256": "abc"}
+    )
+    rates = {"beta": [0.5, 0.4], "gamma": [[0.0, 0.3, 0.4], [0.0, 0.2, 0.25]], "widths": [3, 3]}
+    path = tmp_path / "rates.json"
+    path.write_text(
+        json.dumps(
+            {
+                "pair": {"draft": "tiny", "head_sha256": "abc"},
+                "by_temperature": {"1": {"tree_rates": rates}},
+            }
+        )
+    )
+    monkeypatch.setattr(levers, "tree_rates_path", lambda head: path)
+    s = BenchSettings(
+        pair="tiny-random", draft="model", K=[1, 2], tree=[2], max_new_tokens=6, cost_reps=2
+    ).validate()
+    prompts = [{"category": "a", "text": "hello world"}, {"category": "b", "text": "abc"}]
+    r = levers.tree_costs(pair, s, prompts)
+    assert r["fixed_tree"] == [2] and [x["K"] for x in r["by_K"]] == [1, 2]
+    fixed, tuned = r["results"]["fixed"], r["results"]["tuned"]
+    # one baseline for both: the same cells
+    base = {k: c for k, c in fixed["cells"].items() if k.startswith("autoregressive")}
+    assert len(base) == 2 and all(tuned["cells"][k] is c for k, c in base.items())
+    for x in r["by_K"]:
+        assert x["fixed"]["tree"] == [2]
+        assert x["tuned"]["tree"] == tuned["tuned_trees"]["by_K"][str(x["K"])]["tree"]
+        for v in ("fixed", "tuned"):  # each shape summarised as a bench run, with its interval
+            assert {"speedup", "low", "high", "predicted_speedup", "host_share"} <= set(x[v])

@@ -31,7 +31,7 @@ from .passes import measure_pass_costs
 from .settings import SUPPLIED_BASELINES, BenchSettings, settings_record
 from .tuning import head_tree_rates, pass_tokens, tree_rates_path, tuned_trees
 
-__all__ = ["hf_generate", "run_benchmark"]
+__all__ = ["CellRunner", "hf_generate", "run_benchmark"]
 
 FORMAT_VERSION = 1
 
@@ -79,8 +79,9 @@ def _check_supplied(settings: BenchSettings, baselines: Mapping[str, Any] | None
             )
 
 
-class _Runner:
-    """Runs one cell of any method with the decoders of one run's settings, timed."""
+class CellRunner:
+    """Runs one cell of any method with the decoders of one run's settings, timed: the cell a
+    run stores (``run(method, K, ids, seed)``)."""
 
     def __init__(
         self,
@@ -284,7 +285,7 @@ def run_benchmark(
         atomic_write_json(out, result)
     trees = _trees(settings, result)
     _warm_up(pair, settings, baselines, encoded[0], trees)
-    runner = _Runner(pair, settings, baselines, trees)
+    runner = CellRunner(pair, settings, baselines, trees)
     todo = _cells_to_run(settings, len(prompts), result["cells"])
     bar = tqdm(todo, desc=f"bench {settings.pair} {settings.warp.describe()}", disable=not progress)
     for key, method, K, p, rep in bar:
@@ -365,7 +366,7 @@ def _warm_up(
     configs = _configs(settings)
     s_short = dataclasses.replace(settings, max_new_tokens=4)
     for method, K in configs[:: max(1, len(configs) // 4)] + [("autoregressive", 0)]:
-        _Runner(pair, s_short, baselines, trees).run(method, K or settings.K[0], ids, seed=0)
+        CellRunner(pair, s_short, baselines, trees).run(method, K or settings.K[0], ids, seed=0)
 
 
 def _cells_to_run(

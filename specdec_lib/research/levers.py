@@ -14,12 +14,17 @@ imitates an older CPU's kernels on this machine's memory, not that CPU.
 same prompts in alternation, with the draft's token subset named (alternatives drawn and
 verified on it, :func:`~specdec_lib.trees.support_stage`) and hidden (the whole vocabulary).
 Both are exact; what differs is the host's time per step.
+
+``--lever tree`` measures the step's shape: ``bench``'s defaults with the default tree and with
+the tree tuned on this machine (``bench --tune-tree``), decoding the same prompts in rotation
+beside one autoregressive baseline, in one process (:func:`tree_costs`).
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import os
 import statistics
 import sys
@@ -28,13 +33,18 @@ from typing import Any
 
 import torch
 
+from ..bench import BenchSettings, speedup_interval, summarize
+from ..bench.analysis import cell_key
 from ..bench.passes import measure_pass_costs
+from ..bench.run import CellRunner
+from ..bench.settings import settings_record
+from ..bench.tuning import head_tree_rates, pass_tokens, tree_rates_path, tuned_trees
 from ..config import DEFAULT_PROMPTS
 from ..decoding import SpeculativeDecoder
 from ..models import load_pair
 from ..results import ISA_LIMITS, atomic_write_json, load_prompts, provenance
 
-__all__ = ["packing_costs", "support_costs", "without_support"]
+__all__ = ["packing_costs", "support_costs", "tree_costs", "without_support"]
 
 
 def packing_costs(
@@ -118,11 +128,80 @@ def support_costs(
     return out
 
 
+def tree_costs(
+    pair: Any, settings: BenchSettings, prompts: Sequence[dict[str, Any]]
+) -> dict[str, Any]:
+    """The default tree against the tree tuned on this machine, side by side in one process.
+
+    ``settings`` (validated, with its fixed ``tree``) says what ``bench`` runs; ``pair`` is what
+    it loads. The pass costs are timed once, up to the largest pass a tuned step can make; the
+    tuned shape of each ``K`` comes from them and the head's tree rates
+    (:func:`~specdec_lib.bench.tuning.tuned_trees`). Then each prompt is decoded by the
+    autoregressive baseline and by both shapes at each ``K``, in an order rotated from prompt to
+    prompt, as ``bench`` orders its cells. The two variants share the baseline's cells: each is
+    stored as a ``bench`` run (``results``) and summarised as one, with the speedup's 95%
+    bootstrap interval over prompts."""
+    costs = measure_pass_costs(
+        pair, pass_tokens(max(settings.K)), context=settings.cost_context, reps=settings.cost_reps
+    )
+    rates = head_tree_rates(pair, settings.temperature, tree_rates_path(settings.head))
+    tuned = tuned_trees(rates, settings.K, costs)
+    variants = {
+        "fixed": (settings, None),
+        "tuned": (
+            dataclasses.replace(settings, tree=None, tune_tree=True),
+            {K: tuple(tuned["by_K"][str(K)]["tree"]) for K in settings.K},
+        ),
+    }
+    runners = {v: CellRunner(pair, s, trees=t) for v, (s, t) in variants.items()}
+    configs = [("fixed", "autoregressive", 0)]
+    configs += [(v, "speculative", K) for K in settings.K for v in variants]
+    ids = [pair.tokenizer(p["text"], return_tensors="pt").input_ids[0] for p in prompts]
+    short = dataclasses.replace(settings, max_new_tokens=4)
+    for v, method, K in configs:  # warm-up, not recorded
+        CellRunner(pair, short, trees=variants[v][1]).run(method, K, ids[0], seed=0)
+    cells: dict[str, dict[str, Any]] = {v: {} for v in variants}
+    for p, prompt_ids in enumerate(ids):
+        shift = p % len(configs)
+        for v, method, K in configs[shift:] + configs[:shift]:
+            cell = runners[v].run(method, K, prompt_ids, seed=settings.seed * 1_000_003 + p)
+            for w in variants if method == "autoregressive" else [v]:
+                cells[w][cell_key(method, K, p, 0)] = cell
+    results, by_K = {}, {K: {"K": K} for K in settings.K}
+    for v, (s, _) in variants.items():
+        res = {
+            "settings": settings_record(s),
+            "prompts": list(prompts),
+            "costs": costs,
+            "tuned_trees": tuned if v == "tuned" else None,
+            "cells": cells[v],
+        }
+        res["runs"] = summarize(res)
+        results[v] = res
+        for r in res["runs"]:
+            if r["method"] != "speculative":
+                continue
+            low, high = speedup_interval(res, "speculative", r["K"])
+            by_K[r["K"]][v] = {
+                k: r.get(k)
+                for k in ("tree", "speedup", "tokens_per_s", "predicted_speedup", "efficiency")
+            } | {"low": low, "high": high, "host_share": r.get("host_share")}
+    base = next(r for r in results["fixed"]["runs"] if r["method"] == "autoregressive")
+    return {
+        "temperature": settings.temperature,
+        "K": list(settings.K),
+        "fixed_tree": list(settings.tree),
+        "baseline_tokens_per_s": base["tokens_per_s"],
+        "by_K": list(by_K.values()),
+        "results": results,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m specdec_lib.research.levers", description=__doc__.split("\n\n")[0]
     )
-    p.add_argument("--lever", choices=["packing", "support"], default="packing")
+    p.add_argument("--lever", choices=["packing", "support", "tree"], default="packing")
     p.add_argument("--dtype", nargs="+", default=["bfloat16", "float32"])
     p.add_argument("--n-max", type=int, default=9, help="passes over n = 1..n_max tokens")
     p.add_argument("--reps", type=int, default=8, help="rounds per block (four blocks)")
@@ -132,13 +211,16 @@ def main(argv: list[str] | None = None) -> int:
         "--prompts",
         type=int,
         default=10,
-        help="support: benchmark prompts decoded (the first N of data/prompts.json)",
+        help="support, tree: benchmark prompts decoded (the first N of data/prompts.json)",
     )
+    p.add_argument("--K", type=int, nargs="+", default=[1, 2, 3], help="tree: draft lengths")
     p.add_argument("--out", required=True, help="the JSON file to write")
     args = p.parse_args(argv)
     settings = {k: v for k, v in vars(args).items() if k != "out"}
     if args.lever == "support":
         return _support_main(args, settings)
+    if args.lever == "tree":
+        return _tree_main(args, settings)
     result = {
         "runs": [
             packing_costs(d, n_max=args.n_max, context=args.context, reps=args.reps)
@@ -171,3 +253,31 @@ def _support_main(args: argparse.Namespace, settings: dict[str, Any]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def _tree_main(args: argparse.Namespace, settings: dict[str, Any]) -> int:
+    """The shape lever with bench's defaults (the dtype and weight layout timed at start-up)."""
+    from ..models import load_pair as load
+
+    prompts = load_prompts(DEFAULT_PROMPTS)[: args.prompts]
+    runs = []
+    for T in args.temperature:
+        s = BenchSettings(
+            K=args.K, temperature=T, methods=["autoregressive", "speculative"]
+        ).validate()
+        if not runs:
+            pair = load(s.pair, draft=s.draft, dtype=s.dtype, pack=s.pack == "on")
+        runs.append(tree_costs(pair, s, prompts))
+        for r in runs[-1]["by_K"]:
+            f, t = r["fixed"], r["tuned"]
+            print(
+                f"T = {T:g}, K = {r['K']}: {tuple(f['tree'])} {f['speedup']:.3f}x, "
+                f"tuned {tuple(t['tree'])} {t['speedup']:.3f}x"
+            )
+    result = {
+        "runs": runs,
+        "isa_limits": {k: os.environ[k] for k in ISA_LIMITS if k in os.environ},
+        "provenance": provenance(device="cpu", seed=0, settings=settings),
+    }
+    atomic_write_json(args.out, result)
+    return 0

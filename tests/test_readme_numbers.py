@@ -71,24 +71,30 @@ MACHINES = sorted((RESULTS_DIR / "machines").glob("*/manifest.json"))
 
 def machine_line(m: dict) -> str:
     """The README's line for one machine check (``bench.machine_check``): the defaults, then
-    with the tree tuned on the machine."""
+    with the tree tuned on the machine; a run whose start-up timing chose another dtype or weight
+    layout than the first says which."""
 
-    def tree(r: dict) -> str:
-        return f"tree ({', '.join(map(str, r['tree']))})"
+    def layout(r: dict) -> str:
+        return f"{r['dtype']}{', prepacked' if r['pack'] == 'on' else ''}"
+
+    first = layout(m["T1"])
+
+    def at(r: dict, trees: bool) -> str:
+        extra = ([f"tree ({', '.join(map(str, r['tree']))})"] if trees else []) + (
+            [layout(r)] if layout(r) != first else []
+        )
+        return f"at `K = {r['K']}`" + "".join(f", {e}" for e in extra)
 
     def part(t: dict, g: dict, trees: bool) -> str:
         return (
-            f"{t['speedup']:.2f}× ({t['low']:.2f}–{t['high']:.2f}×) at `K = {t['K']}`"
-            f"{', ' + tree(t) if trees else ''}, `T = 1`; greedy {g['speedup']:.2f}× "
-            f"({g['low']:.2f}–{g['high']:.2f}×) at `K = {g['K']}`{', ' + tree(g) if trees else ''}"
-            f"; the slowest `K`: {t['worst_speedup']:.2f}× at `T = 1`, "
+            f"{t['speedup']:.2f}× ({t['low']:.2f}–{t['high']:.2f}×) {at(t, trees)}, `T = 1`; "
+            f"greedy {g['speedup']:.2f}× ({g['low']:.2f}–{g['high']:.2f}×) {at(g, trees)}; "
+            f"the slowest `K`: {t['worst_speedup']:.2f}× at `T = 1`, "
             f"{g['worst_speedup']:.2f}× greedy"
         )
 
-    t = m["T1"]
-    layout = f"{t['dtype']}{', prepacked' if t['pack'] == 'on' else ''}"
     return (
-        f"- {describe_machine(m['machine'])} ({layout}): {part(t, m['greedy'], False)}. "
+        f"- {describe_machine(m['machine'])} ({first}): {part(m['T1'], m['greedy'], False)}. "
         f"With the tree tuned on the machine (`--tune-tree`): "
         f"{part(m['tuned_T1'], m['tuned_greedy'], True)}."
     )

@@ -51,7 +51,9 @@ def run_tree(settings: Mapping[str, Any], tuned: Mapping[str, Any] | None = None
     from the run's ``tuned`` record (its ``tuned_trees``)."""
     if tuned:
         return list(tuned["by_K"][str(K)]["tree"])
-    return list(settings.get("tree") or [int(settings.get("width", 1))])
+    if settings.get("tune_tree"):
+        raise ValueError("a run that tuned its tree at each K: pass its tuned_trees and the K")
+    return list(settings.get("tree") or [int(settings.get("width") or 1)])
 
 
 # --------------------------------------------------------------------------------------------
@@ -548,6 +550,6 @@ def machine_check(runs: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
             "worst_speedup": worst["speedup"],
             "dtype": result["settings"].get("dtype"),
             "pack": result["settings"].get("pack"),
-            "tree": spec[K].get("tree", run_tree(result["settings"])),
+            "tree": spec[K]["tree"] if "tree" in spec[K] else run_tree(result["settings"]),
         }
     return out

@@ -251,10 +251,6 @@ def _support_main(args: argparse.Namespace, settings: dict[str, Any]) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
-
-
 def _tree_main(args: argparse.Namespace, settings: dict[str, Any]) -> int:
     """The shape lever with bench's defaults (the dtype and weight layout timed at start-up)."""
     from ..models import load_pair as load
@@ -281,3 +277,7 @@ def _tree_main(args: argparse.Namespace, settings: dict[str, Any]) -> int:
     }
     atomic_write_json(args.out, result)
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -114,35 +114,35 @@ LIMITED = [m for m in MACHINES if "-limited-" in m.parent.name]
 
 @pytest.mark.parametrize("manifest", LIMITED, ids=lambda p: p.parent.name)
 def test_the_readme_reads_the_kernel_limited_machine_check_as_measured(manifest):
-    # "A pass over 8 tokens then costs about four one-token passes ... the cost model, fed with
-    # the default runs' pass costs and acceptance, predicts a loss for every draft tree and K (the
-    # chain at K = 1 comes closest)"
+    # "In bfloat16 a pass over 8 tokens then costs between four and five one-token passes ... the
+    # cost model, fed with that run's pass costs and acceptance, predicts a loss for every draft
+    # tree and K (the chain at K = 1 comes closest), and the run measures one."
     from specdec_lib.bench import MACHINE_CHECK_RUNS, machine_check
     from specdec_lib.research.trees import best_trees
 
     runs = Campaign.read(manifest.parent).runs(MACHINE_CHECK_RUNS)
-    for name in ("T1", "greedy"):
-        result = runs[name]
-        t = result["costs"]["t_target_s"]
-        assert 3.5 <= t[7] / t[0] <= 4.5
-        spec = [r for r in result["runs"] if r["method"] == "speculative"]
-        deepest = max(spec, key=lambda r: r["K"])
-        ranked = best_trees(deepest["tree_rates"], result["costs"])
-        assert ranked[0]["predicted_speedup"] < 1
-        assert (ranked[0]["K"], ranked[0]["tree"]) == (1, [1])
-        assert max(r["speedup"] for r in spec) < 1
-    # "Tuned to those costs, the tree shrinks to the chain or to one alternative at the first
-    # depth where each tuned run is fastest, and in greedy decoding to the chain at every K but
-    # two; it loses far less, though its best point estimates still lose."
     m = machine_check(runs)
-    for tuned, default in (("tuned_T1", "T1"), ("tuned_greedy", "greedy")):
-        assert m[tuned]["tree"] in ([1], [2])
-        assert m[default]["speedup"] < m[tuned]["speedup"] - 0.2 and m[tuned]["speedup"] < 1
-    greedy_trees = [t["tree"] for t in runs["tuned_greedy"]["tuned_trees"]["by_K"].values()]
-    assert sum(t != [1] for t in greedy_trees) == 2
-    # "The tuned run at T = 1 ran in float32 against a float32 baseline: its start-up timing found
-    # float32's pass over 8 tokens faster than bfloat16's, as none of the other three runs did"
+    first = runs["T1"]
+    assert first["settings"]["dtype"] == "bfloat16"
+    t = first["costs"]["t_target_s"]
+    assert 4 <= t[7] / t[0] <= 5
+    spec = [r for r in first["runs"] if r["method"] == "speculative"]
+    ranked = best_trees(max(spec, key=lambda r: r["K"])["tree_rates"], first["costs"])
+    assert ranked[0]["predicted_speedup"] < 1 and (ranked[0]["K"], ranked[0]["tree"]) == (1, [1])
+    assert max(r["speedup"] for r in spec) < 1
+    # "In float32 a pass over 8 tokens costs about one and a half one-token passes, and the two
+    # dtypes' passes over 8 tokens lie within 4% of each other, so the start-up timing chose
+    # float32 for the other three runs: against a float32 baseline they gain, with the default
+    # tree and the tuned one alike, at less than half the tokens per second of the first run's
+    # bfloat16 baseline."
     for name, result in runs.items():
-        choice = result["dtype_choice"]
-        assert (choice["dtype"] == "float32") == (name == "tuned_T1")
-        assert result["settings"]["dtype"] == choice["dtype"]
+        timed = {k: v["8"] for k, v in result["dtype_choice"]["t_target_s"].items()}
+        f32 = min(v for k, v in timed.items() if k.startswith("float32"))
+        assert abs(f32 / timed["bfloat16 packed"] - 1) < 0.04
+        if name == "T1":
+            continue
+        assert result["settings"]["dtype"] == "float32"
+        t = result["costs"]["t_target_s"]
+        assert 1.4 <= t[7] / t[0] <= 1.6
+        assert m[name]["speedup"] > 1
+        assert m[name]["tokens_per_s"] < 0.5 * m["T1"]["baseline_tokens_per_s"]

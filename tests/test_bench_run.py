@@ -245,7 +245,7 @@ def test_a_tuned_run_runs_each_K_with_the_tree_chosen_for_it(
     record["by_temperature"]["1"] = {"tree_rates": rates}
     path = tmp_path / "head.tree_rates.json"
     path.write_text(json.dumps(record))
-    monkeypatch.setattr(run, "tree_rates_path", lambda head: path)
+    monkeypatch.setattr(tuning, "tree_rates_path", lambda head: path)
     s = _settings(prompts_file, draft="model", tune_tree=True)
     res = run_benchmark(s, tmp_path / "tuned.json", progress=False, pair=pair)
     tuned = res["tuned_trees"]

@@ -35,7 +35,7 @@ def test_tree_lever_runs_both_shapes_beside_one_baseline(
     import dataclasses
     import json
 
-    from specdec_lib.bench import BenchSettings
+    from specdec_lib.bench import BenchSettings, tuning
     from specdec_lib.bench import settings as bench_settings
     from specdec_lib.drafters import FeatureDrafter
     from specdec_lib.research import levers
@@ -54,7 +54,7 @@ def test_tree_lever_runs_both_shapes_beside_one_baseline(
             }
         )
     )
-    monkeypatch.setattr(levers, "tree_rates_path", lambda head: path)
+    monkeypatch.setattr(tuning, "tree_rates_path", lambda head: path)
     s = BenchSettings(
         pair="tiny-random", draft="model", K=[1, 2], tree=[2], max_new_tokens=6, cost_reps=2
     ).validate()

@@ -29,7 +29,7 @@ from ..sampling import Warp
 from .analysis import cell_key, summarize
 from .passes import measure_pass_costs
 from .settings import SUPPLIED_BASELINES, BenchSettings, settings_record
-from .tuning import head_tree_rates, pass_tokens, tree_rates_path, tuned_trees
+from .tuning import pass_tokens, tune
 
 __all__ = ["CellRunner", "hf_generate", "run_benchmark"]
 
@@ -280,8 +280,7 @@ def run_benchmark(
         )
         atomic_write_json(out, result)
     if settings.tune_tree and result.get("tuned_trees") is None:
-        rates = head_tree_rates(pair, settings.temperature, tree_rates_path(settings.head))
-        result["tuned_trees"] = tuned_trees(rates, settings.K, result["costs"])
+        result["tuned_trees"] = tune(pair, settings, result["costs"])
         atomic_write_json(out, result)
     trees = _trees(settings, result)
     _warm_up(pair, settings, baselines, encoded[0], trees)

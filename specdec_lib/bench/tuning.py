@@ -20,7 +20,14 @@ from ..costs import best_chain_tree
 from ..models import ModelPair
 from ..results import read_json, repo_relative
 
-__all__ = ["MAX_ALTERNATIVES", "head_tree_rates", "pass_tokens", "tree_rates_path", "tuned_trees"]
+__all__ = [
+    "MAX_ALTERNATIVES",
+    "head_tree_rates",
+    "pass_tokens",
+    "tree_rates_path",
+    "tune",
+    "tuned_trees",
+]
 
 # A tuned step drafts at most this many alternatives beside its chain of K tokens: the pass costs
 # are timed up to K + MAX_ALTERNATIVES + 1 tokens, and wider trees are not ranked.
@@ -85,3 +92,10 @@ def tuned_trees(rates: dict[str, Any], Ks: list[int], costs: dict[str, Any]) -> 
             str(K): best_chain_tree(rates, K, costs, max_drafted=K + MAX_ALTERNATIVES) for K in Ks
         },
     }
+
+
+def tune(pair: ModelPair, settings: Any, costs: dict[str, Any]) -> dict[str, Any]:
+    """The tuned trees of a run of ``settings`` (a validated ``BenchSettings``) on ``pair``, from
+    the head's committed rates at the run's temperature and the ``costs`` it timed."""
+    rates = head_tree_rates(pair, settings.temperature, tree_rates_path(settings.head))
+    return tuned_trees(rates, settings.K, costs)

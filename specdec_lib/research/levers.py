@@ -33,12 +33,12 @@ from typing import Any
 
 import torch
 
-from ..bench import BenchSettings, speedup_interval, summarize
+from ..bench import BenchSettings, speedup_interval, summarize, tuning
 from ..bench.analysis import cell_key
 from ..bench.passes import measure_pass_costs
 from ..bench.run import CellRunner
 from ..bench.settings import settings_record
-from ..bench.tuning import head_tree_rates, pass_tokens, tree_rates_path, tuned_trees
+from ..bench.tuning import pass_tokens
 from ..config import DEFAULT_PROMPTS
 from ..decoding import SpeculativeDecoder
 from ..models import load_pair
@@ -144,8 +144,7 @@ def tree_costs(
     costs = measure_pass_costs(
         pair, pass_tokens(max(settings.K)), context=settings.cost_context, reps=settings.cost_reps
     )
-    rates = head_tree_rates(pair, settings.temperature, tree_rates_path(settings.head))
-    tuned = tuned_trees(rates, settings.K, costs)
+    tuned = tuning.tune(pair, settings, costs)
     variants = {
         "fixed": (settings, None),
         "tuned": (

@@ -17,12 +17,13 @@ from ..bench.analysis import position_counts, rates, tree_rates
 from ..bench.passes import measure_pass_costs
 from ..bench.settings import DTYPES
 from ..checks import one_of, positive_int
-from ..costs import as_tree, drafted_widths
+from ..costs import drafted_widths
 from ..decoding import SpeculativeDecoder
 from ..models import DRAFTS, PAIRS, ModelPair, load_pair
 from ..results import load_prompts, provenance
 from ..sampling import Warp
 from ..settings import setting
+from ..trees import tree_shape
 
 __all__ = ["EvalSettings", "acceptance", "evaluate_drafter"]
 
@@ -56,13 +57,8 @@ class EvalSettings:
         one_of(self.dtype, "dtype", DTYPES)
         positive_int(self.K, "K", "draft tokens per step")
         positive_int(self.width, "width", "candidates for the first draft position")
-        if self.tree is not None:
-            if self.width != 1:
-                raise ValueError(
-                    f"give width (a spelling of tree=(width,)) or tree, not both: got "
-                    f"width={self.width!r} and tree={self.tree!r}"
-                )
-            self.tree = list(as_tree(self.tree))
+        if self.tree is not None:  # the decoder's own resolution: a width beside a tree is refused
+            self.tree = list(tree_shape(self.tree, None if self.width == 1 else self.width))
         positive_int(self.max_new_tokens, "max_new_tokens")
         positive_int(self.seeds, "seeds", "seeds per prompt")
         positive_int(self.threads, "threads", optional=True)

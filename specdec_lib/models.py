@@ -47,6 +47,7 @@ __all__ = [
     "ModelPair",
     "ModelUnavailableError",
     "PAIRS",
+    "check_head",
     "check_same_tokenizer",
     "default_draft",
     "early_exit_draft",
@@ -428,6 +429,18 @@ def _load_tiny(dtype: torch.dtype) -> ModelPair:
 def default_draft(name: str) -> str:
     """The draft a pair uses when none is named: the first of ``PAIRS[name]``."""
     return PAIRS[one_of(name, "name", PAIRS)][0]
+
+
+def check_head(head: str | Path | None, draft: str) -> None:
+    """Refuse saved head weights (``head``) for a draft that reads none, or at a missing path."""
+    if head is None:
+        return
+    if draft not in TRAINED_DRAFTS:
+        raise ValueError(
+            f"head: saved weights are for the trained drafts {TRAINED_DRAFTS}, not draft={draft!r}"
+        )
+    if not Path(head).is_file():
+        raise ValueError(f"head: no saved draft weights at {str(head)!r}")
 
 
 def load_pair(

@@ -35,3 +35,12 @@ def test_a_wide_tree_measures_the_rates_of_every_narrower_one(tiny_pair, random_
     assert "tree_rates" not in acceptance(tiny_pair, prompts, K=2, **kw)
     with pytest.raises(ValueError, match="width=2 and tree"):
         EvalSettings(width=2, tree=[2, 2])
+
+
+def test_saved_head_weights_only_for_trained_drafts_that_exist(tmp_path):
+    with pytest.raises(ValueError, match="head: saved weights are for the trained drafts"):
+        EvalSettings(draft="early-exit", head="data/drafter/feature_head.safetensors")
+    with pytest.raises(ValueError, match="head: no saved draft weights"):
+        EvalSettings(draft="trained-int8", head=str(tmp_path / "missing.safetensors"))
+    s = EvalSettings(draft="trained-int8", head="data/drafter/feature_head.safetensors")
+    assert s.head.endswith("feature_head.safetensors")

@@ -22,7 +22,7 @@ import torch
 from ..checks import one_of, positive_int, probability
 from ..config import DEFAULT_PROMPTS
 from ..costs import as_tree
-from ..models import DRAFTS, PAIRS, TRAINED_DRAFTS, default_draft, load_pair
+from ..models import DRAFTS, PAIRS, TRAINED_DRAFTS, check_head, default_draft, load_pair
 from ..results import repo_relative
 from ..sampling import Warp
 from ..settings import setting
@@ -234,14 +234,7 @@ class BenchSettings:
         shape = self._shape(preset)
         self.tree = None if self.tune_tree else list(shape)
         self.width = None  # a spelling only: the shape is the tree
-        if self.head is not None:
-            if self.draft not in TRAINED_DRAFTS:
-                raise ValueError(
-                    f"head: saved weights are for the trained drafts {TRAINED_DRAFTS}, "
-                    f"not draft={self.draft!r}"
-                )
-            if not Path(self.head).is_file():
-                raise ValueError(f"head: no saved draft weights at {self.head!r}")
+        check_head(self.head, self.draft)
         return self
 
     def _shape(self, preset: dict[str, Any]) -> tuple[int, ...]:

@@ -19,7 +19,7 @@ from ..bench.settings import DTYPES
 from ..checks import one_of, positive_int
 from ..costs import drafted_widths
 from ..decoding import SpeculativeDecoder
-from ..models import DRAFTS, PAIRS, ModelPair, load_pair
+from ..models import DRAFTS, PAIRS, ModelPair, check_head, load_pair
 from ..results import load_prompts, provenance
 from ..sampling import Warp
 from ..settings import setting
@@ -35,6 +35,11 @@ class EvalSettings:
     draft: str = setting(
         "trained",
         "a draft of the pair by name, or a path to saved draft weights (a trained head)",
+    )
+    head: str | None = setting(
+        None,
+        "saved weights for the trained drafts (trained, trained-int8; default: the committed "
+        "data/drafter/feature_head.safetensors)",
     )
     pair: str = setting("default", "model pair", choices=PAIRS)
     prompts: str = setting("data/drafter/heldout_prompts.json", "held-out prompts (JSON)")
@@ -64,11 +69,12 @@ class EvalSettings:
         positive_int(self.threads, "threads", optional=True)
         for T in self.temperatures:
             Warp(T)
+        check_head(self.head, self.draft)
 
     def load_pair(self) -> ModelPair:
         """The pair with the draft named, or with the trained head saved at the path given."""
         if self.draft in PAIRS[self.pair]:
-            return load_pair(self.pair, draft=self.draft, dtype=self.dtype)
+            return load_pair(self.pair, draft=self.draft, dtype=self.dtype, head=self.head)
         if self.draft in DRAFTS:
             one_of(self.draft, "draft", PAIRS[self.pair])  # a draft of another pair: say so
         if not Path(self.draft).is_file():

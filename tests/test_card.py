@@ -32,3 +32,27 @@ def test_model_card_and_rebuild_command(tiny_data, tiny_pair):
     assert "| greedy |" in card and "python -m specdec_lib train-drafter" in card
     cmd = next(line for line in card.splitlines() if "train-drafter" in line)
     assert "--teacher-layers 0 -1" in cmd and "--epochs 1.0" in cmd and "--pair tiny-random" in cmd
+
+
+def test_a_tree_evaluation_with_int8_weights_is_named_and_rebuilt():
+    from specdec_lib.training.card import _eval_command, _measured_how
+
+    e = {
+        "draft": "trained-int8",
+        "head": "h.safetensors",
+        "temperatures": [1.0, 0.0],
+        "K": 8,
+        "tree": [8, 8],
+        "max_new_tokens": 128,
+        "seeds": 2,
+        "threads": None,
+    }
+    assert _measured_how(e) == "K = 8, the tree (8, 8), int8 weights"
+    cmd = _eval_command("h.safetensors", e)
+    assert cmd.startswith("python -m specdec_lib eval-drafter --draft trained-int8 --head h.safet")
+    for part in ("--temperatures 1 0", "--K 8", "--tree 8 8", "--max-new-tokens 128", "--seeds 2"):
+        assert part in cmd
+    # weights as stored: the path is the draft
+    assert "--draft w.safetensors --temperatures 1 --K 3 " in _eval_command(
+        "w.safetensors", {"draft": "w.safetensors", "temperatures": [1.0], "K": 3}
+    )

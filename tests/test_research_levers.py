@@ -70,3 +70,35 @@ def test_tree_lever_runs_both_shapes_beside_one_baseline(
         assert x["tuned"]["tree"] == tuned["tuned_trees"]["by_K"][str(x["K"])]["tree"]
         for v in ("fixed", "tuned"):  # each shape summarised as a bench run, with its interval
             assert {"speedup", "low", "high", "predicted_speedup", "host_share"} <= set(x[v])
+
+
+def test_head_lever_runs_every_head_beside_one_baseline(tiny_pair, random_head):
+    import copy
+    import dataclasses
+
+    from specdec_lib.bench import BenchSettings
+    from specdec_lib.drafters import FeatureDrafter
+    from specdec_lib.research import levers
+
+    other = copy.deepcopy(random_head)
+    pairs = {
+        name: dataclasses.replace(
+            tiny_pair,
+            draft=FeatureDrafter(h),
+            notes={"head_path": f"{name}.safetensors", "head_sha256": name},
+        )
+        for name, h in (("a", random_head), ("b", other))
+    }
+    s = BenchSettings(
+        pair="tiny-random", draft="model", K=[1, 2], tree=[2], max_new_tokens=6, cost_reps=2
+    ).validate()
+    prompts = [{"category": "a", "text": "hello world"}, {"category": "b", "text": "abc"}]
+    r = levers.head_costs(pairs, s, prompts)
+    assert r["heads"]["b"] == {"head": "b.safetensors", "head_sha256": "b"}
+    a, b = r["results"]["a"], r["results"]["b"]
+    assert a["settings"]["head"] == "a.safetensors" and b["head_sha256"] == "b"
+    base = {k: c for k, c in a["cells"].items() if k.startswith("autoregressive")}
+    assert len(base) == 2 and all(b["cells"][k] is c for k, c in base.items())
+    for x in r["by_K"]:
+        for v in ("a", "b"):
+            assert x[v]["tree"] == [2] and {"speedup", "low", "high", "tau"} <= set(x[v])

@@ -18,6 +18,10 @@ Both are exact; what differs is the host's time per step.
 ``--lever tree`` measures the step's shape: ``bench``'s defaults with the default tree and with
 the tree tuned on this machine (``bench --tune-tree``), decoding the same prompts in rotation
 beside one autoregressive baseline, in one process (:func:`tree_costs`).
+
+``--lever head`` measures the draft's weights: ``bench``'s defaults with each head of ``--heads``
+(the committed head and its fine-tune by a training-time test, by default), decoding the same
+prompts in rotation beside one autoregressive baseline, in one process (:func:`head_costs`).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import os
 import statistics
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -39,12 +44,19 @@ from ..bench.passes import measure_pass_costs
 from ..bench.run import CellRunner
 from ..bench.settings import settings_record
 from ..bench.tuning import pass_tokens
-from ..config import DEFAULT_PROMPTS
+from ..config import DEFAULT_HEAD, DEFAULT_PROMPTS
 from ..decoding import SpeculativeDecoder
-from ..models import load_pair
+from ..models import check_head, load_pair
 from ..results import ISA_LIMITS, atomic_write_json, load_prompts, provenance
 
-__all__ = ["packing_costs", "support_costs", "tree_costs", "without_support"]
+__all__ = [
+    "head_costs",
+    "packing_costs",
+    "side_by_side",
+    "support_costs",
+    "tree_costs",
+    "without_support",
+]
 
 
 def packing_costs(
@@ -136,43 +148,87 @@ def tree_costs(
     ``settings`` (validated, with its fixed ``tree``) says what ``bench`` runs; ``pair`` is what
     it loads. The pass costs are timed once, up to the largest pass a tuned step can make; the
     tuned shape of each ``K`` comes from them and the head's tree rates
-    (:func:`~specdec_lib.bench.tuning.tuned_trees`). Then each prompt is decoded by the
-    autoregressive baseline and by both shapes at each ``K``, in an order rotated from prompt to
-    prompt, as ``bench`` orders its cells. The two variants share the baseline's cells: each is
-    stored as a ``bench`` run (``results``) and summarised as one, with the speedup's 95%
-    bootstrap interval over prompts."""
+    (:func:`~specdec_lib.bench.tuning.tuned_trees`). Then the two shapes decode the prompts
+    beside one autoregressive baseline (:func:`side_by_side`)."""
     costs = measure_pass_costs(
         pair, pass_tokens(max(settings.K)), context=settings.cost_context, reps=settings.cost_reps
     )
     tuned = tuning.tune(pair, settings, costs)
+    trees = {K: tuple(tuned["by_K"][str(K)]["tree"]) for K in settings.K}
     variants = {
-        "fixed": (settings, None),
-        "tuned": (
-            dataclasses.replace(settings, tree=None, tune_tree=True),
-            {K: tuple(tuned["by_K"][str(K)]["tree"]) for K in settings.K},
-        ),
+        "fixed": (pair, settings, None),
+        "tuned": (pair, dataclasses.replace(settings, tree=None, tune_tree=True), trees),
     }
-    runners = {v: CellRunner(pair, s, trees=t) for v, (s, t) in variants.items()}
-    configs = [("fixed", "autoregressive", 0)]
+    out = side_by_side(variants, prompts, costs, {"tuned": {"tuned_trees": tuned}})
+    return out | {"fixed_tree": list(settings.tree)}
+
+
+def head_costs(
+    pairs: dict[str, Any], settings: BenchSettings, prompts: Sequence[dict[str, Any]]
+) -> dict[str, Any]:
+    """Trained heads against each other, side by side in one process: ``pairs`` maps a name to
+    the pair loaded with that head (one target: ``load_pair`` shares it), ``settings`` says
+    what ``bench`` runs, the same shape for every head. The pass costs are timed once, on the
+    first pair (the heads share one architecture); each head's record names its weights
+    (``head``, ``head_sha256``)."""
+    first = next(iter(pairs.values()))
+    costs = measure_pass_costs(
+        first, pass_tokens(max(settings.K)), context=settings.cost_context, reps=settings.cost_reps
+    )
+    variants = {
+        name: (p, dataclasses.replace(settings, head=p.notes.get("head_path")), None)
+        for name, p in pairs.items()
+    }
+    heads = {
+        name: {"head": p.notes.get("head_path"), "head_sha256": p.notes.get("head_sha256")}
+        for name, p in pairs.items()
+    }
+    out = side_by_side(variants, prompts, costs, heads)
+    return out | {"tree": list(settings.tree), "heads": heads}
+
+
+def side_by_side(
+    variants: dict[str, tuple[Any, BenchSettings, Any]],
+    prompts: Sequence[dict[str, Any]],
+    costs: dict[str, Any],
+    extra: dict[str, dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """Variants of ``bench``'s speculative cells decoding the same prompts beside one
+    autoregressive baseline, in one process.
+
+    ``variants`` maps a name to ``(pair, settings, trees)`` (:class:`~specdec_lib.bench.run.CellRunner`'s
+    arguments; the pairs share one target, the settings one ``K`` list, temperature and seed).
+    The first variant's runner decodes the baseline. Each prompt is decoded by the baseline and
+    by every variant at each ``K``, in an order rotated from prompt to prompt, as ``bench``
+    orders its cells, after one short warm-up of each. The variants share the baseline's cells:
+    each is stored as a ``bench`` run (``results``, with ``extra[name]``'s fields) and summarised
+    as one, with the speedup's 95% bootstrap interval over prompts (``by_K``)."""
+    first = next(iter(variants))
+    pair, settings, _ = variants[first]
+    runners = {v: CellRunner(p, s, trees=t) for v, (p, s, t) in variants.items()}
+    configs = [(first, "autoregressive", 0)]
     configs += [(v, "speculative", K) for K in settings.K for v in variants]
     ids = [pair.tokenizer(p["text"], return_tensors="pt").input_ids[0] for p in prompts]
-    short = dataclasses.replace(settings, max_new_tokens=4)
     for v, method, K in configs:  # warm-up, not recorded
-        CellRunner(pair, short, trees=variants[v][1]).run(method, K, ids[0], seed=0)
+        p, s, t = variants[v]
+        CellRunner(p, dataclasses.replace(s, max_new_tokens=4), trees=t).run(
+            method, K, ids[0], seed=0
+        )
     cells: dict[str, dict[str, Any]] = {v: {} for v in variants}
-    for p, prompt_ids in enumerate(ids):
-        shift = p % len(configs)
+    for i, prompt_ids in enumerate(ids):
+        shift = i % len(configs)
         for v, method, K in configs[shift:] + configs[:shift]:
-            cell = runners[v].run(method, K, prompt_ids, seed=settings.seed * 1_000_003 + p)
+            cell = runners[v].run(method, K, prompt_ids, seed=settings.seed * 1_000_003 + i)
             for w in variants if method == "autoregressive" else [v]:
-                cells[w][cell_key(method, K, p, 0)] = cell
+                cells[w][cell_key(method, K, i, 0)] = cell
     results, by_K = {}, {K: {"K": K} for K in settings.K}
-    for v, (s, _) in variants.items():
+    for v, (_, s, _) in variants.items():
         res = {
             "settings": settings_record(s),
             "prompts": list(prompts),
             "costs": costs,
-            "tuned_trees": tuned if v == "tuned" else None,
+            "tuned_trees": None,
+            **(extra or {}).get(v, {}),
             "cells": cells[v],
         }
         res["runs"] = summarize(res)
@@ -183,13 +239,20 @@ def tree_costs(
             low, high = speedup_interval(res, "speculative", r["K"])
             by_K[r["K"]][v] = {
                 k: r.get(k)
-                for k in ("tree", "speedup", "tokens_per_s", "predicted_speedup", "efficiency")
+                for k in (
+                    "tree",
+                    "speedup",
+                    "tokens_per_s",
+                    "predicted_speedup",
+                    "efficiency",
+                    "tau",
+                    "alpha_by_position",
+                )
             } | {"low": low, "high": high, "host_share": r.get("host_share")}
-    base = next(r for r in results["fixed"]["runs"] if r["method"] == "autoregressive")
+    base = next(r for r in results[first]["runs"] if r["method"] == "autoregressive")
     return {
         "temperature": settings.temperature,
         "K": list(settings.K),
-        "fixed_tree": list(settings.tree),
         "baseline_tokens_per_s": base["tokens_per_s"],
         "by_K": list(by_K.values()),
         "results": results,
@@ -200,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m specdec_lib.research.levers", description=__doc__.split("\n\n")[0]
     )
-    p.add_argument("--lever", choices=["packing", "support", "tree"], default="packing")
+    p.add_argument("--lever", choices=["packing", "support", "tree", "head"], default="packing")
     p.add_argument("--dtype", nargs="+", default=["bfloat16", "float32"])
     p.add_argument("--n-max", type=int, default=9, help="passes over n = 1..n_max tokens")
     p.add_argument("--reps", type=int, default=8, help="rounds per block (four blocks)")
@@ -210,9 +273,15 @@ def main(argv: list[str] | None = None) -> int:
         "--prompts",
         type=int,
         default=10,
-        help="support, tree: benchmark prompts decoded (the first N of data/prompts.json)",
+        help="support, tree, head: benchmark prompts decoded (the first N of data/prompts.json)",
     )
-    p.add_argument("--K", type=int, nargs="+", default=[1, 2, 3], help="tree: draft lengths")
+    p.add_argument("--K", type=int, nargs="+", default=[1, 2, 3], help="tree, head: draft lengths")
+    p.add_argument(
+        "--heads",
+        nargs="+",
+        default=[str(DEFAULT_HEAD), "data/drafter/feature_head_ttt_full.safetensors"],
+        help="head: saved weights of the trained heads compared",
+    )
     p.add_argument("--out", required=True, help="the JSON file to write")
     args = p.parse_args(argv)
     settings = {k: v for k, v in vars(args).items() if k != "out"}
@@ -220,6 +289,8 @@ def main(argv: list[str] | None = None) -> int:
         return _support_main(args, settings)
     if args.lever == "tree":
         return _tree_main(args, settings)
+    if args.lever == "head":
+        return _head_main(args, settings)
     result = {
         "runs": [
             packing_costs(d, n_max=args.n_max, context=args.context, reps=args.reps)
@@ -269,6 +340,33 @@ def _tree_main(args: argparse.Namespace, settings: dict[str, Any]) -> int:
                 f"T = {T:g}, K = {r['K']}: {tuple(f['tree'])} {f['speedup']:.3f}x, "
                 f"tuned {tuple(t['tree'])} {t['speedup']:.3f}x"
             )
+    result = {
+        "runs": runs,
+        "isa_limits": {k: os.environ[k] for k in ISA_LIMITS if k in os.environ},
+        "provenance": provenance(device="cpu", seed=0, settings=settings),
+    }
+    atomic_write_json(args.out, result)
+    return 0
+
+
+def _head_main(args: argparse.Namespace, settings: dict[str, Any]) -> int:
+    """The head lever with bench's defaults (the dtype and weight layout timed at start-up)."""
+    prompts = load_prompts(DEFAULT_PROMPTS)[: args.prompts]
+    runs: list[dict[str, Any]] = []
+    pairs: dict[str, Any] = {}
+    for T in args.temperature:
+        s = BenchSettings(
+            K=args.K, temperature=T, methods=["autoregressive", "speculative"]
+        ).validate()
+        for h in args.heads if not pairs else []:
+            check_head(h, s.draft)
+            pairs[Path(h).stem] = load_pair(
+                s.pair, draft=s.draft, dtype=s.dtype, pack=s.pack == "on", head=h
+            )
+        runs.append(head_costs(pairs, s, prompts))
+        for r in runs[-1]["by_K"]:
+            line = ", ".join(f"{name} {r[name]['speedup']:.3f}x" for name in pairs)
+            print(f"T = {T:g}, K = {r['K']}: {line}")
     result = {
         "runs": runs,
         "isa_limits": {k: os.environ[k] for k in ISA_LIMITS if k in os.environ},

@@ -11,6 +11,7 @@ from ..models import repo_relative
 from ..settings import command_line
 from .data import load_manifest, summary
 from .distill import TrainSettings
+from .evaluate import EvalSettings
 
 __all__ = ["model_card"]
 
@@ -87,16 +88,20 @@ def model_card(
         f"{prov.get('transformers')}, commit {str(prov.get('git_commit'))[:10]}, "
         f"{prov.get('date')}.",
         "",
-        f"## Measured (by decoding, K = {evaluation['provenance']['settings'].get('K', 1)}, "
+        f"## Measured (by decoding, {_measured_how(evaluation['provenance']['settings'])}, "
         "held-out prompts)",
         "",
     ]
-    chain = evaluation["provenance"]["settings"].get("K", 1) > 1
+    es = evaluation["provenance"]["settings"]
+    chain = es.get("K", 1) > 1
+    # a tree's steps: its first candidates form the chain, whose rates by depth the record keeps
+    column = (
+        "the first candidate's acceptance by depth"
+        if es.get("tree")
+        else ("acceptance by draft position")
+    )
     lines += (
-        [
-            "| temperature | alpha | accepted / proposed | acceptance by draft position |",
-            "|---|---|---|---|",
-        ]
+        [f"| temperature | alpha | accepted / proposed | {column} |", "|---|---|---|---|"]
         if chain
         else ["| temperature | alpha | accepted / proposed |", "|---|---|---|"]
     )
@@ -104,7 +109,8 @@ def model_card(
         label = "greedy" if float(T) == 0 else T
         row = f"| {label} | {r['alpha']:.3f} | {r['accepted']:,} / {r['proposed']:,} |"
         if chain:
-            row += " " + " / ".join(f"{a:.3f}" for a in r.get("by_position", [])) + " |"
+            rates = r["tree_rates"]["beta"] if es.get("tree") else r.get("by_position", [])
+            row += " " + " / ".join(f"{a:.3f}" for a in rates) + " |"
         lines.append(row)
     c = evaluation["costs"]
     ep = evaluation["provenance"]
@@ -165,12 +171,28 @@ def _limitations(s: dict[str, Any]) -> list[str]:
     return out
 
 
+def _measured_how(e: dict[str, Any]) -> str:
+    """How the card's table was measured: the draft length, and the tree and int8 weights if so."""
+    how = f"K = {e.get('K', 1)}"
+    if e.get("tree"):
+        how += f", the tree ({', '.join(map(str, e['tree']))})"
+    if e.get("draft") == "trained-int8":
+        how += ", int8 weights"
+    return how
+
+
 def _eval_command(weights: str, e: dict[str, Any]) -> str:
-    """The ``eval-drafter`` command of the card's table (the settings that shape it)."""
-    flags = [f"--draft {weights}"]
+    """The ``eval-drafter`` command of the card's table: these weights (as stored, or with int8
+    weights) and every other setting that differs from the defaults."""
+    draft = e.get("draft", "trained")
+    flags = (
+        [f"--draft {draft}", f"--head {weights}"]
+        if draft == "trained-int8"
+        else [f"--draft {weights}"]
+    )
     if "temperatures" in e:
         flags.append("--temperatures " + " ".join(f"{float(t):g}" for t in e["temperatures"]))
-    flags += [f"--{k.replace('_', '-')} {e[k]}" for k in ("K", "width") if e.get(k, 1) != 1]
+    flags += command_line(EvalSettings, e, skip=("draft", "head", "temperatures", "threads"))
     return " ".join(["python -m specdec_lib eval-drafter", *flags, "--out <results.json>"])
 
 

@@ -118,6 +118,11 @@ def _print_table(result: dict) -> None:
             for K, t in result["tuned_trees"]["by_K"].items()
         )
         print(f"trees tuned on this machine's pass costs: {shapes}")
+        if not result["tuned_trees"].get("pays", True):
+            print(
+                "warning: the cost model predicts no tree at any K to beat autoregressive "
+                "decoding on this machine's pass costs (see the run's costs.t_target_s)"
+            )
 
 
 def main(argv: list[str] | None = None) -> int:

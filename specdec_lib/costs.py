@@ -38,6 +38,7 @@ __all__ = [
     "drafted_tokens",
     "drafted_widths",
     "expected_tokens_per_step",
+    "monotone_costs",
     "optimal_K",
     "predicted_from_costs",
     "predicted_speedup",
@@ -295,3 +296,13 @@ def best_chain_tree(
         "step_cost": cost,
         "predicted_speedup": E / cost,
     }
+
+
+def monotone_costs(costs: dict[str, Any]) -> dict[str, Any]:
+    """``costs`` with ``t_target`` made non-decreasing in the tokens of the pass, by least squares
+    (scipy's isotonic regression): a pass over more tokens never costs less, so a dip between
+    neighbouring sizes is timing noise, which a maximum over tree sizes would otherwise chase."""
+    from scipy.optimize import isotonic_regression
+
+    t = np.asarray(costs["t_target_s"], dtype=float)
+    return {**costs, "t_target_s": isotonic_regression(t).x.tolist()}

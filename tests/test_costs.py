@@ -14,6 +14,7 @@ from specdec_lib.costs import (
     draft_cost,
     drafted_tokens,
     expected_tokens_per_step,
+    monotone_costs,
     optimal_K,
     predicted_from_costs,
     predicted_speedup,
@@ -204,3 +205,20 @@ def test_best_chain_tree_refuses_what_it_cannot_rank():
     flat = {"t_draft_s": 0.05, "t_target_s": [1.0] * 6}
     never = {"beta": [0.5], "gamma": [[0.0, 0.0, 0.0]]}
     assert best_chain_tree(never, 1, flat)["tree"] == [1]
+
+
+def test_tuned_trees_rank_on_monotone_costs_and_say_when_no_tree_pays():
+    from specdec_lib.bench.tuning import tuned_trees
+
+    rates = RATES | {"widths": [4, 4, 1], "file": "f", "temperature": 1.0, "draft": "d"}
+    rates |= {"head_sha256": "abc"}
+    # a pass over 3 tokens timed cheaper than one over 2: noise, which would flatter the tree
+    dip = {"t_draft_s": 0.05, "t_target_s": [1.0, 1.3, 1.02, 1.35, 1.4, 1.45, 1.5, 1.55, 1.6]}
+    raw = best_chain_tree(rates, 1, dip, max_drafted=8)
+    tuned = tuned_trees(rates, [1], dip)
+    assert tuned["by_K"]["1"] == best_chain_tree(rates, 1, monotone_costs(dip), max_drafted=8)
+    assert tuned["by_K"]["1"]["predicted_speedup"] < raw["predicted_speedup"] - 0.1
+    assert tuned["costs"] == "monotone" and tuned["pays"] is True
+    # every further token as dear as a whole pass: nothing pays
+    dear = {"t_draft_s": 0.05, "t_target_s": [1.0 + n for n in range(9)]}
+    assert tuned_trees(rates, [1, 2], dear)["pays"] is False

@@ -146,3 +146,19 @@ def test_the_readme_reads_the_kernel_limited_machine_check_as_measured(manifest)
         assert 1.4 <= t[7] / t[0] <= 1.6
         assert m[name]["speedup"] > 1
         assert m[name]["tokens_per_s"] < 0.5 * m["T1"]["baseline_tokens_per_s"]
+
+
+def test_the_readme_compares_the_fine_tuned_heads_by_their_tree_rates():
+    # "accepts about as often as the committed head at the first draft position and more often
+    # at the second and third": the chain's rates by depth (beta) of the two heads' records
+    from specdec_lib.results import read_json
+
+    text = " ".join((ROOT / "README.md").read_text().split())
+    assert "accepts about as often as the committed head at the first draft position" in text
+    heads = ROOT / "data" / "drafter"
+    old = read_json(heads / "feature_head.tree_rates.json")["by_temperature"]
+    new = read_json(heads / "feature_head_ttt_full.tree_rates.json")["by_temperature"]
+    for T in ("1", "0"):
+        b_old, b_new = old[T]["tree_rates"]["beta"], new[T]["tree_rates"]["beta"]
+        assert abs(b_new[0] - b_old[0]) < 0.02
+        assert b_new[1] > b_old[1] + 0.05 and b_new[2] > b_old[2] + 0.05

@@ -162,7 +162,8 @@ class BenchSettings:
     tune_tree: bool = setting(
         False,
         "choose the trained head's tree at each K on this machine: the shape the cost model ranks "
-        "fastest from the pass costs timed at start-up and the head's acceptance of every tree "
+        "fastest from the pass costs timed at start-up (made non-decreasing in the pass's "
+        "tokens) and the head's acceptance of every tree "
         "up to 8 candidates at depths 1 and 2, committed beside it (<head>.tree_rates.json); the "
         "run records each K's shape (tuned_trees). Not with --tree or --width",
     )

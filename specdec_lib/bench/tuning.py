@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import DEFAULT_HEAD
-from ..costs import best_chain_tree
+from ..costs import best_chain_tree, monotone_costs
 from ..models import ModelPair
 from ..results import read_json, repo_relative
 
@@ -84,13 +84,18 @@ def head_tree_rates(pair: ModelPair, temperature: float, path: str | Path) -> di
 def tuned_trees(rates: dict[str, Any], Ks: list[int], costs: dict[str, Any]) -> dict[str, Any]:
     """The shape of each ``K`` in ``Ks`` (:func:`~specdec_lib.costs.best_chain_tree` at ``rates``
     and ``costs``), with what the cost model predicts for it: the record a tuned run keeps
-    (``tuned_trees``)."""
+    (``tuned_trees``). The shapes are ranked on the pass costs made non-decreasing in the pass's
+    tokens (:func:`~specdec_lib.costs.monotone_costs`): a run's timings dip between neighbouring
+    sizes by noise, and a maximum over tree sizes would chase the dips. ``pays`` says whether
+    the model predicts any shape at any ``K`` to beat autoregressive decoding."""
+    smooth = monotone_costs(costs)
+    by_K = {str(K): best_chain_tree(rates, K, smooth, max_drafted=K + MAX_ALTERNATIVES) for K in Ks}
     return {
         "rates": {k: rates[k] for k in ("file", "temperature", "draft", "head_sha256", "widths")},
         "max_alternatives": MAX_ALTERNATIVES,
-        "by_K": {
-            str(K): best_chain_tree(rates, K, costs, max_drafted=K + MAX_ALTERNATIVES) for K in Ks
-        },
+        "costs": "monotone",
+        "pays": any(t["predicted_speedup"] > 1 for t in by_K.values()),
+        "by_K": by_K,
     }
 
 

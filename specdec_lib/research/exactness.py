@@ -135,6 +135,12 @@ CONFIGS: dict[str, Config] = {
         "trained-int8", "bfloat16", width=2, head="data/drafter/feature_head_ttt.safetensors"
     ),
     "trained-int8-bf16-tree4-3": Config("trained-int8", "bfloat16", tree=(4, 3)),
+    "ttt-full-int8-bf16-tree4-3": Config(
+        "trained-int8",
+        "bfloat16",
+        tree=(4, 3),
+        head="data/drafter/feature_head_ttt_full.safetensors",
+    ),
     "hf-assisted-early-exit-f32": Config("early-exit", "float32", method="hf_assisted"),
 }
 # The arms that must fail, on the headline draft at width 1 (the prototype's rule plugs into

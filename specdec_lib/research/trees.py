@@ -20,7 +20,13 @@ from typing import Any
 import numpy as np
 
 from ..checks import positive_int
-from ..costs import draft_cost, drafted_tokens, predicted_speedup, tree_prediction
+from ..costs import (
+    draft_cost,
+    drafted_tokens,
+    monotone_costs,
+    predicted_speedup,
+    tree_prediction,
+)
 
 __all__ = [
     "best_tree",
@@ -194,13 +200,3 @@ def tree_ceiling(
                 break
         out.append(best)
     return out
-
-
-def monotone_costs(costs: dict[str, Any]) -> dict[str, Any]:
-    """``costs`` with ``t_target`` made non-decreasing in the tokens of the pass, by least squares
-    (scipy's isotonic regression): a pass over more tokens never costs less, so a dip between
-    neighbouring sizes is timing noise, which a maximum over tree sizes would otherwise chase."""
-    from scipy.optimize import isotonic_regression
-
-    t = np.asarray(costs["t_target_s"], dtype=float)
-    return {**costs, "t_target_s": isotonic_regression(t).x.tolist()}

@@ -32,7 +32,7 @@ import dataclasses
 import os
 import statistics
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -322,51 +322,58 @@ def _support_main(args: argparse.Namespace, settings: dict[str, Any]) -> int:
 
 
 def _tree_main(args: argparse.Namespace, settings: dict[str, Any]) -> int:
-    """The shape lever with bench's defaults (the dtype and weight layout timed at start-up)."""
-    from ..models import load_pair as load
+    """The shape lever: the default tree and the tuned one."""
 
-    prompts = load_prompts(DEFAULT_PROMPTS)[: args.prompts]
-    runs = []
-    for T in args.temperature:
-        s = BenchSettings(
-            K=args.K, temperature=T, methods=["autoregressive", "speculative"]
-        ).validate()
-        if not runs:
-            pair = load(s.pair, draft=s.draft, dtype=s.dtype, pack=s.pack == "on")
-        runs.append(tree_costs(pair, s, prompts))
-        for r in runs[-1]["by_K"]:
-            f, t = r["fixed"], r["tuned"]
-            print(
-                f"T = {T:g}, K = {r['K']}: {tuple(f['tree'])} {f['speedup']:.3f}x, "
-                f"tuned {tuple(t['tree'])} {t['speedup']:.3f}x"
-            )
-    result = {
-        "runs": runs,
-        "isa_limits": {k: os.environ[k] for k in ISA_LIMITS if k in os.environ},
-        "provenance": provenance(device="cpu", seed=0, settings=settings),
-    }
-    atomic_write_json(args.out, result)
-    return 0
+    def line(r: dict[str, Any]) -> str:
+        f, t = r["fixed"], r["tuned"]
+        return (
+            f"{tuple(f['tree'])} {f['speedup']:.3f}x, tuned {tuple(t['tree'])} {t['speedup']:.3f}x"
+        )
+
+    return _bench_lever_main(args, settings, _load_default_pair, tree_costs, line)
 
 
 def _head_main(args: argparse.Namespace, settings: dict[str, Any]) -> int:
-    """The head lever with bench's defaults (the dtype and weight layout timed at start-up)."""
+    """The head lever: each head of ``--heads``, by the stem of its file."""
+
+    def load(s: BenchSettings) -> dict[str, Any]:
+        for h in args.heads:
+            check_head(h, s.draft)
+        return {Path(h).stem: _load_default_pair(s, head=h) for h in args.heads}
+
+    def line(r: dict[str, Any]) -> str:
+        return ", ".join(f"{name} {v['speedup']:.3f}x" for name, v in r.items() if name != "K")
+
+    return _bench_lever_main(args, settings, load, head_costs, line)
+
+
+def _load_default_pair(s: BenchSettings, head: str | None = None) -> Any:
+    """The pair ``bench`` loads for settings ``s`` (its dtype and weight layout resolved)."""
+    return load_pair(s.pair, draft=s.draft, dtype=s.dtype, pack=s.pack == "on", head=head)
+
+
+def _bench_lever_main(
+    args: argparse.Namespace,
+    settings: dict[str, Any],
+    load: Callable[[BenchSettings], Any],
+    measure: Callable[[Any, BenchSettings, Sequence[dict[str, Any]]], dict[str, Any]],
+    line: Callable[[dict[str, Any]], str],
+) -> int:
+    """A lever measured with ``bench``'s defaults (the dtype and weight layout timed at start-up)
+    at each temperature asked for: what ``load`` returns for the first temperature's settings
+    (a pair, or pairs by name) is measured at every one, each ``K``'s speedups printed by
+    ``line``."""
     prompts = load_prompts(DEFAULT_PROMPTS)[: args.prompts]
     runs: list[dict[str, Any]] = []
-    pairs: dict[str, Any] = {}
+    loaded = None
     for T in args.temperature:
         s = BenchSettings(
             K=args.K, temperature=T, methods=["autoregressive", "speculative"]
         ).validate()
-        for h in args.heads if not pairs else []:
-            check_head(h, s.draft)
-            pairs[Path(h).stem] = load_pair(
-                s.pair, draft=s.draft, dtype=s.dtype, pack=s.pack == "on", head=h
-            )
-        runs.append(head_costs(pairs, s, prompts))
+        loaded = load(s) if loaded is None else loaded
+        runs.append(measure(loaded, s, prompts))
         for r in runs[-1]["by_K"]:
-            line = ", ".join(f"{name} {r[name]['speedup']:.3f}x" for name in pairs)
-            print(f"T = {T:g}, K = {r['K']}: {line}")
+            print(f"T = {T:g}, K = {r['K']}: {line(r)}")
     result = {
         "runs": runs,
         "isa_limits": {k: os.environ[k] for k in ISA_LIMITS if k in os.environ},

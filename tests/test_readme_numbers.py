@@ -162,3 +162,38 @@ def test_the_readme_compares_the_fine_tuned_heads_by_their_tree_rates():
         b_old, b_new = old[T]["tree_rates"]["beta"], new[T]["tree_rates"]["beta"]
         assert abs(b_new[0] - b_old[0]) < 0.02
         assert b_new[1] > b_old[1] + 0.05 and b_new[2] > b_old[2] + 0.05
+
+
+HEADS = RESULTS_DIR / "machines" / "amd-epyc-26-2-1-2cores" / "levers_head.json"
+HEAD_NAMES = {"feature_head": "the committed head", "feature_head_ttt_full": "the full-data fine-tune"}
+
+
+def heads_line(result: dict) -> str:
+    """The README's sentence on the heads side by side: each head's best K, with its interval."""
+
+    def best(run: dict, head: str) -> str:
+        r = max(run["by_K"], key=lambda x: x[head]["speedup"])[head]
+        K = max(run["by_K"], key=lambda x: x[head]["speedup"])["K"]
+        return f"{r['speedup']:.2f}× ({r['low']:.2f}–{r['high']:.2f}×) at `K = {K}`"
+
+    parts = []
+    for run in result["runs"]:
+        label = "greedy" if run["temperature"] == 0 else f"at `T = {run['temperature']:g}`"
+        parts.append(
+            f"{label}, {' and '.join(f'{n} {best(run, h)}' for h, n in HEAD_NAMES.items())}"
+        )
+    return "; ".join(parts)
+
+
+@pytest.mark.skipif(not HEADS.exists(), reason="no heads lever committed")
+def test_the_readme_reads_the_heads_side_by_side_as_measured():
+    from specdec_lib.results import read_json
+
+    result = read_json(HEADS)
+    text = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert heads_line(result) in text, f"README.md: the heads line is\n{heads_line(result)}"
+    # "the two heads' intervals overlap at every K measured"
+    for run in result["runs"]:
+        for x in run["by_K"]:
+            a, b = (x[h] for h in HEAD_NAMES)
+            assert a["low"] <= b["high"] and b["low"] <= a["high"]

@@ -165,7 +165,10 @@ def test_the_readme_compares_the_fine_tuned_heads_by_their_tree_rates():
 
 
 HEADS = RESULTS_DIR / "machines" / "amd-epyc-26-2-1-2cores" / "levers_head.json"
-HEAD_NAMES = {"feature_head": "the committed head", "feature_head_ttt_full": "the full-data fine-tune"}
+HEAD_NAMES = {
+    "feature_head": "the committed head",
+    "feature_head_ttt_full": "the full-data fine-tune",
+}
 
 
 def heads_line(result: dict) -> str:

@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from specdec_lib.__main__ import build_parser
-from specdec_lib.research import campaign
+from specdec_lib.research import campaign, levers
 from specdec_lib.results import machine_info, machine_key, machine_slug
 
 MACHINE_CHECK = campaign.MACHINE_CHECK_PLAN
@@ -21,9 +21,11 @@ def test_the_committed_plans_parse_with_the_command_line(plan):
     runs = campaign.load_plan(plan)
     assert all(r["why"].strip() for r in runs)
     parser = build_parser()
+    parsers = {"specdec_lib": parser, "specdec_lib.research.levers": levers.build_parser()}
     for r in runs:
-        if r.get("module", "specdec_lib") == "specdec_lib":
-            parser.parse_args(campaign._argv(r, campaign.REPO_ROOT / "x"))  # exits on a bad flag
+        argv = campaign._argv(r, campaign.REPO_ROOT / "x")
+        module = r.get("module", "specdec_lib")
+        parsers[module].parse_args(argv[2:] if module != "specdec_lib" else argv)  # exits if bad
     first = {campaign.PLAN_FILE: "recommended_T1", MACHINE_CHECK: "defaults_T1"}[plan]
     assert runs[0]["name"] == first
 

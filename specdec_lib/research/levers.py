@@ -50,6 +50,7 @@ from ..models import check_head, load_pair
 from ..results import ISA_LIMITS, atomic_write_json, load_prompts, provenance
 
 __all__ = [
+    "build_parser",
     "head_costs",
     "packing_costs",
     "side_by_side",
@@ -259,7 +260,9 @@ def side_by_side(
     }
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``python -m specdec_lib.research.levers`` (the campaign's plan runs
+    it, and its tests parse the plan's runs with it)."""
     p = argparse.ArgumentParser(
         prog="python -m specdec_lib.research.levers", description=__doc__.split("\n\n")[0]
     )
@@ -268,7 +271,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--n-max", type=int, default=9, help="passes over n = 1..n_max tokens")
     p.add_argument("--reps", type=int, default=8, help="rounds per block (four blocks)")
     p.add_argument("--context", type=int, default=64, help="tokens in the cache")
-    p.add_argument("--temperature", type=float, nargs="+", default=[1.0, 0.0], help="support")
+    p.add_argument(
+        "--temperature",
+        type=float,
+        nargs="+",
+        default=[1.0, 0.0],
+        help="support, tree, head: temperatures (0 = greedy)",
+    )
     p.add_argument(
         "--prompts",
         type=int,
@@ -283,7 +292,11 @@ def main(argv: list[str] | None = None) -> int:
         help="head: saved weights of the trained heads compared",
     )
     p.add_argument("--out", required=True, help="the JSON file to write")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     settings = {k: v for k, v in vars(args).items() if k != "out"}
     if args.lever == "support":
         return _support_main(args, settings)

@@ -41,10 +41,12 @@ __all__ = [
     "monotone_costs",
     "optimal_K",
     "predicted_from_costs",
+    "predicted_cell_speedup",
     "predicted_speedup",
     "predicted_tree_speedup",
     "step_cost",
     "tree_prediction",
+    "tree_step_law",
     "tree_tokens_per_step",
     "walltime_speedup",
 ]
@@ -241,6 +243,65 @@ def predicted_tree_speedup(
     step's cost (:func:`step_cost`)."""
     E, cost = tree_prediction(rates, K, tree, costs)
     return E / cost
+
+
+def tree_step_law(beta: Sequence[float], gamma: Sequence[float]) -> np.ndarray:
+    """The law of the tokens one step of a chain tree yields, ``law[j]`` for ``j = 0..K+1``
+    (``law[0] = 0``), at the rates of :func:`tree_tokens_per_step` (``beta``, ``gamma``: one per
+    depth): a step that reaches depth ``d`` and is rejected there yields ``d + 1`` tokens with
+    probability ``gamma_d`` (an alternative kept, then the target's token) and ``d`` otherwise;
+    one that passes every depth yields ``K + 1``. Its mean is :func:`tree_tokens_per_step`."""
+    b, g = np.asarray(beta, dtype=float), np.asarray(gamma, dtype=float)
+    K = b.shape[0]
+    law, reach = np.zeros(K + 2), 1.0
+    for d in range(1, K + 1):
+        law[d] += reach * (1 - b[d - 1]) * (1 - g[d - 1])
+        law[d + 1] += reach * (1 - b[d - 1]) * g[d - 1]
+        reach *= b[d - 1]
+    law[K + 1] += reach
+    return law
+
+
+def predicted_cell_speedup(
+    rates: dict[str, Any],
+    K: int,
+    tree: Any,
+    costs: dict[str, Any],
+    n_tokens: int,
+    prefill_s: float,
+) -> float:
+    """The cost model's speedup over cells of ``n_tokens`` new tokens, decoded as the benchmark
+    decodes them, where :func:`predicted_tree_speedup` models an endless decode.
+
+    The prompt's pass (``prefill_s``, the same on both sides) gives the first token: a draft that
+    reads the target's features has nothing to draft from before it. Each later step drafts
+    ``k = min(K, tokens left - 1)`` tokens with the tree cut at depth ``k``
+    (:func:`tree_step_law` at the ``rates`` of :func:`tree_prediction`; ``k = 0``, one target
+    pass over one token). The baseline spends ``prefill_s + (n_tokens - 1) t(1)``. The expected
+    time of the speculative cell is computed exactly over the tokens left (a dynamic programme),
+    and the ratio of the two times tends to :func:`predicted_tree_speedup` as ``n_tokens``
+    grows."""
+    n_tokens = positive_int(n_tokens, "n_tokens", "new tokens per cell")
+    if not prefill_s >= 0:
+        raise ValueError(f"prefill_s must be a time in seconds >= 0, got {prefill_s!r}")
+    t = costs["t_target_s"]
+    laws = {}
+    for k in range(1, K + 1):
+        widths = drafted_widths(k, tree)
+        _, cost = tree_prediction(rates, k, widths, costs)
+        beta = np.nan_to_num(np.asarray(rates["beta"], dtype=float))[:k]
+        gamma = np.nan_to_num(np.asarray(rates["gamma"], dtype=float))
+        laws[k] = (tree_step_law(beta, [gamma[d, w - 1] for d, w in enumerate(widths)]), cost)
+    spent = np.zeros(n_tokens)  # spent[r]: expected target passes (of one token) to emit r tokens
+    for r in range(1, n_tokens):
+        k = min(K, r - 1)
+        if k == 0:
+            spent[r] = 1.0 + spent[r - 1]
+            continue
+        law, cost = laws[k]
+        spent[r] = cost + sum(law[j] * spent[r - j] for j in range(1, k + 2))
+    prefill = prefill_s / t[0]
+    return float((prefill + n_tokens - 1) / (prefill + spent[n_tokens - 1]))
 
 
 def best_chain_tree(

@@ -67,6 +67,10 @@ def test_benchmark_structure(tmp_path, prompts_file, tiny_pair):
     assert spec["host_ms_per_step"] > 0
     assert on_disk["settings"]["tree"] == [1] and on_disk["settings"]["width"] == 1  # the chain
     assert len(on_disk["costs"]["t_target_s"]) == 2 + 1  # a pass over K + 1 tokens
+    # the prompt's pass, the cell's fixed cost, on both sides; a model draft drafts at the first
+    # step already, so the prediction for the run's own cells (a feature draft's) is not made
+    assert all(c["prefill_ms"] > 0 for k, c in on_disk["cells"].items() if "hf_" not in k)
+    assert "predicted_speedup_cells" not in spec
 
 
 def test_benchmark_with_width(tmp_path, prompts_file, tiny_pair):
@@ -250,6 +254,9 @@ def test_a_tuned_run_runs_each_K_with_the_tree_chosen_for_it(
     res = run_benchmark(s, tmp_path / "tuned.json", progress=False, pair=pair)
     tuned = res["tuned_trees"]
     assert tuned["rates"]["temperature"] == 1.0 and tuned["rates"]["head_sha256"] == "abc"
+    for r in [r for r in res["runs"] if r["method"] == "speculative"]:  # a feature draft's cells
+        assert r["predicted_speedup_cells"] > 0
+        assert r["efficiency_cells"] == pytest.approx(r["speedup"] / r["predicted_speedup_cells"])
     assert len(res["costs"]["t_target_s"]) == tuning.pass_tokens(2)
     for r in [r for r in res["runs"] if r["method"] == "speculative"]:
         assert r["tree"] == tuned["by_K"][str(r["K"])]["tree"]

@@ -222,3 +222,53 @@ def test_tuned_trees_rank_on_monotone_costs_and_say_when_no_tree_pays():
     # every further token as dear as a whole pass: nothing pays
     dear = {"t_draft_s": 0.05, "t_target_s": [1.0 + n for n in range(9)]}
     assert tuned_trees(rates, [1, 2], dear)["pays"] is False
+
+
+def test_a_steps_law_has_the_mean_of_the_tree_model():
+    from specdec_lib.costs import tree_step_law
+
+    beta, gamma = [0.6, 0.5, 0.4], [0.3, 0.2, 0.0]
+    law = tree_step_law(beta, gamma)
+    assert law.shape == (5,) and law[0] == 0 and law.sum() == pytest.approx(1.0)
+    assert (law * np.arange(5)).sum() == pytest.approx(tree_tokens_per_step(beta, gamma))
+
+
+def test_the_cells_prediction_is_the_simulated_cells_and_tends_to_the_endless_one():
+    from specdec_lib.costs import drafted_widths, predicted_cell_speedup, tree_step_law
+
+    costs = {
+        "t_draft_s": 0.05,
+        "t_draft_next_s": 0.03,
+        "t_target_s": [1.0 + 0.04 * n for n in range(12)],
+    }
+    K, tree, n, prefill = 3, (3, 2), 12, 2.5
+    got = predicted_cell_speedup(RATES, K, tree, costs, n, prefill)
+    # Monte Carlo over cells as the benchmark decodes them: the prompt's pass gives the first
+    # token, each later step drafts min(K, tokens left - 1) with its tree cut there
+    rng = np.random.default_rng(0)
+    gamma = np.asarray(RATES["gamma"])
+    total, cells = 0.0, 20_000
+    for _ in range(cells):
+        left, spent = n - 1, prefill
+        while left > 0:
+            k = min(K, left - 1)
+            if k == 0:
+                spent, left = spent + 1.0, left - 1
+                continue
+            widths = drafted_widths(k, tree)
+            law = tree_step_law(RATES["beta"][:k], [gamma[d, w - 1] for d, w in enumerate(widths)])
+            spent += step_cost(k, costs, widths)
+            left -= rng.choice(len(law), p=law)
+        total += spent
+    simulated = (prefill + n - 1) / (total / cells)
+    assert got == pytest.approx(simulated, rel=0.01)
+    # an endless decode: the model of every step alike
+    endless = predicted_tree_speedup(RATES, K, tree, costs)
+    assert got < endless
+    assert predicted_cell_speedup(RATES, K, tree, costs, 4000, 0.0) == pytest.approx(
+        endless, rel=2e-3
+    )
+    with pytest.raises(ValueError, match="n_tokens"):
+        predicted_cell_speedup(RATES, K, tree, costs, 0, 0.0)
+    with pytest.raises(ValueError, match="prefill_s"):
+        predicted_cell_speedup(RATES, K, tree, costs, 10, -1.0)

@@ -15,7 +15,13 @@ from typing import Any
 import numpy as np
 
 from ..checks import positive_int
-from ..costs import drafted_widths, predicted_from_costs, predicted_tree_speedup, step_cost
+from ..costs import (
+    drafted_widths,
+    predicted_cell_speedup,
+    predicted_from_costs,
+    predicted_tree_speedup,
+    step_cost,
+)
 from ..results import check_same_machine, read_json
 from .settings import METHODS
 
@@ -275,6 +281,7 @@ def _speculative(
         rec["predicted_speedup"] = predicted_from_costs(rec["alpha_iid"], K, costs, tree)
     if costs:
         rec["efficiency"] = speedup / rec["predicted_speedup"]
+        rec |= _cell_prediction(cells, K, tree, costs, rec, speedup)
         # The same cost model with the measured tokens per step instead of the modelled E.
         rec["predicted_speedup_from_tau"] = rec["tau"] / step_cost(K, costs, tree)
     # The step's time by part, as shares of the cells' time, and the host's work per step.
@@ -284,6 +291,33 @@ def _speculative(
     if "host_share" in rec:
         rec["host_ms_per_step"] = sum(c["host_ms"] for c in cells) / n_steps
     return rec
+
+
+def _cell_prediction(
+    cells: list[dict[str, Any]],
+    K: int,
+    tree: Sequence[int],
+    costs: dict[str, Any],
+    rec: dict[str, Any],
+    speedup: float,
+) -> dict[str, Any]:
+    """The cost model for the run's own cells (:func:`~specdec_lib.costs.predicted_cell_speedup`):
+    where every cell generated the same number of tokens and drafted nothing before the prompt's
+    pass (a draft reading the target's features), the prediction that charges that pass (the
+    cells' mean ``prefill_ms``, on both sides) and the last steps' shorter drafts, and measured /
+    that prediction (``efficiency_cells``). Empty otherwise."""
+    lengths = {len(c["tokens"]) for c in cells}
+    first_empty = all(c.get("steps") and c["steps"][0][0] == 0 for c in cells)
+    if len(lengths) != 1 or not first_empty or not all("prefill_ms" in c for c in cells):
+        return {}
+    rates = rec.get("tree_rates")
+    if rates is None:  # the chain: one rate at every depth
+        if max(drafted_widths(K, tree)) > 1 or not np.isfinite(rec["alpha_iid"]):
+            return {}  # a tree whose cells did not record which alternative was kept
+        rates = {"beta": [rec["alpha_iid"]] * K, "gamma": [[0.0]] * K}
+    prefill_s = float(np.mean([c["prefill_ms"] for c in cells])) / 1e3
+    predicted = predicted_cell_speedup(rates, K, tree, costs, lengths.pop(), prefill_s)
+    return {"predicted_speedup_cells": predicted, "efficiency_cells": speedup / predicted}
 
 
 def _per_prompt(cells: list[dict[str, Any]], prompts: list[dict[str, Any]], method: str) -> list:

@@ -138,6 +138,8 @@ class CellRunner:
             )
         fields = ("tokens", "elapsed_s", "n_steps", "n_proposed", "n_accepted")
         cell: dict[str, Any] = {name: getattr(r, name) for name in fields}
+        if r.steps:  # the first step's target pass reads the prompt: the cell's fixed cost
+            cell["prefill_ms"] = r.steps[0].target_ms
         if method == "speculative":
             # Compact step log: (drafted, accepted, emitted tokens), for per-position acceptance
             # and the token-level view of notebook 04.

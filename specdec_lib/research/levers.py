@@ -246,6 +246,8 @@ def side_by_side(
                     "tokens_per_s",
                     "predicted_speedup",
                     "efficiency",
+                    "predicted_speedup_cells",
+                    "efficiency_cells",
                     "tau",
                     "alpha_by_position",
                 )

@@ -224,6 +224,14 @@ def tree_prediction(
     the tree's widths), as the benchmark's ``tree_rates`` measures them; a rate never measured
     (NaN) counts as 0."""
     widths = drafted_widths(K, tree)
+    beta, gamma = _depth_rates(rates, K, tree)
+    return tree_tokens_per_step(beta, gamma), step_cost(K, costs, widths)
+
+
+def _depth_rates(rates: dict[str, Any], K: int, tree: Any) -> tuple[np.ndarray, list[float]]:
+    """``beta`` and ``gamma`` of each depth ``1..K`` of a step of shape ``tree`` (the rates of
+    :func:`tree_prediction`, the alternatives' rate at the tree's width of each depth)."""
+    widths = drafted_widths(K, tree)
     beta = np.nan_to_num(np.asarray(rates["beta"], dtype=float))
     gamma = np.nan_to_num(np.asarray(rates["gamma"], dtype=float))
     if beta.shape[0] < K or gamma.shape[1] < max(widths):
@@ -231,8 +239,7 @@ def tree_prediction(
             f"rates cover {beta.shape[0]} depths and {gamma.shape[1]} candidates, a step of K = {K} "
             f"and tree {as_tree(tree)} needs {K} and {max(widths)}"
         )
-    g = [gamma[d, w - 1] for d, w in enumerate(widths)]
-    return tree_tokens_per_step(beta[:K], g), step_cost(K, costs, widths)
+    return beta[:K], [float(gamma[d, w - 1]) for d, w in enumerate(widths)]
 
 
 def predicted_tree_speedup(
@@ -285,13 +292,11 @@ def predicted_cell_speedup(
     if not prefill_s >= 0:
         raise ValueError(f"prefill_s must be a time in seconds >= 0, got {prefill_s!r}")
     t = costs["t_target_s"]
-    laws = {}
-    for k in range(1, K + 1):
-        widths = drafted_widths(k, tree)
-        _, cost = tree_prediction(rates, k, widths, costs)
-        beta = np.nan_to_num(np.asarray(rates["beta"], dtype=float))[:k]
-        gamma = np.nan_to_num(np.asarray(rates["gamma"], dtype=float))
-        laws[k] = (tree_step_law(beta, [gamma[d, w - 1] for d, w in enumerate(widths)]), cost)
+    # each draft length a cell's steps can have: the law of its tokens and its cost
+    laws = {
+        k: (tree_step_law(*_depth_rates(rates, k, tree)), step_cost(k, costs, tree))
+        for k in range(1, K + 1)
+    }
     spent = np.zeros(n_tokens)  # spent[r]: expected target passes (of one token) to emit r tokens
     for r in range(1, n_tokens):
         k = min(K, r - 1)

@@ -98,7 +98,7 @@ def model_card(
     column = (
         "the first candidate's acceptance by depth"
         if es.get("tree")
-        else ("acceptance by draft position")
+        else "acceptance by draft position"
     )
     lines += (
         [f"| temperature | alpha | accepted / proposed | {column} |", "|---|---|---|---|"]

@@ -16,7 +16,9 @@ Measured pass costs are a dict ``costs`` as the benchmark records them: ``t_targ
 one cached target pass over ``n`` new tokens, ``t_draft_s``, the draft's proposal of one token,
 and ``t_draft_next_s`` (where measured), what each further draft token adds: a draft that reads
 the target's features builds its first position from them and feeds its own after that, and a
-proposal's fixed work is paid once.
+proposal's fixed work is paid once. Runs that record ``draft_timed = "after a target pass"``
+timed each proposal as decoding runs it, right after the target's pass (which evicts the draft's
+weights from the CPU's caches); earlier runs timed it warm, and their draft costs are lower.
 """
 
 from __future__ import annotations

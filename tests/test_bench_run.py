@@ -189,6 +189,38 @@ def test_bench_runs_with_a_feature_drafter(tmp_path, tiny_pair, random_head):
     assert len(spec) == 2 and all(r["alpha"] is not None for r in spec)
 
 
+def test_pass_costs_time_each_proposal_after_a_target_pass(monkeypatch, tiny_pair):
+    """A draft proposal is timed as decoding runs it: right after a target pass, which has
+    evicted the draft's weights from the caches (timed warm, a draft looks cheaper)."""
+    from specdec_lib.bench import passes
+
+    calls: list[str] = []
+    forward, as_drafter = passes.model_forward, passes.as_drafter
+
+    def logged_forward(*args, **kw):
+        calls.append("target")
+        return forward(*args, **kw)
+
+    def logged_drafter(draft):
+        drafter = as_drafter(draft)
+        propose = drafter.propose
+
+        def logged_propose(*args, **kw):
+            calls.append("draft")
+            return propose(*args, **kw)
+
+        drafter.propose = logged_propose
+        return drafter
+
+    monkeypatch.setattr(passes, "model_forward", logged_forward)
+    monkeypatch.setattr(passes, "as_drafter", logged_drafter)
+    costs = measure_pass_costs(tiny_pair, 2, context=8, reps=3)
+    drafts = [i for i, c in enumerate(calls) if c == "draft"]
+    assert len(drafts) == 2 * (3 + 2)  # two proposal sizes, every round (warm-up included)
+    assert all(calls[i - 1] == "target" for i in drafts)
+    assert costs["draft_timed"] == "after a target pass"
+
+
 @pytest.mark.parametrize("schedule", ["heuristic", "threshold"])
 def test_bench_dynamic_schedules(tmp_path, tiny_pair, schedule):
     prompts = tmp_path / "p.json"

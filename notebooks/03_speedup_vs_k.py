@@ -273,6 +273,8 @@ def step_cost_ref(K, costs, widths):
     # one step in one-token target passes: K draft proposals, one target pass over 1 + n_K tokens
     t, n_K = costs["t_target_s"], sum(widths)
     t_draft = costs["t_draft_s"] + (K - 1) * costs["t_draft_next_s"]
+    if K <= len(costs.get("t_draft_by_k_s", [])):  # a run that timed each proposal length
+        t_draft = costs["t_draft_by_k_s"][K - 1]
     return (t_draft + t[n_K]) / t[0]
 
 

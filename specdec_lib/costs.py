@@ -18,7 +18,8 @@ and ``t_draft_next_s`` (where measured), what each further draft token adds: a d
 the target's features builds its first position from them and feeds its own after that, and a
 proposal's fixed work is paid once. Runs that record ``draft_timed = "after a target pass"``
 timed each proposal as decoding runs it, right after the target's pass (which evicts the draft's
-weights from the CPU's caches); earlier runs timed it warm, and their draft costs are lower.
+weights from the CPU's caches), and every proposal length the run decodes with
+(``t_draft_by_k_s``); earlier runs timed one and two tokens warm, and their draft costs are lower.
 """
 
 from __future__ import annotations
@@ -183,10 +184,18 @@ def drafted_tokens(K: int, tree: Any = (1,)) -> int:
 
 def draft_cost(K: int, costs: dict[str, Any]) -> float:
     """Seconds to propose ``K`` draft tokens (a tree's alternatives come from the chain's own
-    rows): ``t_draft + (K - 1) t_draft_next``, or ``K t_draft`` where the costs have no
-    ``t_draft_next_s``."""
+    rows): the proposal of ``K`` tokens as timed, ``t_draft_by_k_s[K - 1]``, where the costs time
+    every length up to ``K``; past the longest timed, each further token at the last length's
+    increment. Costs without ``t_draft_by_k_s``: ``t_draft + (K - 1) t_draft_next``, or
+    ``K t_draft`` where they have no ``t_draft_next_s``."""
     if K < 1:
         return 0.0
+    by_k = costs.get("t_draft_by_k_s")
+    if by_k:
+        if K <= len(by_k):
+            return by_k[K - 1]
+        step = by_k[-1] - by_k[-2] if len(by_k) > 1 else by_k[-1]
+        return by_k[-1] + (K - len(by_k)) * max(0.0, step)
     return costs["t_draft_s"] + (K - 1) * costs.get("t_draft_next_s", costs["t_draft_s"])
 
 

@@ -67,6 +67,7 @@ def test_benchmark_structure(tmp_path, prompts_file, tiny_pair):
     assert spec["host_ms_per_step"] > 0
     assert on_disk["settings"]["tree"] == [1] and on_disk["settings"]["width"] == 1  # the chain
     assert len(on_disk["costs"]["t_target_s"]) == 2 + 1  # a pass over K + 1 tokens
+    assert len(on_disk["costs"]["t_draft_by_k_s"]) == 2  # every draft length of the run
     # the prompt's pass, the cell's fixed cost, on both sides; a model draft drafts at the first
     # step already, so the prediction for the run's own cells (a feature draft's) is not made
     assert all(c["prefill_ms"] > 0 for k, c in on_disk["cells"].items() if "hf_" not in k)
@@ -214,11 +215,14 @@ def test_pass_costs_time_each_proposal_after_a_target_pass(monkeypatch, tiny_pai
 
     monkeypatch.setattr(passes, "model_forward", logged_forward)
     monkeypatch.setattr(passes, "as_drafter", logged_drafter)
-    costs = measure_pass_costs(tiny_pair, 2, context=8, reps=3)
+    costs = measure_pass_costs(tiny_pair, 2, k_max=3, context=8, reps=3)
     drafts = [i for i, c in enumerate(calls) if c == "draft"]
-    assert len(drafts) == 2 * (3 + 2)  # two proposal sizes, every round (warm-up included)
+    assert len(drafts) == 3 * (3 + 2)  # every proposal length, every round (warm-up included)
     assert all(calls[i - 1] == "target" for i in drafts)
     assert costs["draft_timed"] == "after a target pass"
+    by_k = costs["t_draft_by_k_s"]
+    assert len(by_k) == 3 and costs["t_draft_s"] == by_k[0]
+    assert costs["t_draft_next_s"] == max(0.0, by_k[1] - by_k[0])
 
 
 @pytest.mark.parametrize("schedule", ["heuristic", "threshold"])

@@ -131,6 +131,11 @@ def test_step_cost_and_the_iid_prediction():
     costs_next = costs | {"t_draft_next_s": 0.04}
     assert math.isclose(draft_cost(3, costs_next), 0.1 + 2 * 0.04) and draft_cost(0, costs) == 0
     assert math.isclose(step_cost(2, costs_next), (0.14 + 1.2) / 1.0)
+    # every proposal length timed: read as timed, past the longest at its last increment
+    by_k = costs_next | {"t_draft_by_k_s": [0.1, 0.17, 0.21]}
+    assert [draft_cost(k, by_k) for k in (1, 2, 3)] == [0.1, 0.17, 0.21]
+    assert math.isclose(draft_cost(5, by_k), 0.21 + 2 * 0.04)
+    assert math.isclose(step_cost(2, by_k), (0.17 + 1.2) / 1.0)
     assert math.isclose(
         predicted_from_costs(0.5, 2, costs, 2), expected_tokens_per_step(0.5, 2) / 1.5
     )

@@ -277,6 +277,7 @@ def run_benchmark(
             pass_tokens(max(settings.K))
             if settings.tune_tree
             else max(drafted_tokens(K, settings.tree) for K in settings.K) + 1,
+            k_max=max(settings.K),
             context=settings.cost_context,
             reps=settings.cost_reps,
         )

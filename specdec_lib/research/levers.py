@@ -152,7 +152,11 @@ def tree_costs(
     (:func:`~specdec_lib.bench.tuning.tuned_trees`). Then the two shapes decode the prompts
     beside one autoregressive baseline (:func:`side_by_side`)."""
     costs = measure_pass_costs(
-        pair, pass_tokens(max(settings.K)), context=settings.cost_context, reps=settings.cost_reps
+        pair,
+        pass_tokens(max(settings.K)),
+        k_max=max(settings.K),
+        context=settings.cost_context,
+        reps=settings.cost_reps,
     )
     tuned = tuning.tune(pair, settings, costs)
     trees = {K: tuple(tuned["by_K"][str(K)]["tree"]) for K in settings.K}
@@ -174,7 +178,11 @@ def head_costs(
     (``head``, ``head_sha256``)."""
     first = next(iter(pairs.values()))
     costs = measure_pass_costs(
-        first, pass_tokens(max(settings.K)), context=settings.cost_context, reps=settings.cost_reps
+        first,
+        pass_tokens(max(settings.K)),
+        k_max=max(settings.K),
+        context=settings.cost_context,
+        reps=settings.cost_reps,
     )
     variants = {
         name: (p, dataclasses.replace(settings, head=p.notes.get("head_path")), None)

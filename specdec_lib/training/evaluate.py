@@ -195,6 +195,6 @@ def evaluate_drafter(
     return {
         "pair": pair.describe(),
         "by_temperature": results,
-        "costs": measure_pass_costs(pair, 6),  # t_target(1..6): the cost model up to K = 5
+        "costs": measure_pass_costs(pair, 6, k_max=5),  # the cost model up to K = 5
         "provenance": provenance(device=pair.device, seed=0, settings=dataclasses.asdict(settings)),
     }

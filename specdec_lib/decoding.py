@@ -532,10 +532,11 @@ class SpeculativeDecoder(_DecoderBase):
         t1 = time.perf_counter()
         k = d_tokens.numel()
         scores = self.drafter.draft_scores if self.warp.greedy else None
-        # Alternatives drawn where q lives, and verified there (the draft's token subset)
-        support = getattr(self.drafter, "support", None) if max(self.tree) > 1 else None
+        # q where it lives (the draft's token subset, if it names one): alternatives drawn and
+        # verified there, q's rows never spread over the vocabulary
+        support = getattr(self.drafter, "support", None) if k else None
         if k == 0 or (self.warp.greedy and scores is None):  # no ranking: no greedy alternatives
-            tokens, parents, laws, support = d_tokens, list(range(-1, k - 1)), d_probs, None
+            tokens, parents, laws = d_tokens, list(range(-1, k - 1)), d_probs
         else:
             tokens, parents, laws = chain_tree(
                 d_tokens, d_probs, self.tree, self.generator, scores, support

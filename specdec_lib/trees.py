@@ -82,8 +82,9 @@ def more_candidates(
     ``E_t ~ Exp(1)``, the token with the smallest ``E_t / q(t)`` is ``t`` with probability
     ``q(t) / sum(q)`` and, exponentials being memoryless, the next smallest is drawn the same way
     from the tokens left; so the tokens in increasing order of ``E_t / q(t)`` are draws without
-    replacement, in order. ``support`` (token ids outside which ``q`` is 0, a drafter's
-    ``support``) runs the race over those tokens only: the same law, at a fraction of the cost.
+    replacement, in order. With a ``support`` (the sorted token ids outside which ``q`` is 0, a
+    drafter's ``support``), ``q`` is ``[|support|]``, the law on it, and the race runs over those
+    tokens only: the same law, at a fraction of the cost.
 
     Returns ``(tokens [n], laws [n, V])`` with ``n <= n_more``: ``laws[j]`` is ``q`` with ``first`` and
     the earlier candidates removed, renormalised (the law ``tokens[j]`` was drawn from); with a
@@ -102,12 +103,12 @@ def race_candidates(
     generator: torch.Generator | None = None,
     support: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
-    """:func:`more_candidates` for every row of ``q`` ``[R, V]`` at once: up to ``n_more[r]``
-    candidates after ``first[r]``, one race per row, one host read in all. Returns ``(tokens
-    [n], laws [n, m], counts [R])``, row 0's candidates first (``m``: ``V``, or ``|support|``)."""
-    R, V = q.shape
-    ids = torch.arange(V, device=q.device) if support is None else support.to(q.device)
-    qs = q.float() if support is None else q.float().index_select(-1, ids)
+    """:func:`more_candidates` for every row of ``q`` ``[R, m]`` at once (``m``: ``V``, or
+    ``|support|``, the laws on it): up to ``n_more[r]`` candidates after ``first[r]``, one race
+    per row, one host read in all. Returns ``(tokens [n], laws [n, m], counts [R])``, row 0's
+    candidates first."""
+    ids = _ids_on(q, support)
+    qs = q.float()
     u = torch.rand(qs.shape, generator=generator, device=q.device, dtype=torch.float64)
     race = u.neg_().log1p_().neg_().div_(qs)  # E / q(t), E = -log(1 - U) ~ Exp(1)
     is_first = ids.view(1, -1) == first.view(-1, 1).to(q.device)
@@ -127,6 +128,19 @@ def race_candidates(
     if later:
         laws[later, picked[earlier]] = 0
     return ids[picked], laws.div_(laws.sum(dim=-1, keepdim=True)), counts
+
+
+def _ids_on(rows: torch.Tensor, support: torch.Tensor | None) -> torch.Tensor:
+    """The token id of each column of ``rows`` (``[..., m]``): ``0..m-1``, or ``support``."""
+    m = rows.shape[-1]
+    if support is None:
+        return torch.arange(m, device=rows.device)
+    if support.numel() != m:
+        raise ValueError(
+            f"with a support, the laws and scores must be on it: [..., |support|] = [..., "
+            f"{support.numel()}], got [..., {m}]"
+        )
+    return support.to(rows.device)
 
 
 def candidate_stage(
@@ -232,8 +246,9 @@ def chain_tree(
     ``[k, V]``, node ``i`` the child of node ``i - 1``) and, beside its token at depth ``d + 1``,
     up to ``widths[d] - 1`` alternatives, siblings drawn from ``d_probs[d]`` without replacement
     (:func:`more_candidates`); depths past ``len(widths)`` get none. With a ``support`` (the
-    draft's: ``d_probs`` is 0 outside it), the alternatives are found on it and ``laws`` are the
-    laws on it, ``[N, |support|]``, for :func:`verify_tree` with that ``support``.
+    draft's: ``q`` is 0 outside it), ``d_probs`` (and ``scores``) are ``[k, |support|]``, the
+    draft's rows on it, the alternatives are found there, and ``laws`` are the laws on it,
+    ``[N, |support|]``, for :func:`verify_tree` with that ``support``.
 
     With ``scores`` ``[k, V]`` (greedy decoding, one-hot ``d_probs``) the alternatives are point
     masses on the draft's next-best tokens by ``scores[d]`` instead (:func:`best_alternatives`). Returns ``(tokens [N],
@@ -243,10 +258,7 @@ def chain_tree(
     from the draft's law given its path and its earlier siblings, as :func:`verify_tree` needs.
     """
     k = d_tokens.numel()
-    if support is not None:
-        support = support.to(d_probs.device)
-    chain_laws = d_probs if support is None else d_probs.index_select(-1, support)
-    tokens, parents, laws = [d_tokens], list(range(-1, k - 1)), [chain_laws]
+    tokens, parents, laws = [d_tokens], list(range(-1, k - 1)), [d_probs]
     depths = [d for d in range(min(k, len(widths))) if widths[d] > 1]
     if depths:  # every depth's siblings at once
         wanted = [widths[d] - 1 for d in depths]
@@ -272,12 +284,12 @@ def best_alternatives(
 ) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
     """Greedy decoding's alternatives, for every row of ``scores`` ``[R, V]`` at once: point
     masses on up to ``n_more[r]`` of the best tokens by ``scores[r]`` after ``first[r]`` (tokens
-    scored ``-inf`` are never candidates), among ``support`` when given. Returns ``(tokens [n],
-    laws [n, m], counts [R])`` as :func:`race_candidates` does."""
-    ids = torch.arange(scores.shape[-1], device=scores.device) if support is None else support
-    ids = ids.to(scores.device)
-    s = scores.float() if support is None else scores.float().index_select(-1, ids)
-    s = s.masked_fill(ids.view(1, -1) == first.view(-1, 1).to(s.device), float("-inf"))
+    scored ``-inf`` are never candidates); with a ``support``, ``scores`` are ``[R, |support|]``,
+    the scores of its tokens. Returns ``(tokens [n], laws [n, m], counts [R])`` as
+    :func:`race_candidates` does."""
+    ids = _ids_on(scores, support)
+    first = first.view(-1, 1).to(scores.device)
+    s = scores.float().masked_fill(ids.view(1, -1) == first, float("-inf"))
     top = s.topk(min(max(n_more, default=0), ids.numel()), dim=-1)
     alive = torch.isfinite(top.values).sum(dim=-1).tolist()  # the one host read
     counts = [min(n, a) for n, a in zip(n_more, alive, strict=True)]

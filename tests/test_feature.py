@@ -107,15 +107,22 @@ def test_feature_drafter_subset_warp_equals_full_warp(random_head, warp_kw):
     from specdec_lib.sampling import sample
 
     warp = Warp(**warp_kw)
-    drafter = FeatureDrafter(random_head)
-    for i in range(3):
-        h = torch.randn(1, random_head.fc.out_features)
-        x, got = drafter._draw(h, warp, torch.Generator().manual_seed(i), first=True)
-        logits = random_head.logits(h)
-        full = logits.new_full((1, random_head.target.config.vocab_size), float("-inf"))
-        full[:, random_head.subset] = logits
-        want = warp.probs(full)[0]
-        torch.testing.assert_close(got, want, atol=1e-7, rtol=1e-6)
-        # Drawing within the subset is drawing from the full row: the same token, same stream.
-        assert int(x) == int(sample(want, torch.Generator().manual_seed(i)))
-        torch.testing.assert_close(drafter.draft_scores[0], full[0])
+    S = random_head.subset
+    # q on the subset (the drafter names it as its support), and with the subset hidden, q over
+    # the whole vocabulary
+    hidden = type("Hidden", (FeatureDrafter,), {"support": None})(random_head)
+    for drafter in (FeatureDrafter(random_head), hidden):
+        for i in range(3):
+            h = torch.randn(1, random_head.fc.out_features)
+            x, got, at = drafter._draw(h, warp, torch.Generator().manual_seed(i), first=True)
+            logits = random_head.logits(h)
+            full = logits.new_full((1, random_head.target.config.vocab_size), float("-inf"))
+            full[:, S] = logits
+            want = warp.probs(full)[0]
+            assert want.index_fill(0, S, 0).sum() == 0  # q is 0 off the subset
+            on = drafter.support is not None
+            torch.testing.assert_close(got, want[S] if on else want, atol=1e-7, rtol=1e-6)
+            assert int(x) == (int(S[at]) if on else int(at)) and float(got[at]) > 0
+            # Drawing within the subset is drawing from the full row: the same token, same stream.
+            assert int(x) == int(sample(want, torch.Generator().manual_seed(i)))
+            torch.testing.assert_close(drafter.draft_scores[0], full[0, S] if on else full[0])

@@ -266,6 +266,8 @@ def _tree_sample(p_fn, q_fn, widths, K, g, correction=None, support=None):
         probs.append(q)
         s = s + (int(x),)
     d_tokens, d_probs = torch.stack(tokens), torch.stack(probs)
+    if support is not None:  # the draft's rows on its support, as a drafter naming one returns
+        d_probs = d_probs[:, support]
     nodes, parents, laws = chain_tree(d_tokens, d_probs, widths, g, support=support)
     paths = []
     for i, j in enumerate(parents):
@@ -435,7 +437,9 @@ def test_alternatives_are_ordered_draws_without_replacement(support):
     g = torch.Generator().manual_seed(11)
     counts = dict.fromkeys(pairs, 0)
     for _ in range(4000):
-        toks, laws = more_candidates(q, torch.tensor(0), 2, g, support)
+        toks, laws = more_candidates(
+            q if support is None else q[support], torch.tensor(0), 2, g, support
+        )
         counts[tuple(toks.tolist())] += 1
     assert chisquare_gof(probs=probs, counts=np.array(list(counts.values()))).pvalue > 1e-3
     on = support if support is not None else torch.arange(6)
@@ -500,7 +504,8 @@ def test_best_alternatives_rank_by_the_scores(support):
     -inf, per row, as point masses (on the support when given)."""
     inf = float("-inf")
     scores = torch.tensor([[0.0, 5.0, 4.0, inf, 3.0, 1.0], [inf, 2.0, inf, inf, inf, inf]])
-    tokens, laws, counts = best_alternatives(scores, torch.tensor([1, 1]), [2, 3], support)
+    on_support = scores if support is None else scores[:, support]
+    tokens, laws, counts = best_alternatives(on_support, torch.tensor([1, 1]), [2, 3], support)
     assert counts == [2, 0] and tokens.tolist() == [2, 4]
     on = torch.arange(6) if support is None else support
     assert laws.shape == (2, on.numel()) and laws.sum(-1).tolist() == [1.0, 1.0]

@@ -22,8 +22,9 @@ class Drafter(Protocol):
 
     ``propose(ids, k, warp, generator)`` gets the whole sequence so far (``[L]``, on the target's
     device) and returns up to ``k`` draft tokens ``[k']`` (``k' <= k``: a drafter may stop early,
-    or return none) with the distributions they were sampled from ``[k', V]`` (warped by
-    ``warp``; a deterministic drafter returns one-hot rows). Whether to go on drafting may depend
+    or return none) with the distributions they were sampled from ``[k', V]`` (on ``support``
+    where the drafter names one, below; warped by ``warp``; a deterministic drafter returns
+    one-hot rows). Whether to go on drafting may depend
     on the drafts so far (a stopping time): the output law is still exactly the target's. (A
     drafter whose ``propose`` also takes ``threshold=`` can stop after a draft ``x`` with
     ``q(x) < threshold``: :class:`~specdec_lib.drafters.DynamicK` uses it.)
@@ -38,7 +39,10 @@ class Drafter(Protocol):
     greedy decoding with a tree ranks the alternatives by them. ``vocab_size`` and ``device``
     (either may be ``None``) let the decoder refuse a draft that does not fit the target.
     ``support`` (optional, ``None`` by default): the sorted token ids outside which every ``q``
-    the drafter returns is 0; a tree's alternatives are then drawn among them alone.
+    the drafter draws from is 0; then ``propose`` returns the rows of ``q`` on it
+    (``[k', |support|]``), ``draft_scores`` are the scores of its tokens (``[k', |support|]``),
+    and the decoder draws a tree's alternatives and verifies them there, never building a
+    vocabulary-wide row of ``q``.
     """
 
     vocab_size: int | None

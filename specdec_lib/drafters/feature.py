@@ -42,7 +42,8 @@ class FeatureDrafter(BaseDrafter):
 
     @property
     def support(self) -> torch.Tensor:
-        """The head's token subset (sorted): ``q`` is 0 outside it."""
+        """The head's token subset (sorted): ``q`` is 0 outside it, so :meth:`propose` returns
+        the rows of ``q`` on it, ``[k, |S|]``, and the decoder keeps them there."""
         return self.head.subset
 
     @property
@@ -80,30 +81,36 @@ class FeatureDrafter(BaseDrafter):
 
     @property
     def draft_scores(self) -> torch.Tensor | None:
-        """The logits of every draft position of the last proposal, ``[k, V]``, over the whole
-        vocabulary (``-inf`` outside the subset): the decoder ranks greedy alternatives by them."""
+        """The logits of every draft position of the last proposal, on the subset, ``[k, |S|]``
+        (over the whole vocabulary, ``-inf`` outside the subset, where ``support`` is hidden):
+        the decoder ranks greedy alternatives by them."""
         if not self._logits:
             return None
         sub = torch.stack(self._logits).float()
+        if self.support is not None:
+            return sub
         full = sub.new_full((sub.shape[0], self.vocab_size), float("-inf"))
         return full.index_copy_(1, self.head.subset.to(full.device), sub)
 
     def _draw(
         self, hidden: torch.Tensor, warp: Warp, generator: torch.Generator | None, first: bool
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """One draft token and the full-vocabulary row ``q`` it was drawn from."""
-        # Warping the subset's logits and scattering the probabilities is exactly warping the full
-        # row with -inf outside the subset (temperature, top-k and top-p never keep a token of
-        # probability 0), at a sixth of the cost; so is drawing within the subset.
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One draft token, the row ``q`` it was drawn from, on the subset (over the whole
+        vocabulary where ``support`` is hidden), and the token's place in that row."""
+        # Warping the subset's logits is exactly warping the full row with -inf outside the
+        # subset (temperature, top-k and top-p never keep a token of probability 0), at a sixth
+        # of the cost; so is drawing within the subset.
         logits = self.head.logits(hidden)[0]
         if first:
             self._logits = []
         self._logits.append(logits)  # kept as is; draft_scores converts them when asked
         sub = warp.probs(logits)
         subset = self.head.subset.to(sub.device)
-        x = subset[sample(sub, generator)]
-        q = sub.new_zeros(self.vocab_size)
-        return x, q.index_copy_(0, subset, sub)
+        i = sample(sub, generator)
+        x = subset[i]
+        if self.support is not None:
+            return x, sub, i
+        return x, sub.new_zeros(self.vocab_size).index_copy_(0, subset, sub), x
 
     @torch.inference_mode()
     def propose(
@@ -129,10 +136,10 @@ class FeatureDrafter(BaseDrafter):
         h = hidden[0, -1:]
         tokens, probs = [], []
         for i in range(k):
-            x, q = self._draw(h, warp, generator, first=i == 0)
+            x, q, at = self._draw(h, warp, generator, first=i == 0)
             tokens.append(x)
             probs.append(q)
-            if threshold is not None and float(q[x]) < threshold:
+            if threshold is not None and float(q[at]) < threshold:
                 k = i + 1  # unsure: stop here (the host read is the price of a dynamic length)
                 break
             if i + 1 < k:  # feed the head its own feature and the draft token

@@ -11,8 +11,9 @@ sets can be limited for a run (``ATEN_CPU_CAPABILITY``, ``ONEDNN_MAX_CPU_ISA``,
 imitates an older CPU's kernels on this machine's memory, not that CPU.
 
 ``--lever support`` measures the host's work instead: the same decoder and draft, decoding the
-same prompts in alternation, with the draft's token subset named (alternatives drawn and
-verified on it, :func:`~specdec_lib.trees.support_stage`) and hidden (the whole vocabulary).
+same prompts in alternation, with the draft's token subset named (``q`` kept on it from the
+proposal on, alternatives drawn and verified on it, :func:`~specdec_lib.trees.support_stage`) and
+hidden (``q`` and the alternatives over the whole vocabulary).
 Both are exact; what differs is the host's time per step.
 
 ``--lever tree`` measures the step's shape: ``bench``'s defaults with the default tree and with
@@ -94,8 +95,9 @@ def packing_costs(
 
 
 def without_support(drafter: Any) -> Any:
-    """A copy of ``drafter`` (reset) whose token subset is hidden (``support`` is ``None``): the
-    decoder then draws and verifies the alternatives over the whole vocabulary."""
+    """A copy of ``drafter`` (reset) whose token subset is hidden (``support`` is ``None``): it
+    then returns ``q`` over the whole vocabulary, and the decoder draws and verifies the
+    alternatives there."""
     hidden = type(f"{type(drafter).__name__}WithoutSupport", (type(drafter),), {"support": None})
     out = copy.copy(drafter)
     out.__class__ = hidden

@@ -320,13 +320,16 @@ class TargetState(KVState):
         self.rollback(seq_len + len(path))
 
     def _move_into_place(self, src: Sequence[int], base: int) -> None:
-        """Cache entries ``src`` become positions ``base, base + 1, ...`` (:meth:`rollback` then
-        drops what follows them)."""
-        src_t = torch.tensor(list(src), dtype=torch.long)
-        dst = base + torch.arange(len(src_t))
+        """Cache entries ``src`` (increasing) become positions ``base, base + 1, ...``
+        (:meth:`rollback` then drops what follows them). Only the entries not yet in place move
+        (along a chain tree, the one alternative kept), each by a slice copy: an entry moves to
+        a position before its own and before every later source, so no source is overwritten
+        before it is read."""
+        moves = [(s, base + j) for j, s in enumerate(src) if s != base + j]
         for layer in self.cache.layers:
-            layer.keys[..., dst, :] = layer.keys[..., src_t, :]
-            layer.values[..., dst, :] = layer.values[..., src_t, :]
+            for s, d in moves:
+                layer.keys[..., d : d + 1, :] = layer.keys[..., s : s + 1, :]
+                layer.values[..., d : d + 1, :] = layer.values[..., s : s + 1, :]
 
     def rollback(self, n_valid: int) -> None:
         super().rollback(n_valid)

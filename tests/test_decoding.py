@@ -279,3 +279,34 @@ def test_three_token_law_with_multi_token_drafts(tiny_pair, K, top_k):
 def test_model_drafter_zero_drafts(tiny_pair):
     tokens, probs = ModelDrafter(tiny_pair.draft).propose(torch.tensor([0, 3]), 0, Warp(1.0), None)
     assert tokens.numel() == 0 and probs.shape == (0, tiny_pair.target.config.vocab_size)
+
+
+def test_keep_moves_only_the_entries_out_of_place():
+    """_move_into_place makes cache entries ``src`` positions ``base, base + 1, ...`` whatever
+    the path (parents first, so its entries increase), as a gather would, moving only those out
+    of place."""
+    from types import SimpleNamespace
+
+    from specdec_lib.decoding import TargetState
+
+    g = torch.Generator().manual_seed(0)
+    for src in ([4, 5, 6], [4, 6], [5, 7, 8], [4, 5, 9], [6]):
+        layers = [
+            SimpleNamespace(
+                keys=torch.randn(1, 2, 10, 3, generator=g),
+                values=torch.randn(1, 2, 10, 3, generator=g),
+            )
+            for _ in range(2)
+        ]
+        want = [(x.keys[..., src, :].clone(), x.values[..., src, :].clone()) for x in layers]
+        kept = [(x.keys[..., :4, :].clone(), x.values[..., :4, :].clone()) for x in layers]
+        state = TargetState.__new__(TargetState)
+        state.cache = SimpleNamespace(layers=layers)
+        state._move_into_place(src, 4)
+        n = len(src)
+        for layer, (k, v), (k0, v0) in zip(layers, want, kept, strict=True):
+            assert torch.equal(layer.keys[..., 4 : 4 + n, :], k)
+            assert torch.equal(layer.values[..., 4 : 4 + n, :], v)
+            assert torch.equal(layer.keys[..., :4, :], k0) and torch.equal(
+                layer.values[..., :4, :], v0
+            )

@@ -219,6 +219,7 @@ class TargetState(KVState):
         self.feature_layers = tuple(feature_layers)
         # (start, len(seq), nodes, chain?, captured features) of the last forward_tree, until keep
         self._tree: tuple[int, int, int, bool, Any] | None = None
+        self._shapes: dict[tuple[Any, str], tuple[torch.Tensor, torch.Tensor]] = {}
 
     def forward(self, seq: torch.Tensor, n_logits: int) -> torch.Tensor:
         start = self.length if self.use_cache else 0
@@ -274,13 +275,9 @@ class TargetState(KVState):
     ) -> torch.Tensor:
         """The cached pass over the new tokens of ``seq`` and the tree, with the tree's mask."""
         N, dev = tokens.numel(), seq.device
-        depth = torch.tensor(tree_depths(parents), dtype=torch.long, device=dev)
+        depth, sees = self._shape_of(tuple(parents), dev)
         new = seq[self.length :]
         n_new, past = new.numel(), self.length
-        sees = torch.eye(N, dtype=torch.bool, device=dev)  # node i sees j: j is i or an ancestor
-        for i, j in enumerate(parents):
-            if j >= 0:
-                sees[i] |= sees[j]
         prefix_rows = self._causal_rows(past, n_new, past + n_new + N, dev)
         node_rows = torch.cat([sees.new_ones((N, past + n_new)), sees], dim=1)
         mask = torch.cat([prefix_rows, node_rows]).view(1, 1, n_new + N, -1)
@@ -298,6 +295,19 @@ class TargetState(KVState):
         self.cache = output_cache(out)
         self.length = past + n_new + N  # the entries held; keep() moves and crops them
         return out.logits[0]
+
+    def _shape_of(self, parents: tuple[int, ...], dev: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """A tree's depths ``[N]`` and which nodes each node sees ``[N, N]`` (itself and its
+        ancestors), built once per shape: a decoder's steps have a handful of shapes."""
+        key = (parents, str(dev))
+        if key not in self._shapes:
+            depth = torch.tensor(tree_depths(parents), dtype=torch.long, device=dev)
+            sees = torch.eye(len(parents), dtype=torch.bool, device=dev)
+            for i, j in enumerate(parents):
+                if j >= 0:
+                    sees[i] |= sees[j]
+            self._shapes[key] = (depth, sees)
+        return self._shapes[key]
 
     def keep(self, path: Sequence[int]) -> None:
         """Keep the nodes ``path`` (root to leaf) of the last :meth:`forward_tree` as the tokens

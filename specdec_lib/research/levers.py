@@ -143,6 +143,19 @@ def support_costs(
     return out
 
 
+def _run_costs(pair: Any, settings: BenchSettings) -> dict[str, Any]:
+    """The pass costs a lever's run times once, before its cells: target passes up to the
+    largest a tuned step at the run's longest ``K`` can make, and every proposal length up to
+    that ``K``."""
+    return measure_pass_costs(
+        pair,
+        pass_tokens(max(settings.K)),
+        k_max=max(settings.K),
+        context=settings.cost_context,
+        reps=settings.cost_reps,
+    )
+
+
 def tree_costs(
     pair: Any, settings: BenchSettings, prompts: Sequence[dict[str, Any]]
 ) -> dict[str, Any]:
@@ -153,13 +166,7 @@ def tree_costs(
     tuned shape of each ``K`` comes from them and the head's tree rates
     (:func:`~specdec_lib.bench.tuning.tuned_trees`). Then the two shapes decode the prompts
     beside one autoregressive baseline (:func:`side_by_side`)."""
-    costs = measure_pass_costs(
-        pair,
-        pass_tokens(max(settings.K)),
-        k_max=max(settings.K),
-        context=settings.cost_context,
-        reps=settings.cost_reps,
-    )
+    costs = _run_costs(pair, settings)
     tuned = tuning.tune(pair, settings, costs)
     trees = {K: tuple(tuned["by_K"][str(K)]["tree"]) for K in settings.K}
     variants = {
@@ -178,14 +185,7 @@ def head_costs(
     what ``bench`` runs, the same shape for every head. The pass costs are timed once, on the
     first pair (the heads share one architecture); each head's record names its weights
     (``head``, ``head_sha256``)."""
-    first = next(iter(pairs.values()))
-    costs = measure_pass_costs(
-        first,
-        pass_tokens(max(settings.K)),
-        k_max=max(settings.K),
-        context=settings.cost_context,
-        reps=settings.cost_reps,
-    )
+    costs = _run_costs(next(iter(pairs.values())), settings)
     variants = {
         name: (p, dataclasses.replace(settings, head=p.notes.get("head_path")), None)
         for name, p in pairs.items()

@@ -41,8 +41,8 @@ class Drafter(Protocol):
     ``support`` (optional, ``None`` by default): the sorted token ids outside which every ``q``
     the drafter draws from is 0; then ``propose`` returns the rows of ``q`` on it
     (``[k', |support|]``), ``draft_scores`` are the scores of its tokens (``[k', |support|]``),
-    and the decoder draws a tree's alternatives and verifies them there, never building a
-    vocabulary-wide row of ``q``.
+    and the decoder draws a tree's alternatives and verifies them there (a chain's rows are
+    spread over the vocabulary only to be verified).
     """
 
     vocab_size: int | None

@@ -65,6 +65,11 @@ def test_benchmark_structure(tmp_path, prompts_file, tiny_pair):
     shares = [spec[f"{part}_share"] for part in ("draft", "target", "host")]
     assert all(s > 0 for s in shares) and sum(shares) <= 1 + 1e-9
     assert spec["host_ms_per_step"] > 0
+    # each part per step beside what the cost model charges for it (the chain: K + 1 tokens)
+    assert spec["draft_ms_per_step"] > 0 and spec["target_ms_per_step"] > 0
+    K = spec["K"]
+    assert spec["model_target_ms"] == on_disk["costs"]["t_target_s"][K] * 1e3
+    assert spec["model_draft_ms"] == on_disk["costs"]["t_draft_by_k_s"][K - 1] * 1e3
     assert on_disk["settings"]["tree"] == [1] and on_disk["settings"]["width"] == 1  # the chain
     assert len(on_disk["costs"]["t_target_s"]) == 2 + 1  # a pass over K + 1 tokens
     assert len(on_disk["costs"]["t_draft_by_k_s"]) == 2  # every draft length of the run

@@ -16,6 +16,8 @@ import numpy as np
 
 from ..checks import positive_int
 from ..costs import (
+    draft_cost,
+    drafted_tokens,
     drafted_widths,
     predicted_cell_speedup,
     predicted_from_costs,
@@ -290,6 +292,29 @@ def _speculative(
             rec[f"{part}_share"] = sum(c[f"{part}_ms"] for c in cells) / (1e3 * secs)
     if "host_share" in rec:
         rec["host_ms_per_step"] = sum(c["host_ms"] for c in cells) / n_steps
+        rec |= _parts_against_model(cells, K, tree, costs, n_steps)
+    return rec
+
+
+def _parts_against_model(
+    cells: list[dict[str, Any]],
+    K: int,
+    tree: Sequence[int],
+    costs: dict[str, Any] | None,
+    n_steps: int,
+) -> dict[str, Any]:
+    """The draft's and the target pass's milliseconds per step, measured (over all the cells'
+    steps: the prompt's step drafts nothing, the last ones fewer) and as the cost model charges a
+    step of ``K`` drafts (``model_draft_ms``, ``model_target_ms``): where measured / predicted
+    falls short, part by part (the host's work, ``host_ms_per_step``, the model does not charge)."""
+    rec = {
+        f"{part}_ms_per_step": sum(c[f"{part}_ms"] for c in cells) / n_steps
+        for part in ("draft", "target")
+    }
+    n = drafted_tokens(K, tree)
+    if costs and n < len(costs["t_target_s"]):
+        rec["model_draft_ms"] = draft_cost(K, costs) * 1e3
+        rec["model_target_ms"] = costs["t_target_s"][n] * 1e3
     return rec
 
 

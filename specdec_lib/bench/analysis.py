@@ -291,7 +291,6 @@ def _speculative(
         if all(f"{part}_ms" in c for c in cells):  # runs before the breakdown lack target, host
             rec[f"{part}_share"] = sum(c[f"{part}_ms"] for c in cells) / (1e3 * secs)
     if "host_share" in rec:
-        rec["host_ms_per_step"] = sum(c["host_ms"] for c in cells) / n_steps
         rec |= _parts_against_model(cells, K, tree, costs, n_steps)
     return rec
 
@@ -303,13 +302,13 @@ def _parts_against_model(
     costs: dict[str, Any] | None,
     n_steps: int,
 ) -> dict[str, Any]:
-    """The draft's and the target pass's milliseconds per step, measured (over all the cells'
-    steps: the prompt's step drafts nothing, the last ones fewer) and as the cost model charges a
-    step of ``K`` drafts (``model_draft_ms``, ``model_target_ms``): where measured / predicted
-    falls short, part by part (the host's work, ``host_ms_per_step``, the model does not charge)."""
+    """Each part's milliseconds per step, measured over all the cells' steps (the prompt's step
+    drafts nothing, the last ones fewer), and the draft's and the target pass's as the cost model
+    charges a step of ``K`` drafts (``model_draft_ms``, ``model_target_ms``): where measured /
+    predicted falls short, part by part (the host's work the model does not charge)."""
     rec = {
         f"{part}_ms_per_step": sum(c[f"{part}_ms"] for c in cells) / n_steps
-        for part in ("draft", "target")
+        for part in ("draft", "target", "host")
     }
     n = drafted_tokens(K, tree)
     if costs and n < len(costs["t_target_s"]):

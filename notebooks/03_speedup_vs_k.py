@@ -82,7 +82,7 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from specdec_lib.bench import HEADLINE_RUNS, headline, runs_frame
-from specdec_lib.bench.analysis import depth_counts, run_tree, tree_rates
+from specdec_lib.bench.analysis import depth_counts, model_costs, run_tree, tree_rates
 from specdec_lib.config import DATA_DIR, RESULTS_DIR
 from specdec_lib.costs import (
     draft_cost,
@@ -299,7 +299,7 @@ def predicted_ref(res, K):
         r = tree_rates(cells_at(res, K), K, max(widths))
         beta = np.nan_to_num(r["beta"])
         gamma = [np.nan_to_num(r["gamma"][d][w - 1]) for d, w in enumerate(widths)]
-    return tokens_per_step_ref(beta, gamma) / step_cost_ref(K, res["costs"], widths)
+    return tokens_per_step_ref(beta, gamma) / step_cost_ref(K, model_costs(res), widths)
 
 
 gaps = [
@@ -485,7 +485,7 @@ def model_tokens(res, K):
     # i.i.d. formula at accepted / judged for a chain
     rec = next(r for r in res["runs"] if r["method"] == "speculative" and r["K"] == K)
     if "tree_rates" in rec:
-        return tree_prediction(rec["tree_rates"], K, run_tree(res["settings"]), res["costs"])[0]
+        return tree_prediction(rec["tree_rates"], K, run_tree(res["settings"]), model_costs(res))[0]
     return float(expected_tokens_per_step(rec["alpha_iid"], K))
 
 
@@ -493,9 +493,10 @@ def speedup_table(name):
     # Per K: the measured speedup with its interval, the cost model's prediction, the same model
     # with verification free, and transformers' assisted generation where the run measured it.
     res, spec = results[name], spec_rows(name)
-    t1 = res["costs"]["t_target_s"][0]
+    costs = model_costs(res)  # the pass costs the run's predictions read
+    t1 = costs["t_target_s"][0]
     table = spec[["speedup", "speedup_low", "speedup_high", "predicted_speedup"]].assign(
-        ideal=[model_tokens(res, K) / (1 + draft_cost(K, res["costs"]) / t1) for K in spec.index]
+        ideal=[model_tokens(res, K) / (1 + draft_cost(K, costs) / t1) for K in spec.index]
     )
     if has_method(name, "hf_assisted"):
         hf = tables[name].query("method == 'hf_assisted'").set_index("K")

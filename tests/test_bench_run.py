@@ -3,16 +3,20 @@ writes, resume after an interruption, every method and shape. No timing is asser
 benchmark, not a test)."""
 
 import json
+import statistics
 
 import pytest
 
 from specdec_lib.bench import (
     BenchSettings,
     measure_pass_costs,
+    pool_repeats,
     run,
     run_benchmark,
     speculative_runs,
 )
+from specdec_lib.bench.analysis import model_costs
+from specdec_lib.bench.passes import pass_costs_from
 from specdec_lib.bench.settings import settings_record
 from specdec_lib.drafters.feature import FeatureDrafter
 
@@ -67,9 +71,9 @@ def test_benchmark_structure(tmp_path, prompts_file, tiny_pair):
     assert spec["host_ms_per_step"] > 0
     # each part per step beside what the cost model charges for it (the chain: K + 1 tokens)
     assert spec["draft_ms_per_step"] > 0 and spec["target_ms_per_step"] > 0
-    K = spec["K"]
-    assert spec["model_target_ms"] == on_disk["costs"]["t_target_s"][K] * 1e3
-    assert spec["model_draft_ms"] == on_disk["costs"]["t_draft_by_k_s"][K - 1] * 1e3
+    K, model = spec["K"], on_disk["costs_during"]  # the rounds spread among the cells
+    assert spec["model_target_ms"] == model["t_target_s"][K] * 1e3
+    assert spec["model_draft_ms"] == model["t_draft_by_k_s"][K - 1] * 1e3
     assert on_disk["settings"]["tree"] == [1] and on_disk["settings"]["width"] == 1  # the chain
     assert len(on_disk["costs"]["t_target_s"]) == 2 + 1  # a pass over K + 1 tokens
     assert len(on_disk["costs"]["t_draft_by_k_s"]) == 2  # every draft length of the run
@@ -77,6 +81,54 @@ def test_benchmark_structure(tmp_path, prompts_file, tiny_pair):
     # step already, so the prediction for the run's own cells (a feature draft's) is not made
     assert all(c["prefill_ms"] > 0 for k, c in on_disk["cells"].items() if "hf_" not in k)
     assert "predicted_speedup_cells" not in spec
+
+
+def test_pass_costs_are_timed_again_among_the_cells(tmp_path, prompts_file, tiny_pair):
+    """With cost_timing="spread" (the default), cost_reps rounds of pass timing run between the
+    cells, and the cost model reads them; the cells' tokens are those of a run without them."""
+    spread = run_benchmark(
+        _settings(prompts_file, cost_reps=3), tmp_path / "s.json", progress=False, pair=tiny_pair
+    )
+    start = run_benchmark(
+        _settings(prompts_file, cost_reps=3, cost_timing="start"),
+        tmp_path / "t.json",
+        progress=False,
+        pair=tiny_pair,
+    )
+    assert len(spread["cost_rounds"]) == 3
+    assert all(
+        len(r["t_target_s"]) == 3 and len(r["t_draft_by_k_s"]) == 2 for r in spread["cost_rounds"]
+    )
+    during = spread["costs_during"]
+    assert during["reps"] == 3 and during["context"] == spread["costs"]["context"]
+    assert during["t_target_s"] == [
+        statistics.median(col)
+        for col in zip(*(r["t_target_s"] for r in spread["cost_rounds"]), strict=True)
+    ]
+    assert model_costs(spread) is during and model_costs(start) is start["costs"]
+    assert "cost_rounds" not in start and "costs_during" not in start
+    for key, cell in start["cells"].items():  # the rounds change no cell's tokens
+        assert spread["cells"][key]["tokens"] == cell["tokens"]
+    spec = next(r for r in spread["runs"] if r["method"] == "speculative" and r["K"] == 2)
+    assert spec["model_target_ms"] == during["t_target_s"][2] * 1e3
+    pooled = pool_repeats([spread, spread])  # the rounds of every run, pooled
+    assert len(pooled["cost_rounds"]) == 6 and pooled["costs_during"]["reps"] == 6
+    with pytest.raises(ValueError, match="cost_timing"):
+        _settings(prompts_file, cost_timing="never").validate()
+
+
+def test_pass_costs_from_rounds_are_their_medians():
+    rounds = [
+        {"t_target_s": [1.0, 2.0], "t_draft_by_k_s": [0.1, 0.3]},
+        {"t_target_s": [3.0, 2.5], "t_draft_by_k_s": [0.2, 0.25]},
+        {"t_target_s": [2.0, 9.0], "t_draft_by_k_s": [0.9, 0.2]},
+    ]
+    costs = pass_costs_from(rounds)
+    assert costs["t_target_s"] == [2.0, 2.5] and costs["t_draft_by_k_s"] == [0.2, 0.25]
+    assert costs["t_draft_s"] == 0.2 and costs["t_draft_next_s"] == pytest.approx(0.05)
+    assert costs["c"] == pytest.approx(0.1)
+    with pytest.raises(ValueError, match="rounds"):
+        pass_costs_from([])
 
 
 def test_benchmark_with_width(tmp_path, prompts_file, tiny_pair):
@@ -193,6 +245,12 @@ def test_bench_runs_with_a_feature_drafter(tmp_path, tiny_pair, random_head):
     res = run_benchmark(s, tmp_path / "r.json", progress=False, pair=pair)
     spec = [r for r in res["runs"] if r["method"] == "speculative"]
     assert len(spec) == 2 and all(r["alpha"] is not None for r in spec)
+    # the pass-cost rounds among the cells share the drafter's object and change no token
+    assert len(res["cost_rounds"]) == 2
+    s_start = dataclasses.replace(s, cost_timing="start", methods=["autoregressive", "speculative"])
+    start = run_benchmark(s_start, tmp_path / "s.json", progress=False, pair=pair)
+    for key, cell in start["cells"].items():
+        assert res["cells"][key]["tokens"] == cell["tokens"]
 
 
 def test_pass_costs_time_each_proposal_after_a_target_pass(monkeypatch, tiny_pair):

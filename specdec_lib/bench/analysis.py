@@ -25,6 +25,7 @@ from ..costs import (
     step_cost,
 )
 from ..results import check_same_machine, read_json
+from .passes import pass_costs_from
 from .settings import METHODS
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "headline",
     "identical_outputs",
     "machine_check",
+    "model_costs",
     "per_prompt_frame",
     "pool_repeats",
     "position_counts",
@@ -198,10 +200,16 @@ def identical_outputs(result: dict[str, Any]) -> dict[tuple[str, int], dict[str,
 # --------------------------------------------------------------------------------------------
 
 
+def model_costs(result: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The pass costs the cost model reads for a run: those timed in rounds spread among its
+    cells (``costs_during``) where it has them, else those timed before the cells (``costs``)."""
+    return result.get("costs_during") or result.get("costs")
+
+
 def summarize(result: dict[str, Any]) -> list[dict[str, Any]]:
     """One record per (method, K): throughput, speedup vs the baseline of the same run, alpha,
     tau, per-request latency percentiles, predicted speedup and per-prompt records."""
-    costs = result.get("costs")
+    costs = model_costs(result)
     identical = identical_outputs(result)
     groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for key, cell in result["cells"].items():
@@ -371,8 +379,9 @@ def pool_repeats(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Several runs of the same settings (other sampling seeds allowed) as one run with more
     repeats: their cells under distinct repeat indices, ``runs`` summarized again over all of them
     (so :func:`runs_frame` and :func:`speedup_interval` pool the repeats). Runs from different
-    machines are refused. The first run's prompts, costs and provenance are kept; ``pooled_from``
-    lists every run's seed and repeats."""
+    machines are refused. The first run's prompts, costs and provenance are kept (the pass-cost
+    rounds spread among the cells, where every run has them, are pooled); ``pooled_from`` lists
+    every run's seed and repeats."""
     if not results:
         raise ValueError("results must hold at least one benchmark run")
     check_same_machine(results, "pool_repeats")
@@ -398,6 +407,13 @@ def pool_repeats(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
             {"seed": r["settings"]["seed"], "repeats": r["settings"]["repeats"]} for r in results
         ],
     }
+    if all(r.get("cost_rounds") for r in results):  # the rounds of every run, pooled alike
+        pooled["cost_rounds"] = [rnd for r in results for rnd in r["cost_rounds"]]
+        pooled["costs_during"] = {
+            **first["costs_during"],
+            **pass_costs_from(pooled["cost_rounds"]),
+            "reps": len(pooled["cost_rounds"]),
+        }
     pooled["runs"] = summarize(pooled)
     return pooled
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -20,7 +21,7 @@ from ..lm import model_forward, synchronize
 from ..models import ModelPair
 from ..sampling import Warp
 
-__all__ = ["measure_pass_costs"]
+__all__ = ["PassTimer", "measure_pass_costs", "pass_costs_from"]
 
 
 @torch.inference_mode()
@@ -32,9 +33,18 @@ def measure_pass_costs(
     less one of one), in seconds, with KV cache at a context of ``context`` tokens;
     ``c = t_draft / t_target(1)``.
 
-    The passes are measured in rounds, every pass size once per round in a rotated order, and the
-    median over rounds is kept: a transient load on the machine then hits every size alike
-    instead of one size's whole sample (two warm-up rounds are dropped).
+    The passes are measured in rounds (:class:`PassTimer`), every pass size once per round in a
+    rotated order, and the median over rounds is kept: a transient load on the machine then hits
+    every size alike instead of one size's whole sample (two warm-up rounds are dropped).
+    """
+    timer = PassTimer(pair, n_max, k_max=k_max, context=context)
+    rounds = [timer.round(r) for r in range(reps + 2)][2:]
+    return pass_costs_from(rounds) | {"context": context, "reps": reps}
+
+
+class PassTimer:
+    """The timing rounds of the cost model's passes, one at a time, so that a caller can spread
+    them over a run (the benchmark times them between its cells as well as before them).
 
     Each draft proposal is timed right after an (untimed) target pass, as it runs in decoding:
     the target's pass streams its weights through the CPU's caches and evicts the draft's, which
@@ -43,52 +53,79 @@ def measure_pass_costs(
     is timed on its own: a proposal's first depths pay for the weights' return to the caches and
     its later ones less, so the cost of ``k`` tokens is not linear in ``k``
     (:func:`~specdec_lib.costs.draft_cost` reads ``t_draft_by_k_s`` where a run has it).
+
+    The timer keeps its own target cache; the draft's state, which a drafter object shares with
+    the decoders that use it, is set up again at the start of every round (a decoder resets it
+    before every generation), so rounds between a benchmark's cells change none of their tokens.
     """
-    device = pair.device
-    g = torch.Generator().manual_seed(0)
-    vocab = pair.target.config.vocab_size
-    ctx = torch.randint(min(100, vocab // 2), vocab, (context,), generator=g).to(device)
-    _, t_cache = model_forward(pair.target, ctx, None, 1)
-    # The draft is timed through the Drafter interface: one proposal of one token after the
-    # context (for a model draft: one cached pass, the warp and the sample).
-    drafter = as_drafter(pair.draft)
-    drafter.reset()
-    TargetState.for_drafter(pair.target, drafter).forward(ctx, 1)
-    warp, d_gen = Warp(1.0), torch.Generator(device=device).manual_seed(0)
-    k_max = max(2, positive_int(k_max, "k_max", "draft tokens of the longest proposal timed"))
-    jobs = [("target", n) for n in range(1, n_max + 1)]
-    jobs += [("draft", k) for k in range(1, k_max + 1)]
-    samples: dict[tuple[str, int], list[float]] = {job: [] for job in jobs}
-    for r in range(reps + 2):
-        shift = r % len(jobs)
-        for which, n in jobs[shift:] + jobs[:shift]:
+
+    def __init__(self, pair: ModelPair, n_max: int, *, k_max: int = 2, context: int = 64) -> None:
+        self.pair = pair
+        self.n_max = positive_int(n_max, "n_max", "target pass sizes timed")
+        self.k_max = max(2, positive_int(k_max, "k_max", "draft tokens of the longest proposal"))
+        self.context = positive_int(context, "context", "tokens in the cache of a timed pass")
+        g = torch.Generator().manual_seed(0)
+        vocab = pair.target.config.vocab_size
+        self.ctx = torch.randint(min(100, vocab // 2), vocab, (context,), generator=g).to(
+            pair.device
+        )
+        with torch.inference_mode():
+            _, self.t_cache = model_forward(pair.target, self.ctx, None, 1)
+        # The draft is timed through the Drafter interface: a proposal after the context (for a
+        # model draft: cached passes, the warp and the samples).
+        self.drafter = as_drafter(pair.draft)
+        self.warp = Warp(1.0)
+        self.d_gen = torch.Generator(device=pair.device).manual_seed(0)
+        self.jobs = [("target", n) for n in range(1, self.n_max + 1)]
+        self.jobs += [("draft", k) for k in range(1, self.k_max + 1)]
+
+    @torch.inference_mode()
+    def round(self, shift: int = 0) -> dict[str, list[float]]:
+        """Every pass size and proposal length timed once, in the order rotated by ``shift``:
+        ``{"t_target_s": [n_max], "t_draft_by_k_s": [k_max]}`` in seconds."""
+        pair, ctx, device = self.pair, self.ctx, self.pair.device
+        self.drafter.reset()
+        TargetState.for_drafter(pair.target, self.drafter).forward(ctx, 1)
+        times: dict[tuple[str, int], float] = {}
+        shift %= len(self.jobs)
+        for which, n in self.jobs[shift:] + self.jobs[:shift]:
             if which == "draft":  # as in decoding: the target's pass comes first
-                model_forward(pair.target, ctx[-1:], t_cache, 1)
-                t_cache.crop(-1)
+                model_forward(pair.target, ctx[-1:], self.t_cache, 1)
+                self.t_cache.crop(-1)
             synchronize(device)
             t0 = time.perf_counter()
             if which == "target":
-                model_forward(pair.target, ctx[-n:], t_cache, n)
+                model_forward(pair.target, ctx[-n:], self.t_cache, n)
             else:
-                drafter.propose(ctx, n, warp, d_gen)
+                self.drafter.propose(ctx, n, self.warp, self.d_gen)
             synchronize(device)
-            dt = time.perf_counter() - t0
+            times[which, n] = time.perf_counter() - t0
             if which == "target":
-                t_cache.crop(-n)
+                self.t_cache.crop(-n)
             else:
-                drafter.rollback(context - 1)
-            if r >= 2:
-                samples[(which, n)].append(dt)
-    t_target = [statistics.median(samples[("target", n)]) for n in range(1, n_max + 1)]
-    by_k = [statistics.median(samples[("draft", k)]) for k in range(1, k_max + 1)]
+                self.drafter.rollback(self.context - 1)
+        return {
+            "t_target_s": [times["target", n] for n in range(1, self.n_max + 1)],
+            "t_draft_by_k_s": [times["draft", k] for k in range(1, self.k_max + 1)],
+        }
+
+
+def pass_costs_from(rounds: Sequence[Mapping[str, Sequence[float]]]) -> dict[str, Any]:
+    """The pass costs of :func:`measure_pass_costs` from timing rounds (:meth:`PassTimer.round`):
+    the median over rounds of each pass size and proposal length."""
+    if not rounds:
+        raise ValueError("rounds: no timing rounds to take the pass costs from")
+
+    def medians(field: str) -> list[float]:
+        return [statistics.median(col) for col in zip(*(r[field] for r in rounds), strict=True)]
+
+    t_target, by_k = medians("t_target_s"), medians("t_draft_by_k_s")
     return {
         "t_target_s": t_target,
         "t_draft_s": by_k[0],
         "t_draft_next_s": max(0.0, by_k[1] - by_k[0]),
         "t_draft_by_k_s": by_k,
         "c": by_k[0] / t_target[0],
-        "context": context,
-        "reps": reps,
         "statistic": "median over interleaved rounds",
         "draft_timed": "after a target pass",
     }

@@ -6,7 +6,11 @@ prompt to prompt so that slow drift of the machine spreads over all methods. Eac
 to the output file as soon as it finishes (atomically), so a killed run resumes where it stopped
 and never leaves a truncated file behind.
 
-The pass costs of the cost model are measured in :mod:`~specdec_lib.bench.passes`.
+The pass costs of the cost model are measured in :mod:`~specdec_lib.bench.passes`: once before
+the cells (``costs``, which a tuned tree is chosen from) and, with ``cost_timing="spread"``, again
+in rounds spread among the cells (``cost_rounds``, summarized as ``costs_during``), which the cost
+model's predictions read: the machine's state drifts over minutes, and rounds between the cells
+see the state the cells ran in.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from ..models import ModelPair, load_pair
 from ..results import atomic_write_json, load_prompts, provenance, read_json
 from ..sampling import Warp
 from .analysis import cell_key, summarize
-from .passes import measure_pass_costs
+from .passes import PassTimer, measure_pass_costs, pass_costs_from
 from .settings import SUPPLIED_BASELINES, BenchSettings, settings_record
 from .tuning import pass_tokens, tune
 
@@ -271,12 +275,15 @@ def run_benchmark(
     encoded = [
         pair.tokenizer(p["text"], return_tensors="pt").input_ids[0].to(pair.device) for p in prompts
     ]
+    n_max = (
+        pass_tokens(max(settings.K))
+        if settings.tune_tree
+        else max(drafted_tokens(K, settings.tree) for K in settings.K) + 1
+    )
     if result["costs"] is None:
         result["costs"] = measure_pass_costs(
             pair,
-            pass_tokens(max(settings.K))
-            if settings.tune_tree
-            else max(drafted_tokens(K, settings.tree) for K in settings.K) + 1,
+            n_max,
             k_max=max(settings.K),
             context=settings.cost_context,
             reps=settings.cost_reps,
@@ -289,11 +296,24 @@ def run_benchmark(
     _warm_up(pair, settings, baselines, encoded[0], trees)
     runner = CellRunner(pair, settings, baselines, trees)
     todo = _cells_to_run(settings, len(prompts), result["cells"])
+    rounds_before = _rounds_before(settings, len(prompts))
+    timer = None
+    if settings.cost_timing == "spread":
+        timer = PassTimer(pair, n_max, k_max=max(settings.K), context=settings.cost_context)
+        result.setdefault("cost_rounds", [])
     bar = tqdm(todo, desc=f"bench {settings.pair} {settings.warp.describe()}", disable=not progress)
     for key, method, K, p, rep in bar:
+        if timer is not None and key in rounds_before:
+            result["cost_rounds"].append(timer.round(len(result["cost_rounds"])))
         cell = runner.run(method, K, encoded[p], _cell_seed(settings.seed, p, rep))
         result["cells"][key] = cell
         atomic_write_json(out, result)
+    if result.get("cost_rounds"):
+        result["costs_during"] = pass_costs_from(result["cost_rounds"]) | {
+            "statistic": "median over rounds spread among the cells",
+            "context": settings.cost_context,
+            "reps": len(result["cost_rounds"]),
+        }
     result["runs"] = summarize(result)
     result["status"] = "complete"
     atomic_write_json(out, result)
@@ -369,6 +389,14 @@ def _warm_up(
     s_short = dataclasses.replace(settings, max_new_tokens=4)
     for method, K in configs[:: max(1, len(configs) // 4)] + [("autoregressive", 0)]:
         CellRunner(pair, s_short, baselines, trees).run(method, K or settings.K[0], ids, seed=0)
+
+
+def _rounds_before(settings: BenchSettings, n_prompts: int) -> set[str]:
+    """The cells before which a pass-cost round runs: ``cost_reps`` of them, spread evenly over
+    the run's cells in their order (the first cell among them)."""
+    keys = [todo[0] for todo in _cells_to_run(settings, n_prompts, {})]
+    n = min(settings.cost_reps, len(keys))
+    return {keys[i * len(keys) // n] for i in range(n)}
 
 
 def _cells_to_run(

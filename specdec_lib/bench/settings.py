@@ -58,6 +58,7 @@ SUPPLIED_BASELINES = ("autoregressive_inverse_cdf",)
 SCHEDULES = ("fixed", "heuristic", "threshold")
 DTYPES = ("float32", "bfloat16", "float16")
 PACKING = ("auto", "on", "off")
+COST_TIMINGS = ("spread", "start")
 DEVICES = ("auto", "cpu", "cuda")
 PRESETS_FILE = Path(__file__).with_name("presets.toml")
 
@@ -141,6 +142,13 @@ class BenchSettings:
     threads: int | None = setting(None, "torch threads (default: torch's)")
     cost_context: int = setting(64, "context length at which the pass costs are timed")
     cost_reps: int = setting(15, "rounds of the pass-cost timing")
+    cost_timing: str = setting(
+        "spread",
+        "when the cost model's pass costs are timed: before the cells and again in cost_reps "
+        "rounds spread among them, the model reading those (spread), or before the cells only "
+        "(start)",
+        choices=COST_TIMINGS,
+    )
     schedule: str = setting(
         "fixed",
         "draft length per step: fixed K; HF's heuristic schedule from K (+2 after a fully "
@@ -195,6 +203,7 @@ class BenchSettings:
         positive_int(self.threads, "threads", optional=True)
         positive_int(self.cost_context, "cost_context")
         positive_int(self.cost_reps, "cost_reps")
+        one_of(self.cost_timing, "cost_timing", COST_TIMINGS)
         if not self.methods:
             raise ValueError(f"methods must be a non-empty subset of {METHODS}")
         for m in self.methods:

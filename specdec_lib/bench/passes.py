@@ -84,8 +84,13 @@ class PassTimer:
         """Every pass size and proposal length timed once, in the order rotated by ``shift``:
         ``{"t_target_s": [n_max], "t_draft_by_k_s": [k_max]}`` in seconds."""
         pair, ctx, device = self.pair, self.ctx, self.pair.device
+        # The draft's state over the context, built again (a decoder may have used the drafter
+        # since the last round): the target's features, then an untimed proposal that runs the
+        # draft over the context's positions, which every timed proposal then finds in its cache.
         self.drafter.reset()
         TargetState.for_drafter(pair.target, self.drafter).forward(ctx, 1)
+        self.drafter.propose(ctx, 1, self.warp, self.d_gen)
+        self.drafter.rollback(self.context - 1)
         times: dict[tuple[str, int], float] = {}
         shift %= len(self.jobs)
         for which, n in self.jobs[shift:] + self.jobs[:shift]:

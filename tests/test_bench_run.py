@@ -262,9 +262,9 @@ def test_pass_costs_time_each_proposal_after_a_target_pass(monkeypatch, tiny_pai
     calls: list[str] = []
     forward, as_drafter = passes.model_forward, passes.as_drafter
 
-    def logged_forward(*args, **kw):
-        calls.append("target")
-        return forward(*args, **kw)
+    def logged_forward(model, ids, *args, **kw):
+        calls.append(f"target {ids.numel()}")
+        return forward(model, ids, *args, **kw)
 
     def logged_drafter(draft):
         drafter = as_drafter(draft)
@@ -289,16 +289,16 @@ def test_pass_costs_time_each_proposal_after_a_target_pass(monkeypatch, tiny_pai
     costs = measure_pass_costs(tiny_pair, 2, k_max=3, context=8, reps=3)
     drafts = [i for i, c in enumerate(calls) if c == "draft"]
     clocks = [i for i, c in enumerate(calls) if c == "clock"]  # a start and a stop, each timing
-    timed = [
-        i
-        for start, stop in zip(clocks[::2], clocks[1::2], strict=True)
-        for i in drafts
-        if start < i < stop
-    ]
+    spans = list(zip(clocks[::2], clocks[1::2], strict=True))
+    timed = [i for start, stop in spans for i in drafts if start < i < stop]
     # every proposal length, every round (warm-up included), right after a target pass
-    assert len(timed) == 3 * (3 + 2) and all(calls[i - 2] == "target" for i in timed)
+    assert len(timed) == 3 * (3 + 2) and all(calls[i - 2] == "target 1" for i in timed)
+    # a pass over two tokens (which checks a draft), right after a proposal
+    checks = [start + 1 for start, _ in spans if calls[start + 1] == "target 2"]
+    assert len(checks) == 3 + 2 and all(calls[i - 2] == "draft" for i in checks)
     # and one untimed proposal a round, which runs the draft over the context first
-    assert len(drafts) - len(timed) == 3 + 2
+    assert len(drafts) - len(timed) - len(checks) == 3 + 2
+    assert costs["target_timed"] == "after a draft proposal (n > 1)"
     assert costs["draft_timed"] == "after a target pass"
     by_k = costs["t_draft_by_k_s"]
     assert len(by_k) == 3 and costs["t_draft_s"] == by_k[0]

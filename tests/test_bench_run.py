@@ -114,6 +114,7 @@ def test_pass_costs_are_timed_again_among_the_cells(tmp_path, prompts_file, tiny
     assert spec["model_target_ms"] == during["t_target_s"][2] * 1e3
     pooled = pool_repeats([spread, spread])  # the rounds of every run, pooled
     assert len(pooled["cost_rounds"]) == 6 and pooled["costs_during"]["reps"] == 6
+    assert pooled["costs_during"]["statistic"] == during["statistic"]
     with pytest.raises(ValueError, match="cost_timing"):
         _settings(prompts_file, cost_timing="never").validate()
 

@@ -25,7 +25,7 @@ from ..costs import (
     step_cost,
 )
 from ..results import check_same_machine, read_json
-from .passes import pass_costs_from
+from .passes import costs_among_cells
 from .settings import METHODS
 
 __all__ = [
@@ -409,11 +409,9 @@ def pool_repeats(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
     if all(r.get("cost_rounds") for r in results):  # the rounds of every run, pooled alike
         pooled["cost_rounds"] = [rnd for r in results for rnd in r["cost_rounds"]]
-        pooled["costs_during"] = {
-            **first["costs_during"],
-            **pass_costs_from(pooled["cost_rounds"]),
-            "reps": len(pooled["cost_rounds"]),
-        }
+        pooled["costs_during"] = costs_among_cells(
+            pooled["cost_rounds"], first["costs_during"]["context"]
+        )
     pooled["runs"] = summarize(pooled)
     return pooled
 

@@ -21,7 +21,7 @@ from ..lm import model_forward, synchronize
 from ..models import ModelPair
 from ..sampling import Warp
 
-__all__ = ["PassTimer", "measure_pass_costs", "pass_costs_from"]
+__all__ = ["PassTimer", "costs_among_cells", "measure_pass_costs", "pass_costs_from"]
 
 
 @torch.inference_mode()
@@ -92,8 +92,7 @@ class PassTimer:
         # draft over the context's positions, which every timed proposal then finds in its cache.
         self.drafter.reset()
         TargetState.for_drafter(pair.target, self.drafter).forward(ctx, 1)
-        self.drafter.propose(ctx, 1, self.warp, self.d_gen)
-        self.drafter.rollback(self.context - 1)
+        self._untimed_proposal(1)
         times: dict[tuple[str, int], float] = {}
         shift %= len(self.jobs)
         for which, n in self.jobs[shift:] + self.jobs[:shift]:
@@ -101,8 +100,7 @@ class PassTimer:
                 model_forward(pair.target, ctx[-1:], self.t_cache, 1)
                 self.t_cache.crop(-1)
             elif n > 1:  # a pass that checks drafts: as in decoding, the draft's proposal first
-                self.drafter.propose(ctx, min(n - 1, self.k_max), self.warp, self.d_gen)
-                self.drafter.rollback(self.context - 1)
+                self._untimed_proposal(min(n - 1, self.k_max))
             synchronize(device)
             t0 = time.perf_counter()
             if which == "target":
@@ -119,6 +117,11 @@ class PassTimer:
             "t_target_s": [times["target", n] for n in range(1, self.n_max + 1)],
             "t_draft_by_k_s": [times["draft", k] for k in range(1, self.k_max + 1)],
         }
+
+    def _untimed_proposal(self, k: int) -> None:
+        """A proposal of ``k`` tokens after the context, then the draft's state back to it."""
+        self.drafter.propose(self.ctx, k, self.warp, self.d_gen)
+        self.drafter.rollback(self.context - 1)
 
 
 def pass_costs_from(rounds: Sequence[Mapping[str, Sequence[float]]]) -> dict[str, Any]:
@@ -140,4 +143,16 @@ def pass_costs_from(rounds: Sequence[Mapping[str, Sequence[float]]]) -> dict[str
         "statistic": "median over interleaved rounds",
         "draft_timed": "after a target pass",
         "target_timed": "after a draft proposal (n > 1)",
+    }
+
+
+def costs_among_cells(
+    rounds: Sequence[Mapping[str, Sequence[float]]], context: int
+) -> dict[str, Any]:
+    """A run's ``costs_during``: the pass costs of its timing rounds spread among its cells
+    (:func:`pass_costs_from`), timed at a context of ``context`` tokens."""
+    return pass_costs_from(rounds) | {
+        "statistic": "median over rounds spread among the cells",
+        "context": context,
+        "reps": len(rounds),
     }

@@ -31,7 +31,7 @@ from ..models import ModelPair, load_pair
 from ..results import atomic_write_json, load_prompts, provenance, read_json
 from ..sampling import Warp
 from .analysis import cell_key, summarize
-from .passes import PassTimer, measure_pass_costs, pass_costs_from
+from .passes import PassTimer, costs_among_cells, measure_pass_costs
 from .settings import SUPPLIED_BASELINES, BenchSettings, settings_record
 from .tuning import pass_tokens, tune
 
@@ -309,11 +309,7 @@ def run_benchmark(
         result["cells"][key] = cell
         atomic_write_json(out, result)
     if result.get("cost_rounds"):
-        result["costs_during"] = pass_costs_from(result["cost_rounds"]) | {
-            "statistic": "median over rounds spread among the cells",
-            "context": settings.cost_context,
-            "reps": len(result["cost_rounds"]),
-        }
+        result["costs_during"] = costs_among_cells(result["cost_rounds"], settings.cost_context)
     result["runs"] = summarize(result)
     result["status"] = "complete"
     atomic_write_json(out, result)

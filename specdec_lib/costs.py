@@ -38,6 +38,7 @@ __all__ = [
     "best_chain_tree",
     "chain_tokens_per_step",
     "draft_cost",
+    "drafted_parents",
     "drafted_tokens",
     "drafted_widths",
     "expected_tokens_per_step",
@@ -180,6 +181,15 @@ def drafted_tokens(K: int, tree: Any = (1,)) -> int:
     """Draft tokens a step of shape ``tree`` puts in the target's pass: every node of the tree
     cut at depth ``K`` (``K`` for the chain, ``K + w - 1`` for ``(w,)``)."""
     return sum(drafted_widths(K, tree))
+
+
+def drafted_parents(K: int, tree: Any = (1,)) -> list[int]:
+    """The parents of the nodes of a step of shape ``tree`` cut at depth ``K``, in the order
+    :func:`~specdec_lib.trees.chain_tree` builds them (the chain, then each depth's
+    alternatives, shallowest first) when every alternative is found: the tree a target pass over
+    ``drafted_tokens(K, tree) + 1`` tokens checks."""
+    widths = drafted_widths(K, tree)
+    return list(range(-1, K - 1)) + [d - 1 for d, w in enumerate(widths) for _ in range(w - 1)]
 
 
 def draft_cost(K: int, costs: dict[str, Any]) -> float:

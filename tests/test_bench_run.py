@@ -261,11 +261,11 @@ def test_pass_costs_time_each_proposal_after_a_target_pass(monkeypatch, tiny_pai
     from specdec_lib.bench import passes
 
     calls: list[str] = []
-    forward, as_drafter = passes.model_forward, passes.as_drafter
+    target_pass, as_drafter = passes.PassTimer._target_pass, passes.as_drafter
 
-    def logged_forward(model, ids, *args, **kw):
-        calls.append(f"target {ids.numel()}")
-        return forward(model, ids, *args, **kw)
+    def logged_pass(timer, n, *args, **kw):
+        calls.append(f"target {n}")
+        return target_pass(timer, n, *args, **kw)
 
     def logged_drafter(draft):
         drafter = as_drafter(draft)
@@ -284,7 +284,7 @@ def test_pass_costs_time_each_proposal_after_a_target_pass(monkeypatch, tiny_pai
             calls.append("clock")
             return time.perf_counter()
 
-    monkeypatch.setattr(passes, "model_forward", logged_forward)
+    monkeypatch.setattr(passes.PassTimer, "_target_pass", logged_pass)
     monkeypatch.setattr(passes, "as_drafter", logged_drafter)
     monkeypatch.setattr(passes, "time", LoggedClock)
     costs = measure_pass_costs(tiny_pair, 2, k_max=3, context=8, reps=3)
@@ -304,6 +304,62 @@ def test_pass_costs_time_each_proposal_after_a_target_pass(monkeypatch, tiny_pai
     by_k = costs["t_draft_by_k_s"]
     assert len(by_k) == 3 and costs["t_draft_s"] == by_k[0]
     assert costs["t_draft_next_s"] == max(0.0, by_k[1] - by_k[0])
+
+
+def test_pass_costs_time_target_passes_with_the_tree_and_hooks_decoding_uses(
+    monkeypatch, tiny_pair, random_head
+):
+    """A timed pass that checks drafts runs as decoding runs it: with the mask of the run's tree
+    of that size (the chain elsewhere) and the drafter's feature hooks; the baseline's one-token
+    pass, the plain model. Each leaves the timer's cache at the context."""
+    import dataclasses
+
+    from specdec_lib.bench import passes
+    from specdec_lib.decoding import TargetState
+
+    pair = dataclasses.replace(tiny_pair, draft=FeatureDrafter(random_head))
+    seen: list[tuple[int, list[int], bool]] = []
+    forward_tree = TargetState.forward_tree
+
+    def logged(state, seq, tokens, parents):
+        seen.append((tokens.numel() + 1, list(parents), state.feature_sink is not None))
+        return forward_tree(state, seq, tokens, parents)
+
+    monkeypatch.setattr(TargetState, "forward_tree", logged)
+    tree = [-1, -1, 0]  # two candidates at depth 1, the chain's second token under the first
+    timer = passes.PassTimer(pair, 4, k_max=2, context=8, shapes={4: tree})
+    times = timer.round()
+    assert len(times["t_target_s"]) == 4 and all(t > 0 for t in times["t_target_s"])
+    timed = {n: parents for n, parents, _ in seen}
+    assert timed == {2: [-1], 3: [-1, 0], 4: tree} and all(hooks for *_, hooks in seen)
+    assert timer.state.length == timer.state.cache.get_seq_length() == 8
+    assert timer.describe() == {
+        "target_trees": {"4": tree},
+        "target_features": True,
+        "draft_warp": "T=1",
+    }
+    with pytest.raises(ValueError, match=r"shapes\[3\]"):
+        passes.PassTimer(pair, 4, shapes={3: [-1]})
+    with pytest.raises(ValueError, match="parent"):
+        passes.PassTimer(pair, 4, shapes={3: [-1, 1]})
+    # a model draft reads no features: its passes capture none
+    plain = passes.PassTimer(tiny_pair, 2, context=8)
+    assert plain.describe()["target_trees"] == {} and not plain.describe()["target_features"]
+
+
+def test_a_run_times_each_pass_with_its_own_tree(tmp_path, prompts_file, tiny_pair):
+    from specdec_lib.bench.run import pass_shapes
+
+    assert pass_shapes({1: (4, 3), 2: (4, 3), 3: (1,)}) == {
+        5: [-1, -1, -1, -1],
+        8: [-1, 0, -1, -1, -1, 0, 0],
+    }
+    s = _settings(prompts_file, K=[1, 2], tree=(2,), methods=["autoregressive", "speculative"])
+    res = run_benchmark(s, tmp_path / "t.json", progress=False, pair=tiny_pair)
+    trees = {"3": [-1, -1], "4": [-1, 0, -1]}
+    assert res["costs"]["target_trees"] == res["costs_during"]["target_trees"] == trees
+    assert res["costs_during"]["target_features"] is False
+    assert res["costs_during"]["draft_warp"] == s.warp.describe()
 
 
 @pytest.mark.parametrize("schedule", ["heuristic", "threshold"])

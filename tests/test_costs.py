@@ -12,6 +12,7 @@ from specdec_lib.costs import (
     best_chain_tree,
     chain_tokens_per_step,
     draft_cost,
+    drafted_parents,
     drafted_tokens,
     expected_tokens_per_step,
     monotone_costs,
@@ -121,6 +122,18 @@ def test_a_shape_is_a_tree_and_a_width_is_a_one_depth_tree():
     # drafted tokens: the chain K, width w K + w - 1, a tree every node cut at depth K
     assert drafted_tokens(3) == 3 and drafted_tokens(3, 2) == drafted_tokens(3, (2,)) == 4
     assert drafted_tokens(1, [3, 2]) == 3 and drafted_tokens(4, tree=[3, 2]) == 7
+
+
+@pytest.mark.parametrize(("K", "tree"), [(1, (1,)), (3, (1,)), (1, (4, 3)), (3, (4, 3)), (4, (2,))])
+def test_drafted_parents_are_the_tree_chain_tree_builds(K, tree):
+    """The tree a pass over drafted_tokens + 1 tokens checks: the chain, then each depth's
+    alternatives, as chain_tree builds them when every alternative is found."""
+    g = torch.Generator().manual_seed(0)
+    q = torch.softmax(torch.randn(K, 50, generator=g), -1)
+    drafts = torch.multinomial(q, 1, generator=g).view(-1)
+    _, parents, _ = chain_tree(drafts, q, tree, g)
+    assert drafted_parents(K, tree) == parents
+    assert len(parents) == drafted_tokens(K, tree)
 
 
 def test_step_cost_and_the_iid_prediction():

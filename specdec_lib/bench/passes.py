@@ -20,13 +20,21 @@ from ..drafters import as_drafter
 from ..lm import model_forward, synchronize
 from ..models import ModelPair
 from ..sampling import Warp
+from ..trees import check_tree
 
 __all__ = ["PassTimer", "costs_among_cells", "measure_pass_costs", "pass_costs_from"]
 
 
 @torch.inference_mode()
 def measure_pass_costs(
-    pair: ModelPair, n_max: int, *, k_max: int = 2, context: int = 64, reps: int = 15
+    pair: ModelPair,
+    n_max: int,
+    *,
+    k_max: int = 2,
+    context: int = 64,
+    reps: int = 15,
+    shapes: Mapping[int, Sequence[int]] | None = None,
+    warp: Warp | None = None,
 ) -> dict[str, Any]:
     """``t_target[n-1]`` for n = 1..n_max, ``t_draft_by_k[k-1]``, a proposal of ``k`` tokens for
     k = 1..k_max, ``t_draft`` (a proposal of one token) and ``t_draft_next`` (a proposal of two,
@@ -36,10 +44,12 @@ def measure_pass_costs(
     The passes are measured in rounds (:class:`PassTimer`), every pass size once per round in a
     rotated order, and the median over rounds is kept: a transient load on the machine then hits
     every size alike instead of one size's whole sample (two warm-up rounds are dropped).
+    ``shapes`` (the draft tree a pass over ``n`` tokens checks) and ``warp`` (the draft's) as in
+    :class:`PassTimer`.
     """
-    timer = PassTimer(pair, n_max, k_max=k_max, context=context)
+    timer = PassTimer(pair, n_max, k_max=k_max, context=context, shapes=shapes, warp=warp)
     rounds = [timer.round(r) for r in range(reps + 2)][2:]
-    return pass_costs_from(rounds) | {"context": context, "reps": reps}
+    return pass_costs_from(rounds) | timer.describe() | {"context": context, "reps": reps}
 
 
 class PassTimer:
@@ -55,29 +65,59 @@ class PassTimer:
     (:func:`~specdec_lib.costs.draft_cost` reads ``t_draft_by_k_s`` where a run has it). A target
     pass over ``n > 1`` tokens, which in decoding checks drafts, is timed right after an (untimed)
     draft proposal of ``n - 1`` tokens (at most ``k_max``), whose weights and host work it finds in
-    the caches instead of its own (on the same EPYC: 0.3-0.5 ms of a 23 ms pass).
+    the caches instead of its own (on the same EPYC: 0.3-0.5 ms of a 23 ms pass). It runs as
+    decoding runs it (:meth:`TargetState.forward_tree <specdec_lib.decoding.TargetState>`): with
+    the hooks that capture the target's features where the drafter reads them, and with the mask
+    of the draft tree it checks, ``shapes[n]`` (the parents of its ``n - 1`` nodes; the chain,
+    and the model's causal mask, where ``shapes`` names none). A one-token pass, the baseline's,
+    runs the plain model. The draft proposes under ``warp``, the run's (default ``T = 1``).
 
     The timer keeps its own target cache; the draft's state, which a drafter object shares with
     the decoders that use it, is set up again at the start of every round (a decoder resets it
     before every generation), so rounds between a benchmark's cells change none of their tokens.
     """
 
-    def __init__(self, pair: ModelPair, n_max: int, *, k_max: int = 2, context: int = 64) -> None:
+    def __init__(
+        self,
+        pair: ModelPair,
+        n_max: int,
+        *,
+        k_max: int = 2,
+        context: int = 64,
+        shapes: Mapping[int, Sequence[int]] | None = None,
+        warp: Warp | None = None,
+    ) -> None:
         self.pair = pair
         self.n_max = positive_int(n_max, "n_max", "target pass sizes timed")
         self.k_max = max(2, positive_int(k_max, "k_max", "draft tokens of the longest proposal"))
         self.context = positive_int(context, "context", "tokens in the cache of a timed pass")
+        self.shapes = {int(n): list(p) for n, p in (shapes or {}).items()}
+        for n, parents in self.shapes.items():
+            if len(parents) != n - 1:
+                raise ValueError(
+                    f"shapes[{n}]: a pass over {n} tokens checks {n - 1} draft nodes, "
+                    f"got parents for {len(parents)}"
+                )
+            check_tree(torch.zeros(n - 1, dtype=torch.long), parents)
         g = torch.Generator().manual_seed(0)
         vocab = pair.target.config.vocab_size
-        self.ctx = torch.randint(min(100, vocab // 2), vocab, (context,), generator=g).to(
+        self.ctx = torch.randint(min(100, vocab // 2), vocab, (context + 1,), generator=g).to(
             pair.device
         )
-        with torch.inference_mode():
-            _, self.t_cache = model_forward(pair.target, self.ctx, None, 1)
         # The draft is timed through the Drafter interface: a proposal after the context (for a
         # model draft: cached passes, the warp and the samples).
         self.drafter = as_drafter(pair.draft)
-        self.warp = Warp(1.0)
+        # The target's state over the context; its passes capture the features the drafter reads
+        # (and hand them to no one: the drafter's own features come from the round's set-up).
+        layers = self.drafter.feature_layers
+        self.state = TargetState(
+            pair.target,
+            feature_sink=None if layers is None else _ignore_features,
+            feature_layers=layers or (-1,),
+        )
+        with torch.inference_mode():
+            self.state.forward(self.ctx[:context], 1)
+        self.warp = warp or Warp(1.0)
         self.d_gen = torch.Generator(device=pair.device).manual_seed(0)
         self.jobs = [("target", n) for n in range(1, self.n_max + 1)]
         self.jobs += [("draft", k) for k in range(1, self.k_max + 1)]
@@ -86,7 +126,7 @@ class PassTimer:
     def round(self, shift: int = 0) -> dict[str, list[float]]:
         """Every pass size and proposal length timed once, in the order rotated by ``shift``:
         ``{"t_target_s": [n_max], "t_draft_by_k_s": [k_max]}`` in seconds."""
-        pair, ctx, device = self.pair, self.ctx, self.pair.device
+        pair, ctx, device = self.pair, self.ctx[: self.context], self.pair.device
         # The draft's state over the context, built again (a decoder may have used the drafter
         # since the last round): the target's features, then an untimed proposal that runs the
         # draft over the context's positions, which every timed proposal then finds in its cache.
@@ -97,20 +137,19 @@ class PassTimer:
         shift %= len(self.jobs)
         for which, n in self.jobs[shift:] + self.jobs[:shift]:
             if which == "draft":  # as in decoding: the target's pass comes first
-                model_forward(pair.target, ctx[-1:], self.t_cache, 1)
-                self.t_cache.crop(-1)
+                self._target_pass(1)
             elif n > 1:  # a pass that checks drafts: as in decoding, the draft's proposal first
                 self._untimed_proposal(min(n - 1, self.k_max))
             synchronize(device)
             t0 = time.perf_counter()
             if which == "target":
-                model_forward(pair.target, ctx[-n:], self.t_cache, n)
+                self._target_pass(n, keep=True)
             else:
                 self.drafter.propose(ctx, n, self.warp, self.d_gen)
             synchronize(device)
             times[which, n] = time.perf_counter() - t0
             if which == "target":
-                self.t_cache.crop(-n)
+                self.state.rollback(self.context)
             else:
                 self.drafter.rollback(self.context - 1)
         return {
@@ -118,10 +157,37 @@ class PassTimer:
             "t_draft_by_k_s": [times["draft", k] for k in range(1, self.k_max + 1)],
         }
 
+    def _target_pass(self, n: int, keep: bool = False) -> None:
+        """A target pass over ``n`` new tokens after the context, as decoding runs it: over one
+        token, the plain model (the baseline's pass); over more, the next token and a draft tree
+        of ``n - 1`` nodes (``shapes[n]``, else the chain). Its cache entries go again unless
+        ``keep`` (the caller times the pass, then rolls back)."""
+        if n == 1:
+            model_forward(self.pair.target, self.ctx[-1:], self.state.cache, 1)
+        else:
+            parents = self.shapes.get(n, list(range(-1, n - 2)))
+            self.state.forward_tree(self.ctx, self.ctx[-n + 1 :], parents)
+        if not keep:
+            self.state.rollback(self.context)
+
+    def describe(self) -> dict[str, Any]:
+        """How the target passes were run: the trees they checked (``target_trees``, the parents
+        by pass size; the chain for the others) and whether they captured the drafter's
+        features."""
+        return {
+            "target_trees": {str(n): p for n, p in sorted(self.shapes.items())},
+            "target_features": self.drafter.feature_layers is not None,
+            "draft_warp": self.warp.describe(),
+        }
+
     def _untimed_proposal(self, k: int) -> None:
         """A proposal of ``k`` tokens after the context, then the draft's state back to it."""
-        self.drafter.propose(self.ctx, k, self.warp, self.d_gen)
+        self.drafter.propose(self.ctx[: self.context], k, self.warp, self.d_gen)
         self.drafter.rollback(self.context - 1)
+
+
+def _ignore_features(start: int, features: torch.Tensor) -> None:
+    """The feature sink of a timing pass: the features were captured as in decoding, unused."""
 
 
 def pass_costs_from(rounds: Sequence[Mapping[str, Sequence[float]]]) -> dict[str, Any]:
@@ -147,12 +213,19 @@ def pass_costs_from(rounds: Sequence[Mapping[str, Sequence[float]]]) -> dict[str
 
 
 def costs_among_cells(
-    rounds: Sequence[Mapping[str, Sequence[float]]], context: int
+    rounds: Sequence[Mapping[str, Sequence[float]]],
+    context: int,
+    described: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A run's ``costs_during``: the pass costs of its timing rounds spread among its cells
-    (:func:`pass_costs_from`), timed at a context of ``context`` tokens."""
-    return pass_costs_from(rounds) | {
-        "statistic": "median over rounds spread among the cells",
-        "context": context,
-        "reps": len(rounds),
-    }
+    (:func:`pass_costs_from`), timed at a context of ``context`` tokens, with the timer's
+    ``described`` passes (:meth:`PassTimer.describe`)."""
+    return (
+        pass_costs_from(rounds)
+        | dict(described or {})
+        | {
+            "statistic": "median over rounds spread among the cells",
+            "context": context,
+            "reps": len(rounds),
+        }
+    )

@@ -17,19 +17,20 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from ..costs import drafted_tokens
+from ..costs import drafted_parents, drafted_tokens
 from ..decoding import AutoregressiveDecoder, SpeculativeDecoder
 from ..drafters import DynamicK
 from ..lm import synchronize
 from ..models import ModelPair, load_pair
 from ..results import atomic_write_json, load_prompts, provenance, read_json
 from ..sampling import Warp
+from ..trees import is_chain
 from .analysis import cell_key, summarize
 from .passes import PassTimer, costs_among_cells, measure_pass_costs
 from .settings import SUPPLIED_BASELINES, BenchSettings, settings_record
@@ -287,6 +288,9 @@ def run_benchmark(
             k_max=max(settings.K),
             context=settings.cost_context,
             reps=settings.cost_reps,
+            # a tuned run's trees are not chosen yet: its start-up passes check chains
+            shapes=None if settings.tune_tree else pass_shapes(_trees(settings, result)),
+            warp=settings.warp,
         )
         atomic_write_json(out, result)
     if settings.tune_tree and result.get("tuned_trees") is None:
@@ -299,7 +303,14 @@ def run_benchmark(
     rounds_before = _rounds_before(settings, len(prompts))
     timer = None
     if settings.cost_timing == "spread":
-        timer = PassTimer(pair, n_max, k_max=max(settings.K), context=settings.cost_context)
+        timer = PassTimer(
+            pair,
+            n_max,
+            k_max=max(settings.K),
+            context=settings.cost_context,
+            shapes=pass_shapes(trees),
+            warp=settings.warp,
+        )
         result.setdefault("cost_rounds", [])
     bar = tqdm(todo, desc=f"bench {settings.pair} {settings.warp.describe()}", disable=not progress)
     for key, method, K, p, rep in bar:
@@ -309,7 +320,11 @@ def run_benchmark(
         result["cells"][key] = cell
         atomic_write_json(out, result)
     if result.get("cost_rounds"):
-        result["costs_during"] = costs_among_cells(result["cost_rounds"], settings.cost_context)
+        result["costs_during"] = costs_among_cells(
+            result["cost_rounds"],
+            settings.cost_context,
+            timer.describe() if timer is not None else None,
+        )
     result["runs"] = summarize(result)
     result["status"] = "complete"
     atomic_write_json(out, result)
@@ -320,6 +335,20 @@ def _trees(settings: BenchSettings, result: dict[str, Any]) -> dict[int, tuple[i
     """The step's shape at each ``K`` of the run: the tuned tree of each, or the settings' tree."""
     tuned = (result.get("tuned_trees") or {}).get("by_K", {})
     return {K: tuple(tuned[str(K)]["tree"] if tuned else settings.tree) for K in settings.K}
+
+
+def pass_shapes(trees: Mapping[int, Sequence[int]]) -> dict[int, list[int]]:
+    """The draft tree each target pass of a run checks, by the pass's size (its tokens: the
+    step's drafts and the token before them), for :class:`~specdec_lib.bench.passes.PassTimer`:
+    the tree of each ``K`` with alternatives (``trees``, as :func:`_trees` gives them; a chain's
+    pass needs no mask). Where two ``K`` make passes of one size, the first tree with
+    alternatives stands for both."""
+    shapes: dict[int, list[int]] = {}
+    for K, tree in sorted(trees.items()):
+        parents = drafted_parents(K, tree)
+        if not is_chain(parents):
+            shapes.setdefault(len(parents) + 1, parents)
+    return shapes
 
 
 def _allocator(settings: BenchSettings, tune_allocator: Callable[[], str] | None) -> str:

@@ -8,7 +8,7 @@ from specdec_lib.bench import measure_pass_costs
 from specdec_lib.drafters.feature import FeatureDrafter
 from specdec_lib.drafters.heads import load_head
 from specdec_lib.results import provenance
-from specdec_lib.training.card import model_card
+from specdec_lib.training.card import model_card, training_time
 from specdec_lib.training.distill import train_drafter
 from specdec_lib.training.evaluate import acceptance
 
@@ -56,3 +56,13 @@ def test_a_tree_evaluation_with_int8_weights_is_named_and_rebuilt():
     assert "--draft w.safetensors --temperatures 1 --K 3 " in _eval_command(
         "w.safetensors", {"draft": "w.safetensors", "temperatures": [1.0], "K": 3}
     )
+
+
+def test_training_time_sums_the_runs_of_a_resumed_training():
+    # a record whose resumed runs carried the seconds on and numbered themselves
+    carried = [{"seconds": 0.0}, {"seconds": 10.0, "run": 1}, {"seconds": 25.0, "run": 2}]
+    assert training_time(carried) == (25.0, 2)
+    # one written before they did: each resume started its seconds again
+    restarted = [{"seconds": 0.0}, {"seconds": 10.0}, {"seconds": 4.0}, {"seconds": 9.0}]
+    assert training_time(restarted) == (19.0, 2)
+    assert training_time([]) == (0.0, 1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
@@ -56,8 +57,13 @@ def test_training_resumes_after_a_kill(tiny_data, tiny_pair, monkeypatch):
         train_drafter(killed, progress=False, pair=tiny_pair, log=lambda *_: None)
     monkeypatch.setattr(distill_mod, "_atomic_torch_save", real_save)
     logs = []
-    train_drafter(killed, progress=False, pair=tiny_pair, log=logs.append)
+    rec = train_drafter(killed, progress=False, pair=tiny_pair, log=logs.append)
     assert any("resumed at step 10" in line for line in logs)
+    # the resumed run carries the seconds of training on and numbers itself
+    rows = [row for row in rec["history"] if row["step"]]
+    runs = [row["run"] for row in rows]
+    assert runs[0] == 1 and runs[-1] == 2 and runs == sorted(runs)
+    assert all(a["seconds"] <= b["seconds"] for a, b in itertools.pairwise(rows))
     a = load_head(full.out, tiny_pair.target).state_dict()
     b = load_head(killed.out, tiny_pair.target).state_dict()
     for k in a:

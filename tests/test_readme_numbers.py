@@ -203,3 +203,31 @@ def test_the_readme_reads_the_heads_side_by_side_as_measured():
             assert a["low"] <= b["high"] and b["low"] <= a["high"]
             if run["temperature"] == 0:
                 assert b["speedup"] > a["speedup"]
+
+
+def scratch_line() -> str:
+    """The README's sentence on the head trained from scratch by a training-time test: the chain's
+    acceptance by depth (beta) of its tree rates against the full-data fine-tune's."""
+    from specdec_lib.results import read_json
+
+    heads = ROOT / "data" / "drafter"
+    full = read_json(heads / "feature_head_ttt_full.tree_rates.json")["by_temperature"]
+    scratch = read_json(heads / "experiments" / "ttt_scratch.tree_rates.json")["by_temperature"]
+
+    def span(beta: list) -> str:
+        lo, hi = min(beta[1:4]), max(beta[1:4])
+        return f"{lo:.3f}–{hi:.3f}"
+
+    parts = []
+    for T, label in (("1", "at `T = 1`"), ("0", "greedy")):
+        a, b = scratch[T]["tree_rates"]["beta"], full[T]["tree_rates"]["beta"]
+        parts.append(
+            f"{label}, {a[0]:.3f} against {b[0]:.3f} at the first depth and {span(a)} against "
+            f"{span(b)} at depths 2–4"
+        )
+    return "; ".join(parts)
+
+
+def test_the_readme_reads_the_head_trained_from_scratch_as_measured():
+    text = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert scratch_line() in text, f"README.md: the from-scratch head's line is\n{scratch_line()}"

@@ -27,6 +27,7 @@ def model_card(
     dm = load_manifest(s["data"])["settings"]
     hist = train_record["history"]
     last = hist[-1] if hist else {}
+    seconds, runs = training_time(hist)
     size_mb = Path(weights).stat().st_size / 1e6
     weights = repo_relative(weights)
     default = Path(weights).name == "feature_head.safetensors"
@@ -83,8 +84,13 @@ def model_card(
         "",
         "## Compute",
         "",
-        f"- Distillation: {last.get('step', 0)} steps in {last.get('seconds', 0) / 60:.0f} min "
-        f"on {prov.get('device', 'cpu')}, torch {prov.get('torch')}, transformers "
+        f"- Distillation: {last.get('step', 0)} steps in {seconds / 60:.0f} min"
+        + (
+            f" (wall clock, over {runs} runs, each resuming the last one's checkpoint)"
+            if runs > 1
+            else ""
+        )
+        + f" on {prov.get('device', 'cpu')}, torch {prov.get('torch')}, transformers "
         f"{prov.get('transformers')}, commit {str(prov.get('git_commit'))[:10]}, "
         f"{prov.get('date')}.",
         "",
@@ -142,6 +148,21 @@ def model_card(
         "",
     ]
     return "\n".join(lines)
+
+
+def training_time(history: list[dict[str, Any]]) -> tuple[float, int]:
+    """The wall-clock seconds of a training record's steps and the runs they took (a run resumes
+    the last one's checkpoint). A run carries the seconds on and numbers itself (``run``); a
+    record written before it did starts its seconds again at each resume, whose segments are
+    summed."""
+    total, prev, resets = 0.0, 0.0, 0
+    for row in history:
+        seconds = float(row.get("seconds", 0.0))
+        if seconds < prev:
+            total, resets = total + prev, resets + 1
+        prev = seconds
+    runs = max(1 + resets, max((int(row.get("run", 1)) for row in history), default=1))
+    return total + prev, runs
 
 
 def _limitations(s: dict[str, Any]) -> list[str]:

@@ -513,7 +513,9 @@ def train_drafter(
         )
         log(json.dumps({k: round(v, 4) for k, v in history[-1].items()}))
     head.train()
-    t0 = time.perf_counter()
+    # a resumed run carries the seconds of training on, and counts itself (the card reads both)
+    t0 = time.perf_counter() - (history[-1]["seconds"] if history else 0.0)
+    run = history[-1].get("run", 1) + 1 if step else 1
     bar = tqdm(total=total, initial=step, desc="distil", unit="step", disable=not progress)
     while step < total:
         epoch, b = divmod(step, steps_per_epoch)
@@ -533,6 +535,7 @@ def train_drafter(
                 "step": step,
                 "epoch": step / steps_per_epoch,
                 "seconds": time.perf_counter() - t0,
+                "run": run,
             }
             row.update({f"train_{k}": float(v.detach()) for k, v in losses.items()})
             row.update(evaluate(head, evals, remap, settings, columns))

@@ -109,6 +109,33 @@ def test_readme_states_each_machine_check_as_measured(manifest):
     assert machine_line(m)[2:] in text, f"README.md: the machine check line is\n{machine_line(m)}"
 
 
+def machine_check_timing() -> str:
+    """The README's sentence on how long a machine check takes, and the one-token pass of the
+    machine it ran on (the model's t(1) of each run), from the two EPYC checks' manifests."""
+    from specdec_lib.bench.analysis import model_costs
+    from specdec_lib.results import read_json
+
+    full, limited = (
+        RESULTS_DIR / "machines" / name
+        for name in ("amd-epyc-26-2-1-2cores", "amd-epyc-26-2-1-2cores-limited-avx2")
+    )
+    minutes = [read_json(d / "manifest.json")["seconds"] / 60 for d in (full, limited)]
+    t1 = [
+        model_costs(read_json(f))["t_target_s"][0] * 1e3 for f in sorted(full.glob("bench_*.json"))
+    ]
+    return (
+        f"in {minutes[0]:.0f} minutes on the AMD EPYC below (a one-token pass of "
+        f"{min(t1):.0f}–{max(t1):.0f} ms across its runs) and {minutes[1]:.0f} with its kernels "
+        "limited to AVX2"
+    )
+
+
+def test_the_readme_states_how_long_a_machine_check_takes():
+    text = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    line = machine_check_timing()
+    assert line in text, f"README.md: the machine check's timing is\n{line}"
+
+
 LIMITED = [m for m in MACHINES if "-limited-" in m.parent.name]
 
 

@@ -2,6 +2,7 @@
 writes, resume after an interruption, every method and shape. No timing is asserted (speed is a
 benchmark, not a test)."""
 
+import dataclasses
 import json
 import statistics
 import time
@@ -345,6 +346,23 @@ def test_pass_costs_time_target_passes_with_the_tree_and_hooks_decoding_uses(
     # a model draft reads no features: its passes capture none
     plain = passes.PassTimer(tiny_pair, 2, context=8)
     assert plain.describe()["target_trees"] == {} and not plain.describe()["target_features"]
+
+
+def test_a_run_times_its_passes_at_its_mean_context(tmp_path, prompts_file, tiny_pair):
+    from specdec_lib.bench.run import timing_context
+
+    s = _settings(prompts_file, max_new_tokens=10)
+    assert timing_context(s, [4, 8]) == 11  # the prompts' mean and half the new tokens
+    assert timing_context(dataclasses.replace(s, cost_context=32), [4, 8]) == 32
+    with pytest.raises(ValueError, match="prompt_lengths"):
+        timing_context(s, [])
+    with pytest.raises(ValueError, match="cost_context"):
+        dataclasses.replace(s, cost_context=0).validate()
+    res = run_benchmark(s, tmp_path / "c.json", progress=False, pair=tiny_pair)
+    tok = tiny_pair.tokenizer
+    lengths = [tok(p["text"], return_tensors="pt").input_ids.shape[-1] for p in res["prompts"]]
+    assert res["costs"]["context"] == res["costs_during"]["context"] == timing_context(s, lengths)
+    assert res["settings"]["cost_context"] is None
 
 
 def test_a_run_times_each_pass_with_its_own_tree(tmp_path, prompts_file, tiny_pair):

@@ -140,7 +140,11 @@ class BenchSettings:
     )
     methods: list[str] = setting(list(DEFAULT_METHODS), "methods measured", choices=METHODS)
     threads: int | None = setting(None, "torch threads (default: torch's)")
-    cost_context: int = setting(64, "context length at which the pass costs are timed")
+    cost_context: int | None = setting(
+        None,
+        "context length at which the pass costs are timed (default: the run's mean context, the "
+        "prompts' mean length and half the new tokens)",
+    )
     cost_reps: int = setting(15, "rounds of the pass-cost timing")
     cost_timing: str = setting(
         "spread",
@@ -201,7 +205,7 @@ class BenchSettings:
         positive_int(self.max_new_tokens, "max_new_tokens")
         positive_int(self.repeats, "repeats")
         positive_int(self.threads, "threads", optional=True)
-        positive_int(self.cost_context, "cost_context")
+        positive_int(self.cost_context, "cost_context", optional=True)
         positive_int(self.cost_reps, "cost_reps")
         one_of(self.cost_timing, "cost_timing", COST_TIMINGS)
         if not self.methods:

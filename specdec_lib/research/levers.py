@@ -42,7 +42,7 @@ import torch
 from ..bench import BenchSettings, speedup_interval, summarize, tuning
 from ..bench.analysis import cell_key
 from ..bench.passes import measure_pass_costs
-from ..bench.run import CellRunner
+from ..bench.run import CellRunner, timing_context
 from ..bench.settings import settings_record
 from ..bench.tuning import pass_tokens
 from ..config import DEFAULT_HEAD, DEFAULT_PROMPTS
@@ -143,15 +143,18 @@ def support_costs(
     return out
 
 
-def _run_costs(pair: Any, settings: BenchSettings) -> dict[str, Any]:
+def _run_costs(
+    pair: Any, settings: BenchSettings, prompts: Sequence[dict[str, Any]]
+) -> dict[str, Any]:
     """The pass costs a lever's run times once, before its cells: target passes up to the
     largest a tuned step at the run's longest ``K`` can make, and every proposal length up to
-    that ``K``."""
+    that ``K``, at the context ``bench`` would time them at (:func:`timing_context`)."""
+    lengths = [pair.tokenizer(p["text"], return_tensors="pt").input_ids.shape[-1] for p in prompts]
     return measure_pass_costs(
         pair,
         pass_tokens(max(settings.K)),
         k_max=max(settings.K),
-        context=settings.cost_context,
+        context=timing_context(settings, lengths),
         reps=settings.cost_reps,
     )
 
@@ -166,7 +169,7 @@ def tree_costs(
     tuned shape of each ``K`` comes from them and the head's tree rates
     (:func:`~specdec_lib.bench.tuning.tuned_trees`). Then the two shapes decode the prompts
     beside one autoregressive baseline (:func:`side_by_side`)."""
-    costs = _run_costs(pair, settings)
+    costs = _run_costs(pair, settings, prompts)
     tuned = tuning.tune(pair, settings, costs)
     trees = {K: tuple(tuned["by_K"][str(K)]["tree"]) for K in settings.K}
     variants = {
@@ -185,7 +188,7 @@ def head_costs(
     what ``bench`` runs, the same shape for every head. The pass costs are timed once, on the
     first pair (the heads share one architecture); each head's record names its weights
     (``head``, ``head_sha256``)."""
-    costs = _run_costs(next(iter(pairs.values())), settings)
+    costs = _run_costs(next(iter(pairs.values())), settings, prompts)
     variants = {
         name: (p, dataclasses.replace(settings, head=p.notes.get("head_path")), None)
         for name, p in pairs.items()

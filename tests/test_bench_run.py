@@ -103,10 +103,7 @@ def test_pass_costs_are_timed_again_among_the_cells(tmp_path, prompts_file, tiny
     )
     during = spread["costs_during"]
     assert during["reps"] == 3 and during["context"] == spread["costs"]["context"]
-    assert during["t_target_s"] == [
-        statistics.median(col)
-        for col in zip(*(r["t_target_s"] for r in spread["cost_rounds"]), strict=True)
-    ]
+    assert during["t_target_s"] == pass_costs_from(spread["cost_rounds"])["t_target_s"]
     assert model_costs(spread) is during and model_costs(start) is start["costs"]
     assert "cost_rounds" not in start and "costs_during" not in start
     for key, cell in start["cells"].items():  # the rounds change no cell's tokens
@@ -120,16 +117,31 @@ def test_pass_costs_are_timed_again_among_the_cells(tmp_path, prompts_file, tiny
         _settings(prompts_file, cost_timing="never").validate()
 
 
-def test_pass_costs_from_rounds_are_their_medians():
+def test_pass_costs_from_rounds_are_medians_relative_to_each_rounds_level():
     rounds = [
         {"t_target_s": [1.0, 2.0], "t_draft_by_k_s": [0.1, 0.3]},
         {"t_target_s": [3.0, 2.5], "t_draft_by_k_s": [0.2, 0.25]},
         {"t_target_s": [2.0, 9.0], "t_draft_by_k_s": [0.9, 0.2]},
     ]
     costs = pass_costs_from(rounds)
-    assert costs["t_target_s"] == [2.0, 2.5] and costs["t_draft_by_k_s"] == [0.2, 0.25]
-    assert costs["t_draft_s"] == 0.2 and costs["t_draft_next_s"] == pytest.approx(0.05)
-    assert costs["c"] == pytest.approx(0.1)
+    # each pass against its median over the rounds (2, 2.5, 0.2, 0.25), the rounds' levels: round 0 median(0.5, 0.8, 0.5, 1.2) = 0.65; round 1 median(1.5, 1, 1, 1) = 1;
+    # round 2 median(1, 3.6, 4.5, 0.8) = 2.3
+    levels = [0.65, 1.0, 2.3]
+    expect = [
+        statistics.median(r["t_target_s"][i] / lv for r, lv in zip(rounds, levels, strict=True))
+        for i in range(2)
+    ]
+    assert costs["t_target_s"] == pytest.approx(expect)
+    assert costs["c"] == pytest.approx(costs["t_draft_s"] / costs["t_target_s"][0])
+    assert costs["t_draft_next_s"] == max(0.0, costs["t_draft_by_k_s"][1] - costs["t_draft_s"])
+    # a round the machine ran slow as a whole moves no cost
+    slow = {f: [3 * t for t in v] for f, v in rounds[1].items()}
+    again = pass_costs_from(rounds + [rounds[1], slow])
+    assert again["t_target_s"] == pytest.approx(
+        pass_costs_from(rounds + [rounds[1]] * 2)["t_target_s"]
+    )
+    even = [{"t_target_s": [1.0, 1.2], "t_draft_by_k_s": [0.1, 0.15]}] * 3
+    assert pass_costs_from(even)["t_target_s"] == pytest.approx([1.0, 1.2])
     with pytest.raises(ValueError, match="rounds"):
         pass_costs_from([])
 

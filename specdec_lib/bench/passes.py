@@ -192,21 +192,44 @@ def _ignore_features(start: int, features: torch.Tensor) -> None:
 
 def pass_costs_from(rounds: Sequence[Mapping[str, Sequence[float]]]) -> dict[str, Any]:
     """The pass costs of :func:`measure_pass_costs` from timing rounds (:meth:`PassTimer.round`):
-    the median over rounds of each pass size and proposal length."""
+    each pass size's and proposal length's time relative to its round's level, median over the
+    rounds.
+
+    A round's level is the median, over its passes, of each pass's time against that pass's own
+    median over the rounds (one sweep of Tukey's median polish, in ratios). A round the machine
+    ran slow as a whole then moves no cost, and each cost keeps the scale of its median: the cost
+    model reads ratios (``t_target(n) / t_target(1)``, ``c``), which the rounds measure paired,
+    within seconds of each other, while a shared VM's speed drifts by a third and more between
+    them (measured on a 2-core AMD EPYC: one-token passes of 16 to 28 ms within one run).
+    Written here, since scipy and pandas offer no median polish."""
     if not rounds:
         raise ValueError("rounds: no timing rounds to take the pass costs from")
+    fields = ("t_target_s", "t_draft_by_k_s")
+    medians = {
+        f: [statistics.median(col) for col in zip(*(r[f] for r in rounds), strict=True)]
+        for f in fields
+    }
+    levels = [
+        statistics.median(
+            [t / m for f in fields for t, m in zip(r[f], medians[f], strict=True) if m > 0] or [1.0]
+        )
+        for r in rounds
+    ]
 
-    def medians(field: str) -> list[float]:
-        return [statistics.median(col) for col in zip(*(r[field] for r in rounds), strict=True)]
+    def polished(field: str) -> list[float]:
+        cols = zip(*(r[field] for r in rounds), strict=True)
+        return [
+            statistics.median(t / lv for t, lv in zip(col, levels, strict=True)) for col in cols
+        ]
 
-    t_target, by_k = medians("t_target_s"), medians("t_draft_by_k_s")
+    t_target, by_k = polished("t_target_s"), polished("t_draft_by_k_s")
     return {
         "t_target_s": t_target,
         "t_draft_s": by_k[0],
         "t_draft_next_s": max(0.0, by_k[1] - by_k[0]),
         "t_draft_by_k_s": by_k,
         "c": by_k[0] / t_target[0],
-        "statistic": "median over interleaved rounds",
+        "statistic": "median over interleaved rounds, each pass relative to its round's level",
         "draft_timed": "after a target pass",
         "target_timed": "after a draft proposal (n > 1)",
     }
@@ -224,7 +247,8 @@ def costs_among_cells(
         pass_costs_from(rounds)
         | dict(described or {})
         | {
-            "statistic": "median over rounds spread among the cells",
+            "statistic": "median over rounds spread among the cells, each pass relative to its "
+            "round's level",
             "context": context,
             "reps": len(rounds),
         }

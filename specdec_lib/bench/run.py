@@ -343,7 +343,7 @@ def timing_context(settings: BenchSettings, prompt_lengths: Sequence[int]) -> in
     where set, else the mean context its decoding attends to, the prompts' mean length and half
     the new tokens. A pass's cost grows with its context (on a 2-core AMD EPYC, by about 1 ms
     per 100 tokens for a pass over 9), and a decode of 50 new tokens after prompts of about 16
-    sits near 40 tokens: timed at 64, the passes cost 3-5% more than the cells' passes."""
+    sits near 40 tokens: timed at 64, its passes cost 2-6% more than the cells' passes."""
     if settings.cost_context is not None:
         return settings.cost_context
     if not prompt_lengths:

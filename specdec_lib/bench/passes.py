@@ -42,8 +42,9 @@ def measure_pass_costs(
     ``c = t_draft / t_target(1)``.
 
     The passes are measured in rounds (:class:`PassTimer`), every pass size once per round in a
-    rotated order, and the median over rounds is kept: a transient load on the machine then hits
-    every size alike instead of one size's whole sample (two warm-up rounds are dropped).
+    rotated order (two warm-up rounds are dropped), and each cost is taken relative to its round's
+    level, median over the rounds (:func:`pass_costs_from`): a transient load on the machine then
+    hits every size alike instead of one size's whole sample.
     ``shapes`` (the draft tree a pass over ``n`` tokens checks) and ``warp`` (the draft's) as in
     :class:`PassTimer`.
     """

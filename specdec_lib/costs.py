@@ -20,6 +20,10 @@ proposal's fixed work is paid once. Runs that record ``draft_timed = "after a ta
 timed each proposal as decoding runs it, right after the target's pass (which evicts the draft's
 weights from the CPU's caches), and every proposal length the run decodes with
 (``t_draft_by_k_s``); earlier runs timed one and two tokens warm, and their draft costs are lower.
+Runs that time the host's work of a step (``t_host_s``, by ``K``, ``"0"`` the baseline's draw
+after its pass) charge it on both sides: a step then costs its passes and its host work, and the
+unit is the baseline's token, a one-token pass and its draw (:func:`base_cost`); costs without
+``t_host_s`` charge passes alone, in one-token passes.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from .trees import check_widths
 
 __all__ = [
     "as_tree",
+    "base_cost",
     "best_chain_tree",
     "chain_tokens_per_step",
     "draft_cost",
@@ -42,6 +47,7 @@ __all__ = [
     "drafted_tokens",
     "drafted_widths",
     "expected_tokens_per_step",
+    "host_cost",
     "monotone_costs",
     "optimal_K",
     "predicted_from_costs",
@@ -209,12 +215,31 @@ def draft_cost(K: int, costs: dict[str, Any]) -> float:
     return costs["t_draft_s"] + (K - 1) * costs.get("t_draft_next_s", costs["t_draft_s"])
 
 
-def step_cost(K: int, costs: dict[str, Any], tree: Any = (1,)) -> float:
-    """One step's cost in target passes over one token: the ``K`` draft tokens
-    (:func:`draft_cost`) and one target pass over the last token and the drafts
-    (:func:`drafted_tokens`):
+def host_cost(K: int, costs: dict[str, Any]) -> float:
+    """Seconds of a step's host work at ``K`` drafts (``K = 0``: the baseline's draw after its
+    pass), from ``t_host_s`` where the costs time it, and 0 where they do not. Between the timed
+    ``K`` it is interpolated linearly (a cell's last steps draft fewer tokens than its ``K``);
+    past the largest, the largest's."""
+    host = costs.get("t_host_s")
+    if not host:
+        return 0.0
+    timed = sorted((int(k), float(v)) for k, v in host.items())
+    return float(np.interp(K, [k for k, _ in timed], [v for _, v in timed]))
 
-        (draft_cost(K) + t_target(1 + drafted)) / t_target(1).
+
+def base_cost(costs: dict[str, Any]) -> float:
+    """Seconds of the baseline's token, the cost model's unit: a target pass over one token and,
+    where the costs time it, the host's draw after it (:func:`host_cost` at ``K = 0``)."""
+    return costs["t_target_s"][0] + host_cost(0, costs)
+
+
+def step_cost(K: int, costs: dict[str, Any], tree: Any = (1,)) -> float:
+    """One step's cost in baseline tokens (:func:`base_cost`): the ``K`` draft tokens
+    (:func:`draft_cost`), one target pass over the last token and the drafts
+    (:func:`drafted_tokens`), and the host's work around them where the costs time it
+    (:func:`host_cost`):
+
+        (draft_cost(K) + t_target(1 + drafted) + host(K)) / (t_target(1) + host(0)).
     """
     t = costs["t_target_s"]
     n = drafted_tokens(K, tree)
@@ -223,7 +248,7 @@ def step_cost(K: int, costs: dict[str, Any], tree: Any = (1,)) -> float:
             f"costs: t_target_s covers passes up to {len(t)} tokens, a step of K = {K} and tree "
             f"{as_tree(tree)} needs {n + 1}"
         )
-    return (draft_cost(K, costs) + t[n]) / t[0]
+    return (draft_cost(K, costs) + t[n] + host_cost(K, costs)) / base_cost(costs)
 
 
 def predicted_from_costs(alpha: float, K: int, costs: dict[str, Any], tree: Any = (1,)) -> float:
@@ -305,20 +330,19 @@ def predicted_cell_speedup(
     reads the target's features has nothing to draft from before it. Each later step drafts
     ``k = min(K, tokens left - 1)`` tokens with the tree cut at depth ``k``
     (:func:`tree_step_law` at the ``rates`` of :func:`tree_prediction`; ``k = 0``, one target
-    pass over one token). The baseline spends ``prefill_s + (n_tokens - 1) t(1)``. The expected
-    time of the speculative cell is computed exactly over the tokens left (a dynamic programme),
-    and the ratio of the two times tends to :func:`predicted_tree_speedup` as ``n_tokens``
-    grows."""
+    pass over one token, as the baseline's). The baseline spends ``prefill_s`` and
+    ``n_tokens - 1`` of its tokens (:func:`base_cost`). The expected time of the speculative cell
+    is computed exactly over the tokens left (a dynamic programme), and the ratio of the two
+    times tends to :func:`predicted_tree_speedup` as ``n_tokens`` grows."""
     n_tokens = positive_int(n_tokens, "n_tokens", "new tokens per cell")
     if not prefill_s >= 0:
         raise ValueError(f"prefill_s must be a time in seconds >= 0, got {prefill_s!r}")
-    t = costs["t_target_s"]
     # each draft length a cell's steps can have: the law of its tokens and its cost
     laws = {
         k: (tree_step_law(*_depth_rates(rates, k, tree)), step_cost(k, costs, tree))
         for k in range(1, K + 1)
     }
-    spent = np.zeros(n_tokens)  # spent[r]: expected target passes (of one token) to emit r tokens
+    spent = np.zeros(n_tokens)  # spent[r]: expected baseline tokens' time to emit r tokens
     for r in range(1, n_tokens):
         k = min(K, r - 1)
         if k == 0:
@@ -326,7 +350,7 @@ def predicted_cell_speedup(
             continue
         law, cost = laws[k]
         spent[r] = cost + sum(law[j] * spent[r - j] for j in range(1, k + 2))
-    prefill = prefill_s / t[0]
+    prefill = prefill_s / base_cost(costs)
     return float((prefill + n_tokens - 1) / (prefill + spent[n_tokens - 1]))
 
 

@@ -544,41 +544,14 @@ class SpeculativeDecoder(_DecoderBase):
                 d_tokens, d_probs = proposal
         t1 = time.perf_counter()
         k = d_tokens.numel()
-        scores = self.drafter.draft_scores if self.warp.greedy else None
-        # q where it lives (the draft's token subset, if it names one): alternatives drawn and
-        # verified there, q's rows never spread over the vocabulary
-        support = getattr(self.drafter, "support", None) if k else None
-        if k == 0 or (self.warp.greedy and scores is None):  # no ranking: no greedy alternatives
-            tokens, parents, laws = d_tokens, list(range(-1, k - 1)), d_probs
-        else:
-            tokens, parents, laws = chain_tree(
-                d_tokens, d_probs, self.tree, self.generator, scores, support
-            )
+        tokens, parents, laws = self.tree_around(d_tokens, d_probs, self.generator)
         t2 = time.perf_counter()
         logits = target.forward_tree(ids, tokens, parents)
         synchronize(self.device)
         t3 = time.perf_counter()
-        if self.warp.greedy and self.verifier is verify:  # point masses: the argmaxes decide
-            verdict, path = verify_tree_greedy(tokens, parents, logits)
-        else:  # a chain's rows are all read; a tree's, only along the accepted path
-            p = self.warp.probs(logits) if is_chain(parents) else WarpedRows(logits, self.warp)
-            if k == 0:
-                laws = logits.new_empty((0, logits.shape[-1]), dtype=torch.float32)
-            verdict, path = verify_tree(
-                tokens,
-                parents,
-                laws,
-                p,
-                self.generator,
-                chain_verify=self.verifier,
-                support=support,
-            )
+        verdict, path = self.judge(tokens, parents, laws, logits, k, self.generator)
         n = verdict.n_accepted
-        on_chain = sum(1 for i, node in enumerate(path) if node == i)  # chain nodes kept
-        # The drafter's state is valid along the chain's kept part; a feature drafter is then
-        # handed the features of the kept path (an alternative's included) by keep.
-        self.drafter.rollback(length + on_chain)
-        target.keep(path)
+        self.keep_path(target, path, length)
         branch = path[-1] - k + 1 if path and path[-1] >= k else (0 if n else -1)
         record = StepRecord(
             draft_tokens=d_tokens.tolist(),
@@ -592,6 +565,59 @@ class SpeculativeDecoder(_DecoderBase):
             alt_depths=[parents[i] + 2 for i in range(k, tokens.numel())],
         )
         return record, verdict.tokens.to(ids.device)
+
+    def tree_around(
+        self, d_tokens: torch.Tensor, d_probs: torch.Tensor, generator: torch.Generator | None
+    ) -> tuple[torch.Tensor, list[int], torch.Tensor]:
+        """The step's draft tree around the drafter's chain ``d_tokens`` (drawn from ``d_probs``):
+        ``(tokens, parents, laws)`` (:func:`~specdec_lib.trees.chain_tree`), the chain alone
+        where it has no alternatives (no drafts, or greedy decoding without the drafter's
+        ranking). Host work of a step, before the target's pass."""
+        k = d_tokens.numel()
+        scores = self.drafter.draft_scores if self.warp.greedy else None
+        # q where it lives (the draft's token subset, if it names one): alternatives drawn and
+        # verified there, q's rows never spread over the vocabulary
+        support = getattr(self.drafter, "support", None) if k else None
+        if k == 0 or (self.warp.greedy and scores is None):  # no ranking: no greedy alternatives
+            return d_tokens, list(range(-1, k - 1)), d_probs
+        return chain_tree(d_tokens, d_probs, self.tree, generator, scores, support)
+
+    def judge(
+        self,
+        tokens: torch.Tensor,
+        parents: list[int],
+        laws: torch.Tensor,
+        logits: torch.Tensor,
+        k: int,
+        generator: torch.Generator | None,
+    ) -> tuple[Verdict, list[int]]:
+        """The tree :meth:`tree_around` built (``k`` of its nodes the chain), verified against the
+        target's ``logits`` over it: ``(verdict, path)``. Host work of a step, after the target's
+        pass."""
+        if self.warp.greedy and self.verifier is verify:  # point masses: the argmaxes decide
+            return verify_tree_greedy(tokens, parents, logits)
+        # a chain's rows are all read; a tree's, only along the accepted path
+        p = self.warp.probs(logits) if is_chain(parents) else WarpedRows(logits, self.warp)
+        if k == 0:
+            laws = logits.new_empty((0, logits.shape[-1]), dtype=torch.float32)
+        return verify_tree(
+            tokens,
+            parents,
+            laws,
+            p,
+            generator,
+            chain_verify=self.verifier,
+            support=getattr(self.drafter, "support", None) if k else None,
+        )
+
+    def keep_path(self, target: TargetState, path: list[int], length: int) -> None:
+        """The accepted ``path`` kept in both states after a sequence of ``length`` tokens: the
+        drafter's is valid along the chain's kept part, and a feature drafter is then handed the
+        features of the kept path (an alternative's included) by the target's ``keep``. Host
+        work of a step, after the target's pass."""
+        on_chain = sum(1 for i, node in enumerate(path) if node == i)  # chain nodes kept
+        self.drafter.rollback(length + on_chain)
+        target.keep(path)
 
 
 class AutoregressiveDecoder(_DecoderBase):
@@ -634,16 +660,22 @@ class AutoregressiveDecoder(_DecoderBase):
             logits = target.forward(ids, 1)
             synchronize(self.device)
             t1 = time.perf_counter()
-            x, bad_row = self._draw(logits)
-            token, bad = torch.cat([x, bad_row.long().view(1)]).tolist()  # one host read
-            if bad:
-                raise ValueError(NAN_MESSAGE)
+            x, token = self.next_token(logits)
             ids = torch.cat([ids, x])
             eos_reached = token in eos
             out.append(token)
             host_ms = (time.perf_counter() - t1) * 1e3
             steps.append(StepRecord([], [], [token], 0.0, (t1 - t0) * 1e3, host_ms))
         return self._result(out, steps, prompt_len, t_start, eos_reached)
+
+    def next_token(self, logits: torch.Tensor) -> tuple[torch.Tensor, int]:
+        """The next token after a pass's ``logits``, as ``[1]`` and as an int (one host read);
+        a bad row raises. The host's work of a step."""
+        x, bad_row = self._draw(logits)
+        token, bad = torch.cat([x, bad_row.long().view(1)]).tolist()  # one host read
+        if bad:
+            raise ValueError(NAN_MESSAGE)
+        return x, token
 
     def _draw(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The next token ``[1]`` from the last row of ``logits``, and whether that row was bad

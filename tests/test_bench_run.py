@@ -76,6 +76,9 @@ def test_benchmark_structure(tmp_path, prompts_file, tiny_pair):
     K, model = spec["K"], on_disk["costs_during"]  # the rounds spread among the cells
     assert spec["model_target_ms"] == model["t_target_s"][K] * 1e3
     assert spec["model_draft_ms"] == model["t_draft_by_k_s"][K - 1] * 1e3
+    # the host's work of a step at each K of the run, and the baseline's draw, charged
+    assert set(model["t_host_s"]) == {"0", "1", "2"}
+    assert spec["model_host_ms"] == pytest.approx(model["t_host_s"][str(K)] * 1e3)
     assert on_disk["settings"]["tree"] == [1] and on_disk["settings"]["width"] == 1  # the chain
     assert len(on_disk["costs"]["t_target_s"]) == 2 + 1  # a pass over K + 1 tokens
     assert len(on_disk["costs"]["t_draft_by_k_s"]) == 2  # every draft length of the run
@@ -142,6 +145,14 @@ def test_pass_costs_from_rounds_are_medians_relative_to_each_rounds_level():
     )
     even = [{"t_target_s": [1.0, 1.2], "t_draft_by_k_s": [0.1, 0.15]}] * 3
     assert pass_costs_from(even)["t_target_s"] == pytest.approx([1.0, 1.2])
+    assert "t_host_s" not in costs and "host_timed" not in costs
+    # a step's host work, where the rounds time it, relative to the passes' level alike
+    hosts = [{"0": 0.02, "2": 0.05}, {"0": 0.03, "2": 0.04}, {"0": 0.05, "2": 0.2}]
+    timed = pass_costs_from([r | {"t_host_s": h} for r, h in zip(rounds, hosts, strict=True)])
+    assert timed["t_host_s"]["2"] == pytest.approx(
+        statistics.median(h["2"] / lv for h, lv in zip(hosts, levels, strict=True))
+    )
+    assert timed["t_target_s"] == costs["t_target_s"]  # the passes' costs as without
     with pytest.raises(ValueError, match="rounds"):
         pass_costs_from([])
 
@@ -358,6 +369,57 @@ def test_pass_costs_time_target_passes_with_the_tree_and_hooks_decoding_uses(
     # a model draft reads no features: its passes capture none
     plain = passes.PassTimer(tiny_pair, 2, context=8)
     assert plain.describe()["target_trees"] == {} and not plain.describe()["target_features"]
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.0])
+def test_pass_costs_time_a_steps_host_work_as_decoding_does_it(
+    monkeypatch, tiny_pair, random_head, temperature
+):
+    """With the run's trees, a round times each K's host work as a step does it: the tree around
+    a proposal of K tokens, then (untimed) the target's pass over it, then its verification and
+    the kept path; and the baseline's draw after its pass (K = 0). Both states end at the
+    context."""
+    import dataclasses
+
+    from specdec_lib.bench import passes
+    from specdec_lib.decoding import AutoregressiveDecoder, SpeculativeDecoder, TargetState
+    from specdec_lib.sampling import Warp
+
+    pair = dataclasses.replace(tiny_pair, draft=FeatureDrafter(random_head))
+    calls: list[str] = []
+
+    def logged(cls, name, label):
+        original = getattr(cls, name)
+
+        def call(self, *args, **kw):
+            calls.append(label(self, *args) if callable(label) else label)
+            return original(self, *args, **kw)
+
+        monkeypatch.setattr(cls, name, call)
+
+    logged(
+        SpeculativeDecoder, "tree_around", lambda dec, d_tokens, *_: f"tree {dec.K} {len(d_tokens)}"
+    )
+    logged(TargetState, "forward_tree", "pass")
+    logged(SpeculativeDecoder, "judge", "judge")
+    logged(SpeculativeDecoder, "keep_path", "keep")
+    logged(AutoregressiveDecoder, "next_token", "draw")
+    trees = {1: (2,), 2: (2, 2)}
+    timer = passes.PassTimer(pair, 6, k_max=2, context=8, warp=Warp(temperature), trees=trees)
+    times = timer.round()
+    assert set(times["t_host_s"]) == {"0", "1", "2"} and all(
+        t > 0 for t in times["t_host_s"].values()
+    )
+    for K in (1, 2):  # each step's host work around its (untimed) target pass
+        i = calls.index(f"tree {K} {K}")
+        assert calls[i + 1 : i + 4] == ["pass", "judge", "keep"]
+    assert calls.count("draw") == 1
+    assert timer.state.length == timer.state.cache.get_seq_length() == 8
+    assert timer.drafter._done <= 7  # the drafter back at the context
+    assert timer.describe()["host_trees"] == {"1": [2], "2": [2, 2]}
+    assert "t_host_s" not in passes.PassTimer(pair, 2, context=8).round()  # no trees, no host
+    with pytest.raises(ValueError, match="trees"):
+        passes.PassTimer(pair, 2, context=8, trees={0: (2,)})
 
 
 def test_a_run_times_its_passes_at_its_mean_context(tmp_path, prompts_file, tiny_pair):

@@ -160,6 +160,21 @@ def test_step_cost_and_the_iid_prediction():
         step_cost(3, costs, (3,))
 
 
+def test_a_steps_host_work_is_charged_on_both_sides_where_the_costs_time_it():
+    from specdec_lib.costs import base_cost, host_cost
+
+    costs = {"t_draft_by_k_s": [0.1, 0.17, 0.21], "t_target_s": [1.0, 1.1, 1.2, 1.3, 1.5]}
+    assert host_cost(2, costs) == 0.0 and base_cost(costs) == 1.0  # untimed: passes alone
+    timed = costs | {"t_host_s": {"0": 0.02, "1": 0.05, "3": 0.08}}
+    assert base_cost(timed) == pytest.approx(1.02)  # the baseline's token: its pass and draw
+    # timed K as timed; between them linear (a cell's last steps draft fewer); past, the last
+    assert [host_cost(k, timed) for k in (0, 1, 3)] == pytest.approx([0.02, 0.05, 0.08])
+    assert host_cost(2, timed) == pytest.approx(0.065) and host_cost(5, timed) == 0.08
+    assert step_cost(2, timed) == pytest.approx((0.17 + 1.2 + 0.065) / 1.02)
+    assert step_cost(1, timed, (3,)) == pytest.approx((0.1 + 1.3 + 0.05) / 1.02)
+    assert step_cost(2, timed) > step_cost(2, costs)  # the step does more host work than a draw
+
+
 def test_tree_prediction_at_measured_rates():
     rates = {"beta": [0.5, 0.4], "gamma": [[0.0, 0.3], [0.0, 0.2]]}
     costs = {"t_draft_s": 0.1, "t_target_s": [1.0, 1.0, 1.1, 1.2, 1.3]}
@@ -251,16 +266,18 @@ def test_a_steps_law_has_the_mean_of_the_tree_model():
     assert (law * np.arange(5)).sum() == pytest.approx(tree_tokens_per_step(beta, gamma))
 
 
-def test_the_cells_prediction_is_the_simulated_cells_and_tends_to_the_endless_one():
-    from specdec_lib.costs import drafted_widths, predicted_cell_speedup, tree_step_law
+@pytest.mark.parametrize("host", [None, {"0": 0.02, "1": 0.05, "3": 0.07}])
+def test_the_cells_prediction_is_the_simulated_cells_and_tends_to_the_endless_one(host):
+    from specdec_lib.costs import base_cost, drafted_widths, predicted_cell_speedup, tree_step_law
 
     costs = {
         "t_draft_s": 0.05,
         "t_draft_next_s": 0.03,
         "t_target_s": [1.0 + 0.04 * n for n in range(12)],
-    }
-    K, tree, n, prefill = 3, (3, 2), 12, 2.5
-    got = predicted_cell_speedup(RATES, K, tree, costs, n, prefill)
+    } | ({"t_host_s": host} if host else {})
+    K, tree, n, prefill_s = 3, (3, 2), 12, 2.5
+    got = predicted_cell_speedup(RATES, K, tree, costs, n, prefill_s)
+    prefill = prefill_s / base_cost(costs)  # in the baseline's tokens
     # Monte Carlo over cells as the benchmark decodes them: the prompt's pass gives the first
     # token, each later step drafts min(K, tokens left - 1) with its tree cut there
     rng = np.random.default_rng(0)

@@ -19,6 +19,7 @@ from ..costs import (
     draft_cost,
     drafted_tokens,
     drafted_widths,
+    host_cost,
     predicted_cell_speedup,
     predicted_from_costs,
     predicted_tree_speedup,
@@ -312,8 +313,9 @@ def _parts_against_model(
 ) -> dict[str, Any]:
     """Each part's milliseconds per step, measured over all the cells' steps (the prompt's step
     drafts nothing, the last ones fewer), and the draft's and the target pass's as the cost model
-    charges a step of ``K`` drafts (``model_draft_ms``, ``model_target_ms``): where measured /
-    predicted falls short, part by part (the host's work the model does not charge)."""
+    charges a step of ``K`` drafts (``model_draft_ms``, ``model_target_ms``, and
+    ``model_host_ms`` where the costs time the host's work): where measured / predicted falls
+    short, part by part."""
     rec = {
         f"{part}_ms_per_step": sum(c[f"{part}_ms"] for c in cells) / n_steps
         for part in ("draft", "target", "host")
@@ -322,6 +324,8 @@ def _parts_against_model(
     if costs and n < len(costs["t_target_s"]):
         rec["model_draft_ms"] = draft_cost(K, costs) * 1e3
         rec["model_target_ms"] = costs["t_target_s"][n] * 1e3
+        if costs.get("t_host_s"):
+            rec["model_host_ms"] = host_cost(K, costs) * 1e3
     return rec
 
 

@@ -15,12 +15,12 @@ from typing import Any
 import torch
 
 from ..checks import positive_int
-from ..decoding import TargetState
+from ..decoding import AutoregressiveDecoder, SpeculativeDecoder, TargetState
 from ..drafters import as_drafter
 from ..lm import model_forward, synchronize
 from ..models import ModelPair
 from ..sampling import Warp
-from ..trees import check_tree
+from ..trees import check_tree, tree_shape
 
 __all__ = ["PassTimer", "costs_among_cells", "measure_pass_costs", "pass_costs_from"]
 
@@ -35,6 +35,7 @@ def measure_pass_costs(
     reps: int = 15,
     shapes: Mapping[int, Sequence[int]] | None = None,
     warp: Warp | None = None,
+    trees: Mapping[int, Sequence[int]] | None = None,
 ) -> dict[str, Any]:
     """``t_target[n-1]`` for n = 1..n_max, ``t_draft_by_k[k-1]``, a proposal of ``k`` tokens for
     k = 1..k_max, ``t_draft`` (a proposal of one token) and ``t_draft_next`` (a proposal of two,
@@ -45,10 +46,13 @@ def measure_pass_costs(
     rotated order (two warm-up rounds are dropped), and each cost is taken relative to its round's
     level, median over the rounds (:func:`pass_costs_from`): a transient load on the machine then
     hits every size alike instead of one size's whole sample.
-    ``shapes`` (the draft tree a pass over ``n`` tokens checks) and ``warp`` (the draft's) as in
+    ``shapes`` (the draft tree a pass over ``n`` tokens checks), ``warp`` (the run's) and
+    ``trees`` (the step's shape at each ``K`` whose host work is timed, ``t_host_s``) as in
     :class:`PassTimer`.
     """
-    timer = PassTimer(pair, n_max, k_max=k_max, context=context, shapes=shapes, warp=warp)
+    timer = PassTimer(
+        pair, n_max, k_max=k_max, context=context, shapes=shapes, warp=warp, trees=trees
+    )
     rounds = [timer.round(r) for r in range(reps + 2)][2:]
     return pass_costs_from(rounds) | timer.describe() | {"context": context, "reps": reps}
 
@@ -73,6 +77,17 @@ class PassTimer:
     and the model's causal mask, where ``shapes`` names none). A one-token pass, the baseline's,
     runs the plain model. The draft proposes under ``warp``, the run's (default ``T = 1``).
 
+    With ``trees`` (the step's shape at each ``K``, as a run's decoders have them), the host's
+    work of a step is timed too, as decoding does it (``t_host_s``, by ``K``): for each ``K``, a
+    proposal of ``K`` tokens (untimed), the tree around it
+    (:meth:`SpeculativeDecoder.tree_around <specdec_lib.decoding.SpeculativeDecoder>`), the
+    target's pass over it (untimed: it leaves the CPU's caches as decoding's pass does, and the
+    host's work after a pass costs about twice what it costs warm), its verification and the
+    kept path (``judge``, ``keep_path``); for ``K = 0``, the baseline's draw after its one-token
+    pass (:meth:`AutoregressiveDecoder.next_token <specdec_lib.decoding.AutoregressiveDecoder>`).
+    The timer's context is random tokens, so its drafts are accepted less often than a prompt's:
+    the verification's work per candidate tried is the same, its path shorter.
+
     The timer keeps its own target cache; the draft's state, which a drafter object shares with
     the decoders that use it, is set up again at the start of every round (a decoder resets it
     before every generation), so rounds between a benchmark's cells change none of their tokens.
@@ -87,6 +102,7 @@ class PassTimer:
         context: int = 64,
         shapes: Mapping[int, Sequence[int]] | None = None,
         warp: Warp | None = None,
+        trees: Mapping[int, Sequence[int]] | None = None,
     ) -> None:
         self.pair = pair
         self.n_max = positive_int(n_max, "n_max", "target pass sizes timed")
@@ -122,11 +138,24 @@ class PassTimer:
         self.d_gen = torch.Generator(device=pair.device).manual_seed(0)
         self.jobs = [("target", n) for n in range(1, self.n_max + 1)]
         self.jobs += [("draft", k) for k in range(1, self.k_max + 1)]
+        # the decoders whose host work is timed: each K's step, and the baseline's (K = 0)
+        w = self.warp
+        warps = dict(temperature=w.temperature, top_k=w.top_k, top_p=w.top_p)
+        self.steps = {
+            positive_int(K, "trees", "draft tokens per step (the keys)"): SpeculativeDecoder(
+                self.drafter, pair.target, K=int(K), tree=tree_shape(tree), **warps
+            )
+            for K, tree in sorted((trees or {}).items())
+        }
+        self.baseline = AutoregressiveDecoder(pair.target, **warps)
+        if self.steps:
+            self.jobs += [("host", K) for K in [0, *self.steps]]
 
     @torch.inference_mode()
     def round(self, shift: int = 0) -> dict[str, list[float]]:
         """Every pass size and proposal length timed once, in the order rotated by ``shift``:
-        ``{"t_target_s": [n_max], "t_draft_by_k_s": [k_max]}`` in seconds."""
+        ``{"t_target_s": [n_max], "t_draft_by_k_s": [k_max]}`` in seconds, and with ``trees``,
+        ``"t_host_s"``, each step's host work by ``K`` (``"0"``: the baseline's)."""
         pair, ctx, device = self.pair, self.ctx[: self.context], self.pair.device
         # The draft's state over the context, built again (a decoder may have used the drafter
         # since the last round): the target's features, then an untimed proposal that runs the
@@ -137,6 +166,9 @@ class PassTimer:
         times: dict[tuple[str, int], float] = {}
         shift %= len(self.jobs)
         for which, n in self.jobs[shift:] + self.jobs[:shift]:
+            if which == "host":
+                times[which, n] = self._host_work(n)
+                continue
             if which == "draft":  # as in decoding: the target's pass comes first
                 self._target_pass(1)
             elif n > 1:  # a pass that checks drafts: as in decoding, the draft's proposal first
@@ -153,10 +185,43 @@ class PassTimer:
                 self.state.rollback(self.context)
             else:
                 self.drafter.rollback(self.context - 1)
-        return {
+        out: dict[str, Any] = {
             "t_target_s": [times["target", n] for n in range(1, self.n_max + 1)],
             "t_draft_by_k_s": [times["draft", k] for k in range(1, self.k_max + 1)],
         }
+        if self.steps:
+            out["t_host_s"] = {str(K): times["host", K] for K in [0, *self.steps]}
+        return out
+
+    def _host_work(self, K: int) -> float:
+        """Seconds of one step's host work at ``K`` drafts (``0``: the baseline's draw), timed
+        around the untimed proposal and target pass it needs; both states go back to the
+        context."""
+        device, ctx = self.pair.device, self.ctx
+        if K == 0:
+            logits, _ = model_forward(self.pair.target, ctx[-1:], self.state.cache, 1)
+            synchronize(device)
+            t0 = time.perf_counter()
+            self.baseline.next_token(logits)  # its host read waits for the device
+            elapsed = time.perf_counter() - t0
+            self.state.rollback(self.context)
+            return elapsed
+        dec = self.steps[K]
+        d_tokens, d_probs = self.drafter.propose(ctx[: self.context], K, self.warp, self.d_gen)
+        synchronize(device)
+        t0 = time.perf_counter()
+        tokens, parents, laws = dec.tree_around(d_tokens, d_probs, self.d_gen)
+        t1 = time.perf_counter()
+        logits = self.state.forward_tree(ctx, tokens, parents)
+        synchronize(device)
+        t2 = time.perf_counter()
+        _, path = dec.judge(tokens, parents, laws, logits, d_tokens.numel(), self.d_gen)
+        dec.keep_path(self.state, path, ctx.numel())
+        synchronize(device)
+        elapsed = t1 - t0 + time.perf_counter() - t2
+        self.state.rollback(self.context)
+        self.drafter.rollback(self.context - 1)
+        return elapsed
 
     def _target_pass(self, n: int, keep: bool = False) -> None:
         """A target pass over ``n`` new tokens after the context, as decoding runs it: over one
@@ -174,12 +239,15 @@ class PassTimer:
     def describe(self) -> dict[str, Any]:
         """How the target passes were run: the trees they checked (``target_trees``, the parents
         by pass size; the chain for the others) and whether they captured the drafter's
-        features."""
-        return {
+        features; and the step shapes whose host work was timed (``host_trees``, by ``K``)."""
+        out = {
             "target_trees": {str(n): p for n, p in sorted(self.shapes.items())},
             "target_features": self.drafter.feature_layers is not None,
             "draft_warp": self.warp.describe(),
         }
+        if self.steps:
+            out["host_trees"] = {str(K): list(dec.tree) for K, dec in self.steps.items()}
+        return out
 
     def _untimed_proposal(self, k: int) -> None:
         """A proposal of ``k`` tokens after the context, then the draft's state back to it."""
@@ -202,7 +270,9 @@ def pass_costs_from(rounds: Sequence[Mapping[str, Sequence[float]]]) -> dict[str
     model reads ratios (``t_target(n) / t_target(1)``, ``c``), which the rounds measure paired,
     within seconds of each other, while a shared VM's speed drifts by a third and more between
     them (measured on a 2-core AMD EPYC: one-token passes of 16 to 28 ms within one run).
-    Written here, since scipy and pandas offer no median polish."""
+    Rounds that time the host's work of a step (``t_host_s``, by ``K``) give its cost alike,
+    relative to the levels of the passes. Written here, since scipy and pandas offer no median
+    polish."""
     if not rounds:
         raise ValueError("rounds: no timing rounds to take the pass costs from")
     fields = ("t_target_s", "t_draft_by_k_s")
@@ -224,6 +294,15 @@ def pass_costs_from(rounds: Sequence[Mapping[str, Sequence[float]]]) -> dict[str
         ]
 
     t_target, by_k = polished("t_target_s"), polished("t_draft_by_k_s")
+    host: dict[str, Any] = {}
+    if all("t_host_s" in r for r in rounds):  # each step's host work, on its round's level too
+        host["host_timed"] = "after the target pass, as in decoding (K = 0: the baseline's draw)"
+        host["t_host_s"] = {
+            K: statistics.median(
+                r["t_host_s"][K] / lv for r, lv in zip(rounds, levels, strict=True)
+            )
+            for K in rounds[0]["t_host_s"]
+        }
     return {
         "t_target_s": t_target,
         "t_draft_s": by_k[0],
@@ -233,7 +312,7 @@ def pass_costs_from(rounds: Sequence[Mapping[str, Sequence[float]]]) -> dict[str
         "statistic": "median over interleaved rounds, each pass relative to its round's level",
         "draft_timed": "after a target pass",
         "target_timed": "after a draft proposal (n > 1)",
-    }
+    } | host
 
 
 def costs_among_cells(

@@ -289,9 +289,11 @@ def run_benchmark(
             k_max=max(settings.K),
             context=context,
             reps=settings.cost_reps,
-            # a tuned run's trees are not chosen yet: its start-up passes check chains
+            # a tuned run's trees are not chosen yet: its start-up passes check chains, and its
+            # steps' host work is timed among the cells only
             shapes=None if settings.tune_tree else pass_shapes(_trees(settings, result)),
             warp=settings.warp,
+            trees=None if settings.tune_tree else _trees(settings, result),
         )
         atomic_write_json(out, result)
     if settings.tune_tree and result.get("tuned_trees") is None:
@@ -311,6 +313,7 @@ def run_benchmark(
             context=context,
             shapes=pass_shapes(trees),
             warp=settings.warp,
+            trees=trees,
         )
         result.setdefault("cost_rounds", [])
     bar = tqdm(todo, desc=f"bench {settings.pair} {settings.warp.describe()}", disable=not progress)

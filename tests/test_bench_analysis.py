@@ -189,6 +189,14 @@ def test_a_machine_check_reads_each_runs_own_best_and_slowest_K():
     assert picked == (2, 3, 3, 1)
     assert m["T1"]["worst_speedup"] < 1 < m["T1"]["low"] <= m["T1"]["speedup"] <= m["T1"]["high"]
     assert m["machine"] == machine_info()
+    assert m["T1"]["efficiency"] is None and m["T1"]["host_share"] is None  # not recorded
+    # over every K of a run that records them: the model's agreement and the host's share
+    for r in runs["T1"]["runs"]:
+        if r["method"] == "speculative":
+            r |= {"efficiency_cells": 0.9 + 0.02 * r["K"], "host_share": 0.05 - 0.01 * r["K"]}
+    m = machine_check(runs)
+    assert m["T1"]["efficiency"] == pytest.approx((0.92, 0.96))
+    assert m["T1"]["host_share"] == pytest.approx((0.02, 0.04))
     with pytest.raises(ValueError, match="runs: the machine check needs greedy"):
         machine_check({"T1": runs["T1"]})
     assert set(MACHINE_CHECK_RUNS) == set(runs)

@@ -93,10 +93,22 @@ def machine_line(m: dict) -> str:
             f"{g['worst_speedup']:.2f}× greedy"
         )
 
+    def spans() -> str:
+        runs = [m[name] for name in ("T1", "greedy", "tuned_T1", "tuned_greedy")]
+        said = []
+        for key, what, fmt, of in (
+            ("efficiency", "measured / predicted", ".2f", ""),
+            ("host_share", "the host's work", ".1%", " of the time"),
+        ):
+            if all(r[key] is not None for r in runs):
+                low, high = min(r[key][0] for r in runs), max(r[key][1] for r in runs)
+                said.append(f"{what} {low:{fmt}}–{high:{fmt}}{of}")
+        return f" Over every `K` of the four runs: {', '.join(said)}." if said else ""
+
     return (
         f"- {describe_machine(m['machine'])} ({first}): {part(m['T1'], m['greedy'], False)}. "
         f"With the tree tuned on the machine (`--tune-tree`): "
-        f"{part(m['tuned_T1'], m['tuned_greedy'], True)}."
+        f"{part(m['tuned_T1'], m['tuned_greedy'], True)}.{spans()}"
     )
 
 

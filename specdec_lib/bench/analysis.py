@@ -600,8 +600,10 @@ def machine_check(runs: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
     for each of :data:`MACHINE_CHECK_RUNS` (``bench``'s defaults, then with the tree tuned on the
     machine), the best ``K`` of that run with its ``tree``, the speedup over the autoregressive
     baseline, its 95% bootstrap interval over prompts (``low``, ``high``) and both sides' tokens
-    per second, and the slowest ``K`` it ran (``worst_K``, ``worst_speedup``): whether the
-    defaults ever lose to the baseline. The best
+    per second, the slowest ``K`` it ran (``worst_K``, ``worst_speedup``): whether the
+    defaults ever lose to the baseline, and over every ``K`` the range of measured / predicted
+    for the run's own cells (``efficiency``, ``None`` where a run predates that prediction) and of
+    the host's share of the time (``host_share``). The best
     ``K`` is chosen on the run it is reported from (one run per temperature: no replicate checks
     the choice, unlike the campaign's :func:`headline`). Runs from different machines are refused."""
     missing = set(MACHINE_CHECK_RUNS) - set(runs)
@@ -627,5 +629,15 @@ def machine_check(runs: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
             "dtype": result["settings"].get("dtype"),
             "pack": result["settings"].get("pack"),
             "tree": spec[K]["tree"],
+            "efficiency": _span(r.get("efficiency_cells") for r in spec.values()),
+            "host_share": _span(r.get("host_share") for r in spec.values()),
         }
     return out
+
+
+def _span(values: Iterable[float | None]) -> tuple[float, float] | None:
+    """``(min, max)`` of ``values``, or ``None`` where any is missing."""
+    vals = list(values)
+    if not vals or any(v is None for v in vals):
+        return None
+    return min(vals), max(vals)

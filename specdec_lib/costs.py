@@ -217,7 +217,9 @@ def draft_cost(K: int, costs: dict[str, Any]) -> float:
 
 def host_cost(K: int, costs: dict[str, Any]) -> float:
     """Seconds of a step's host work at ``K`` drafts (``K = 0``: the baseline's draw after its
-    pass), from ``t_host_s`` where the costs time it, and 0 where they do not. Between the timed
+    pass), from ``t_host_s`` where the costs time it, and 0 where they do not: the work of the
+    tree the run decodes with at that ``K`` (``host_trees``), whatever tree a caller prices.
+    Between the timed
     ``K`` it is interpolated linearly (a cell's last steps draft fewer tokens than its ``K``);
     past the largest, the largest's."""
     host = costs.get("t_host_s")

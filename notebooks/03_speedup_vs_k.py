@@ -85,6 +85,7 @@ from specdec_lib.bench import HEADLINE_RUNS, headline, runs_frame
 from specdec_lib.bench.analysis import depth_counts, model_costs, run_tree, tree_rates
 from specdec_lib.config import DATA_DIR, RESULTS_DIR
 from specdec_lib.costs import (
+    base_cost,
     draft_cost,
     drafted_tokens,
     drafted_widths,
@@ -675,7 +676,7 @@ if len(breakdown):
     for col, color in parts.items():
         ax.bar(d.index, d[col], bottom=bottom, color=COLORS[color], label=col.removesuffix(" ms"))
         bottom += d[col].values
-    model_ms = [step_cost(K, costs, TREE) * costs["t_target_s"][0] * 1e3 for K in d.index]
+    model_ms = [step_cost(K, costs, TREE) * base_cost(costs) * 1e3 for K in d.index]
     ax.plot(d.index, model_ms, "D", color="black", ms=5, label="the cost model's step (§1)")
     ax.set(
         xlabel="draft length K",

@@ -575,12 +575,15 @@ class SpeculativeDecoder(_DecoderBase):
         ranking). Host work of a step, before the target's pass."""
         k = d_tokens.numel()
         scores = self.drafter.draft_scores if self.warp.greedy else None
-        # q where it lives (the draft's token subset, if it names one): alternatives drawn and
-        # verified there, q's rows never spread over the vocabulary
-        support = getattr(self.drafter, "support", None) if k else None
         if k == 0 or (self.warp.greedy and scores is None):  # no ranking: no greedy alternatives
             return d_tokens, list(range(-1, k - 1)), d_probs
-        return chain_tree(d_tokens, d_probs, self.tree, generator, scores, support)
+        return chain_tree(d_tokens, d_probs, self.tree, generator, scores, self._support(k))
+
+    def _support(self, k: int) -> torch.Tensor | None:
+        """Where ``q`` lives for a step of ``k`` drafts: the draft's token subset, if it names
+        one (alternatives drawn and verified there, ``q``'s rows never spread over the
+        vocabulary)."""
+        return getattr(self.drafter, "support", None) if k else None
 
     def judge(
         self,
@@ -607,7 +610,7 @@ class SpeculativeDecoder(_DecoderBase):
             p,
             generator,
             chain_verify=self.verifier,
-            support=getattr(self.drafter, "support", None) if k else None,
+            support=self._support(k),
         )
 
     def keep_path(self, target: TargetState, path: list[int], length: int) -> None:

@@ -251,8 +251,6 @@ def test_hf_assisted_uses_the_requested_K(prompts_file, tiny_pair):
 
 
 def test_bench_runs_with_a_feature_drafter(tmp_path, tiny_pair, random_head):
-    import dataclasses
-
     pair = dataclasses.replace(
         tiny_pair, draft=FeatureDrafter(random_head), assistant=tiny_pair.draft
     )
@@ -336,8 +334,6 @@ def test_pass_costs_time_target_passes_with_the_tree_and_hooks_decoding_uses(
     """A timed pass that checks drafts runs as decoding runs it: with the mask of the run's tree
     of that size (the chain elsewhere) and the drafter's feature hooks; the baseline's one-token
     pass, the plain model. Each leaves the timer's cache at the context."""
-    import dataclasses
-
     from specdec_lib.bench import passes
     from specdec_lib.decoding import TargetState
 
@@ -379,8 +375,6 @@ def test_pass_costs_time_a_steps_host_work_as_decoding_does_it(
     a proposal of K tokens, then (untimed) the target's pass over it, then its verification and
     the kept path; and the baseline's draw after its pass (K = 0). Both states end at the
     context."""
-    import dataclasses
-
     from specdec_lib.bench import passes
     from specdec_lib.decoding import AutoregressiveDecoder, SpeculativeDecoder, TargetState
     from specdec_lib.sampling import Warp
@@ -500,8 +494,6 @@ def test_freed_memory_is_reused_only_through_the_tuning_given(tmp_path, prompts_
 def test_a_tuned_run_runs_each_K_with_the_tree_chosen_for_it(
     tmp_path, prompts_file, tiny_pair, random_head, monkeypatch
 ):
-    import dataclasses
-
     from specdec_lib.bench import settings as bench_settings
     from specdec_lib.bench import tuning
 

@@ -91,3 +91,88 @@ def test_a_packed_pair_decodes_greedily_as_its_own_autoregressive_baseline():
         assert spec.generate_ids(ids, 12).tokens == ar.tokens
     with pytest.raises(ValueError, match="pack"):
         load_pair("tiny-random", pack=True, device="meta")
+
+
+def _passes(model, cache, moves_too=True):
+    """Logits of a run of cached passes with crops and a kept-path move between them."""
+    from specdec_lib.lm import model_forward, move_entries
+
+    gen = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, 32, (40,), generator=gen)
+    out, at = [], 0
+    for n, drop in ((9, 0), (4, 2), (1, 0), (6, 3), (5, 1), (8, 0)):
+        logits, cache = model_forward(model, ids[at : at + n], cache, n)
+        out.append(logits)
+        at += n
+        if moves_too and n > 4:  # entries at - 2 and at - 1 kept in place of at - 4, at - 3
+            move_entries(cache, [(at - 2, at - 4), (at - 1, at - 3)])
+        cache.crop(-drop) if drop else None
+        at -= drop
+    return torch.cat(out), cache
+
+
+def test_a_roomy_cache_gives_transformers_own_logits_bit_for_bit(tiny_pair, monkeypatch):
+    """Passes, crops and kept-path moves on the slab (grown from a room of 4 entries) give the
+    logits transformers' DynamicCache gives, to the bit."""
+    from transformers import DynamicCache
+
+    from specdec_lib.lm import KVSlab, RoomyLayer, new_cache
+
+    monkeypatch.setattr(KVSlab, "room", 4)
+    model = tiny_pair.target
+    with torch.inference_mode():
+        ref, ref_cache = _passes(model, DynamicCache(config=model.config))
+        got, cache = _passes(model, new_cache(model))
+    assert all(isinstance(layer, RoomyLayer) for layer in cache.layers)
+    assert len({id(layer.slab) for layer in cache.layers}) == 1  # one slab for every layer
+    assert torch.equal(got, ref)
+    assert cache.get_seq_length() == ref_cache.get_seq_length()
+    for a, b in zip(cache.layers, ref_cache.layers, strict=True):
+        assert torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values)
+
+
+def test_a_roomy_layer_crops_by_a_negative_count_and_resets():
+    from specdec_lib.lm import RoomyLayer
+
+    layer = RoomyLayer()
+    k = torch.randn(1, 2, 5, 4)
+    layer.update(k, -k)
+    layer.crop(-2)
+    assert layer.get_seq_length() == 3 and torch.equal(layer.keys, k[..., :3, :])
+    with pytest.raises(ValueError, match="tokens_to_remove"):
+        layer.crop(1)
+    layer.reset()
+    assert layer.get_seq_length() == 0 and layer.keys is None
+    layer.update(k[..., :1, :], k[..., :1, :])
+    assert torch.equal(layer.values, k[..., :1, :])
+    layer.keys, layer.values = k, -k  # as transformers' beam search and offloading set them
+    assert layer.get_seq_length() == 5 and torch.equal(layer.values, -k)
+
+
+def test_new_cache_keeps_sliding_window_layers_and_a_layer_of_another_shape_apart():
+    from types import SimpleNamespace
+
+    from transformers import Qwen2Config
+    from transformers.cache_utils import DynamicSlidingWindowLayer
+
+    from specdec_lib.lm import RoomyLayer, move_entries, new_cache
+
+    config = Qwen2Config(
+        vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=3,
+        num_attention_heads=2, num_key_value_heads=1, use_sliding_window=True,
+        sliding_window=4, max_window_layers=2,
+    )  # fmt: skip
+    cache = new_cache(SimpleNamespace(config=config))
+    kinds = [type(layer) for layer in cache.layers]
+    assert kinds == [RoomyLayer, RoomyLayer, DynamicSlidingWindowLayer]
+    a, b = cache.layers[:2]
+    ka, kb = torch.randn(1, 1, 3, 8), torch.randn(1, 2, 3, 4)  # b: another shape
+    a.update(ka, ka + 1)
+    b.update(kb, kb + 1)
+    assert a.slab is not b.slab
+    cache.layers = cache.layers[:2]
+    move_entries(cache, [(2, 0)])
+    assert torch.equal(a.keys[..., 0, :], ka[..., 2, :]) and torch.equal(
+        b.values[..., 0, :], kb[..., 2, :] + 1
+    )
+    assert new_cache(None).layer_class_to_replicate is RoomyLayer

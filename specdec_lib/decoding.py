@@ -33,7 +33,6 @@ from .lm import (
     last_rows,
     model_device,
     model_forward,
-    move_entries,
     output_cache,
     synchronize,
     vocab_size,
@@ -291,7 +290,7 @@ class TargetState(KVState):
             position_ids=positions.view(1, -1),
             use_cache=True,
             logits_to_keep=last_rows(N + 1, n_new + N, dev),
-            **cache_kwargs(self.kv()),
+            **cache_kwargs(self.cache),
         )
         self.cache = output_cache(out)
         self.length = past + n_new + N  # the entries held; keep() moves and crops them
@@ -333,9 +332,14 @@ class TargetState(KVState):
     def _move_into_place(self, src: Sequence[int], base: int) -> None:
         """Cache entries ``src`` (increasing) become positions ``base, base + 1, ...``
         (:meth:`rollback` then drops what follows them). Only the entries not yet in place move
-        (along a chain tree, the one alternative kept); each moves to a position before its own
-        and before every later source."""
-        move_entries(self.cache, [(s, base + j) for j, s in enumerate(src) if s != base + j])
+        (along a chain tree, the one alternative kept), each by a slice copy: an entry moves to
+        a position before its own and before every later source, so no source is overwritten
+        before it is read."""
+        moves = [(s, base + j) for j, s in enumerate(src) if s != base + j]
+        for layer in self.cache.layers:
+            for s, d in moves:
+                layer.keys[..., d : d + 1, :] = layer.keys[..., s : s + 1, :]
+                layer.values[..., d : d + 1, :] = layer.values[..., s : s + 1, :]
 
     def rollback(self, n_valid: int) -> None:
         super().rollback(n_valid)
@@ -451,11 +455,10 @@ class SpeculativeDecoder(_DecoderBase):
             position (give ``width`` or ``tree``, not both).
         use_cache: keep KV caches (default). ``False`` re-encodes the sequence at every pass: the
             same tokens for the same seed, much slower; a reference for tests.
-        verifier, target_state: seams for the tests, to show that they catch a wrong rule or
+        verifier, target_state: **test-only** seams, to show that the tests catch a wrong rule or
             wrong bookkeeping (:mod:`specdec_lib.testing`): the vectorised rule a chain is
             verified by (default :func:`specdec_lib.sampling.verify`; chains only), and the class
-            keeping the target's KV cache (default :class:`TargetState`; the cache lever,
-            :func:`specdec_lib.research.levers.cache_costs`, plugs in transformers' own cache).
+            keeping the target's KV cache (default :class:`TargetState`).
     """
 
     def __init__(

@@ -15,16 +15,13 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from transformers.cache_utils import DynamicCache, DynamicLayer
 from transformers.models.llama.modeling_llama import LlamaDecoderLayer
 
 __all__ = [
     "CACHE_KW",
-    "KVSlab",
     "KVState",
     "MKL_ROWS",
     "PackedLinear",
-    "RoomyLayer",
     "pack_linears",
     "cache_kwargs",
     "capture_features",
@@ -33,8 +30,6 @@ __all__ = [
     "last_rows",
     "model_device",
     "model_forward",
-    "move_entries",
-    "new_cache",
     "output_cache",
     "synchronize",
     "vocab_size",
@@ -97,163 +92,6 @@ def model_forward(
     return out.logits[0, -n_logits:], output_cache(out)
 
 
-class KVSlab:
-    """The keys and values of a cache's layers in two buffers, ``[layers, batch, heads, room,
-    head_dim]``, with room to spare: the storage of :class:`RoomyLayer`. Moving entries (a kept
-    tree path) is then one indexed copy for every layer at once."""
-
-    room = 128  # entries held at the first pass, at least
-
-    def __init__(self, n_layers: int) -> None:
-        self.n_layers = n_layers
-        self.keys: torch.Tensor | None = None
-        self.values: torch.Tensor | None = None
-        self.held = 0  # entries worth keeping when the buffers grow (the longest layer's)
-
-    def fits(self, k: torch.Tensor) -> bool:
-        """Can the buffers hold entries of this layer's shape, dtype and device?"""
-        b = self.keys
-        return b is None or (
-            b.shape[1:-2] == k.shape[:-2]
-            and b.shape[-1] == k.shape[-1]
-            and b.dtype == k.dtype
-            and b.device == k.device
-        )
-
-    def reserve(self, k: torch.Tensor, v: torch.Tensor, need: int) -> None:
-        """Room for ``need`` entries in every layer (twice the room held, or more), the first
-        ``held`` entries kept."""
-        room = 0 if self.keys is None else self.keys.shape[-2]
-        if need <= room:
-            return
-        cap = max(need, self.room, 2 * room)
-        keys = k.new_empty((self.n_layers, *k.shape[:-2], cap, k.shape[-1]))
-        values = v.new_empty((self.n_layers, *v.shape[:-2], cap, v.shape[-1]))
-        if self.held:
-            keys[..., : self.held, :] = self.keys[..., : self.held, :]
-            values[..., : self.held, :] = self.values[..., : self.held, :]
-        self.keys, self.values = keys, values
-
-    def move(self, src: torch.Tensor, dst: torch.Tensor) -> None:
-        """Entries ``src`` become entries ``dst`` in every layer (index tensors; every source is
-        read before any destination is written)."""
-        for b in (self.keys, self.values):
-            b.index_copy_(-2, dst, b.index_select(-2, src))
-
-
-class RoomyLayer(DynamicLayer):
-    """One layer's KV cache as a view of a :class:`KVSlab`, for decoding's bookkeeping.
-
-    transformers' ``DynamicLayer`` concatenates every pass's keys and values onto the cache (a new
-    tensor, the whole cache copied, per layer and pass) and crops by slicing each layer. Here a
-    pass writes its entries into the slab's free room (which doubles when full), dropping the
-    last entries (:meth:`crop`) changes a count, and moving entries is one copy in the slab for
-    all layers. Attention reads views of the same values: the same logits, bit for bit (tested).
-    Written by hand because transformers has no such layer: its ``StaticLayer`` is preallocated
-    too, but attends over its whole length, empty room included."""
-
-    def __init__(self, slab: KVSlab | None = None, index: int = 0, **kwargs: Any) -> None:
-        self.slab, self.index = slab or KVSlab(1), index
-        self._n = 0
-        super().__init__(**kwargs)
-
-    # keys and values as transformers' code reads and sets them: the entries held
-    @property
-    def keys(self) -> torch.Tensor | None:
-        b = self.slab.keys
-        return None if b is None or not self.is_initialized else b[self.index, ..., : self._n, :]
-
-    @keys.setter
-    def keys(self, t: torch.Tensor | None) -> None:
-        self._assign(t, "keys")
-
-    @property
-    def values(self) -> torch.Tensor | None:
-        b = self.slab.values
-        return None if b is None or not self.is_initialized else b[self.index, ..., : self._n, :]
-
-    @values.setter
-    def values(self, t: torch.Tensor | None) -> None:
-        self._assign(t, "values")
-
-    def _assign(self, t: torch.Tensor | None, name: str) -> None:
-        """transformers' own code sets keys and values to ``None`` (a reset), or to new tensors
-        (beam search, offloading): those this layer holds on a slab of its own."""
-        if t is None:
-            self._n = 0
-            return
-        if self.slab.n_layers > 1:
-            self.slab, self.index = KVSlab(1), 0
-        setattr(self.slab, name, t.unsqueeze(0))
-        self._n = self.slab.held = t.shape[-2]
-
-    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
-        self.device = key_states.device
-        if not self.slab.fits(key_states):  # a layer of another shape: storage of its own
-            self.slab, self.index = KVSlab(1), 0
-        self.is_initialized = True
-
-    def update(
-        self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        if not self.is_initialized:
-            self.lazy_initialization(key_states, value_states)
-        n, m, slab = self._n, key_states.shape[-2], self.slab
-        slab.reserve(key_states, value_states, n + m)
-        slab.keys[self.index, ..., n : n + m, :] = key_states
-        slab.values[self.index, ..., n : n + m, :] = value_states
-        self._n = n + m
-        slab.held = max(slab.held, self._n)
-        return self.keys, self.values
-
-    def get_seq_length(self) -> int:
-        return self._n if self.is_initialized else 0
-
-    def crop(self, tokens_to_remove: int) -> None:
-        """Drop the last ``-tokens_to_remove`` entries (a negative count, as transformers 5's)."""
-        if tokens_to_remove > 0:
-            raise ValueError(
-                f"tokens_to_remove must be a negative count of entries, got {tokens_to_remove}"
-            )
-        self._n = max(0, self._n + tokens_to_remove)
-
-
-def new_cache(model: Any) -> DynamicCache:
-    """An empty KV cache for ``model``'s passes: its config's layers (a sliding window's as
-    transformers makes them), the ordinary ones :class:`RoomyLayer` views of one
-    :class:`KVSlab`. Without a config, each layer as it comes holds a slab of its own."""
-    config = getattr(model, "config", None)
-    if config is None or not hasattr(config, "get_text_config"):
-        cache = DynamicCache()
-        cache.layer_class_to_replicate = RoomyLayer
-        return cache
-    cache = DynamicCache(config=config)
-    plain = [i for i, layer in enumerate(cache.layers) if type(layer) is DynamicLayer]
-    slab = KVSlab(len(plain))
-    for j, i in enumerate(plain):
-        cache.layers[i] = RoomyLayer(slab, j)
-    return cache
-
-
-def move_entries(cache: Any, moves: Sequence[tuple[int, int]]) -> None:
-    """Cache entries move, ``(source, destination)`` each, in every layer: every source is read
-    before any destination is written. :class:`RoomyLayer` layers move in one indexed copy per
-    slab; other layers by a slice copy per entry, which is right where every entry moves to a
-    position before its own and before every later source (a kept tree path)."""
-    slabs: dict[int, KVSlab] = {}
-    for layer in cache.layers:
-        if isinstance(layer, RoomyLayer):
-            slabs[id(layer.slab)] = layer.slab
-            continue
-        for s, d in moves:
-            layer.keys[..., d : d + 1, :] = layer.keys[..., s : s + 1, :]
-            layer.values[..., d : d + 1, :] = layer.values[..., s : s + 1, :]
-    if slabs:
-        src, dst = torch.tensor(moves).T
-        for slab in slabs.values():
-            slab.move(src.to(slab.keys.device), dst.to(slab.keys.device))
-
-
 class KVState:
     """A model and its KV cache, which covers the first ``length`` tokens of the sequence.
 
@@ -274,15 +112,9 @@ class KVState:
         if not self.use_cache:
             logits, _ = model_forward(self.model, seq, None, n_logits)
             return logits
-        logits, self.cache = model_forward(self.model, seq[self.length :], self.kv(), n_logits)
+        logits, self.cache = model_forward(self.model, seq[self.length :], self.cache, n_logits)
         self.length = seq.numel()
         return logits
-
-    def kv(self) -> Any:
-        """The KV cache, made (:func:`new_cache`) before the first pass."""
-        if self.cache is None:
-            self.cache = new_cache(self.model)
-        return self.cache
 
     def rollback(self, n_valid: int) -> None:
         """Only the first ``n_valid`` tokens of the sequence stay: later cache entries go."""

@@ -29,26 +29,6 @@ def test_support_lever_decodes_with_the_subset_named_and_hidden(tiny_pair, rando
         assert r[name]["host_ms_per_step"] > 0 and r[name]["tokens_per_s"] > 0
 
 
-def test_cache_lever_decodes_the_same_tokens_with_either_cache(tiny_pair, random_head):
-    from types import SimpleNamespace
-
-    import torch
-    from transformers import DynamicCache
-
-    from specdec_lib.drafters import FeatureDrafter
-    from specdec_lib.lm import RoomyLayer
-    from specdec_lib.research.levers import TransformersCacheState, cache_costs
-
-    pair = SimpleNamespace(target=tiny_pair.target, draft=FeatureDrafter(random_head))
-    state = TransformersCacheState(tiny_pair.target)
-    state.forward(torch.tensor([0, 5, 9]), 1)
-    assert type(state.cache) is DynamicCache and not isinstance(state.cache.layers[0], RoomyLayer)
-    r = cache_costs(pair, [torch.tensor([0, 5, 9, 3]), torch.tensor([1, 2])], max_new_tokens=8)
-    assert r["tree"] == [4, 3] and r["K"] == 2 and r["same_tokens"] is True
-    for name in ("slab", "DynamicCache"):
-        assert r[name]["host_ms_per_step"] > 0 and r[name]["tokens_per_s"] > 0
-
-
 def test_tree_lever_runs_both_shapes_beside_one_baseline(
     tmp_path, tiny_pair, random_head, monkeypatch
 ):

@@ -16,11 +16,6 @@ proposal on, alternatives drawn and verified on it, :func:`~specdec_lib.trees.su
 hidden (``q`` and the alternatives over the whole vocabulary).
 Both are exact; what differs is the host's time per step.
 
-``--lever cache`` measures the target's KV cache the same way: decoding's, one slab for every
-layer with room to spare (:class:`~specdec_lib.lm.RoomyLayer`), and transformers'
-``DynamicCache`` (:class:`TransformersCacheState`). The same tokens; what differs is the work of
-keeping a path (a crop, and a kept alternative's entries moved) and of each pass's cache writes.
-
 ``--lever tree`` measures the step's shape: ``bench``'s defaults with the default tree and with
 the tree tuned on this machine (``bench --tune-tree``), decoding the same prompts in rotation
 beside one autoregressive baseline, in one process (:func:`tree_costs`).
@@ -51,16 +46,13 @@ from ..bench.run import CellRunner, timing_context
 from ..bench.settings import settings_record
 from ..bench.tuning import pass_tokens
 from ..config import DEFAULT_HEAD, DEFAULT_PROMPTS
-from ..decoding import SpeculativeDecoder, TargetState
+from ..decoding import SpeculativeDecoder
 from ..models import check_head, load_pair
 from ..results import ISA_LIMITS, atomic_write_json, load_prompts, provenance
 
 __all__ = [
-    "TransformersCacheState",
     "build_parser",
-    "cache_costs",
     "head_costs",
-    "host_side_by_side",
     "packing_costs",
     "side_by_side",
     "support_costs",
@@ -123,85 +115,32 @@ def support_costs(
     max_new_tokens: int = 50,
 ) -> dict[str, Any]:
     """Each prompt (token ids) decoded by ``pair``'s draft with its token subset named and hidden
-    (:func:`without_support`), side by side (:func:`host_side_by_side`)."""
+    (:func:`without_support`), in alternating order from prompt to prompt after one warm-up each;
+    per variant, the medians over prompts of the host's, the draft's and the target's
+    milliseconds per step, and the tokens per second over all prompts."""
+    drafters = {"support": pair.draft, "whole vocabulary": without_support(pair.draft)}
     decoders = {
         name: SpeculativeDecoder(d, pair.target, K=K, tree=tree, temperature=temperature)
-        for name, d in (("support", pair.draft), ("whole vocabulary", without_support(pair.draft)))
+        for name, d in drafters.items()
     }
-    return {"K": K, "tree": list(tree), "temperature": temperature} | host_side_by_side(
-        decoders, prompts, max_new_tokens
-    )
-
-
-class TransformersCacheState(TargetState):
-    """The target's state with transformers' own ``DynamicCache`` (each pass concatenated onto
-    every layer's cache, a crop slicing every layer), where decoding holds a
-    :class:`~specdec_lib.lm.KVSlab`: the cache lever's other arm."""
-
-    def kv(self) -> Any:
-        if self.cache is None:
-            from transformers import DynamicCache
-
-            self.cache = DynamicCache(config=self.model.config)
-        return self.cache
-
-
-def cache_costs(
-    pair: Any,
-    prompts: Sequence[torch.Tensor],
-    *,
-    K: int = 2,
-    tree: Sequence[int] = (4, 3),
-    temperature: float = 1.0,
-    max_new_tokens: int = 50,
-) -> dict[str, Any]:
-    """Each prompt (token ids) decoded with the target's KV cache in one slab
-    (:class:`~specdec_lib.lm.RoomyLayer`, decoding's) and in transformers' ``DynamicCache``
-    (:class:`TransformersCacheState`), side by side (:func:`host_side_by_side`); the same
-    tokens either way."""
-    decoders = {
-        name: SpeculativeDecoder(
-            pair.draft, pair.target, K=K, tree=tree, temperature=temperature, target_state=state
-        )
-        for name, state in (("slab", TargetState), ("DynamicCache", TransformersCacheState))
-    }
-    return {"K": K, "tree": list(tree), "temperature": temperature} | host_side_by_side(
-        decoders, prompts, max_new_tokens
-    )
-
-
-def host_side_by_side(
-    decoders: dict[str, SpeculativeDecoder],
-    prompts: Sequence[torch.Tensor],
-    max_new_tokens: int = 50,
-) -> dict[str, Any]:
-    """Each prompt (token ids) decoded by every decoder, in alternating order from prompt to
-    prompt after one warm-up each; per decoder, the medians over prompts of the host's, the
-    draft's and the target's milliseconds per step, and the tokens per second over all
-    prompts; ``same_tokens``: did every decoder emit the same tokens for every prompt?"""
     for dec in decoders.values():
         dec.generate_ids(prompts[0], 4, seed=0)
     rows: dict[str, list[dict[str, float]]] = {name: [] for name in decoders}
-    same = True
     for i, ids in enumerate(prompts):
-        emitted = set()
         for name in list(decoders) if i % 2 == 0 else list(decoders)[::-1]:
             r = decoders[name].generate_ids(ids, max_new_tokens, seed=i)
-            emitted.add(tuple(r.tokens))
             per_step = {
                 f"{part}_ms": sum(getattr(st, f"{part}_ms") for st in r.steps) / r.n_steps
                 for part in ("host", "draft", "target")
             }
             rows[name].append(per_step | {"tokens": len(r.tokens), "elapsed_s": r.elapsed_s})
-        same = same and len(emitted) == 1
-    return {"same_tokens": same} | {
-        name: {
+    out: dict[str, Any] = {"K": K, "tree": list(tree), "temperature": temperature}
+    for name, rs in rows.items():
+        out[name] = {
             f"{part}_ms_per_step": statistics.median(r[f"{part}_ms"] for r in rs)
             for part in ("host", "draft", "target")
-        }
-        | {"tokens_per_s": sum(r["tokens"] for r in rs) / sum(r["elapsed_s"] for r in rs)}
-        for name, rs in rows.items()
-    }
+        } | {"tokens_per_s": sum(r["tokens"] for r in rs) / sum(r["elapsed_s"] for r in rs)}
+    return out
 
 
 def _run_costs(
@@ -342,9 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m specdec_lib.research.levers", description=__doc__.split("\n\n")[0]
     )
-    p.add_argument(
-        "--lever", choices=["packing", "support", "cache", "tree", "head"], default="packing"
-    )
+    p.add_argument("--lever", choices=["packing", "support", "tree", "head"], default="packing")
     p.add_argument("--dtype", nargs="+", default=["bfloat16", "float32"])
     p.add_argument("--n-max", type=int, default=9, help="passes over n = 1..n_max tokens")
     p.add_argument("--reps", type=int, default=8, help="rounds per block (four blocks)")
@@ -354,13 +291,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         nargs="+",
         default=[1.0, 0.0],
-        help="support, cache, tree, head: temperatures (0 = greedy)",
+        help="support, tree, head: temperatures (0 = greedy)",
     )
     p.add_argument(
         "--prompts",
         type=int,
         default=10,
-        help="support, cache, tree, head: benchmark prompts decoded (the first N of data/prompts.json)",
+        help="support, tree, head: benchmark prompts decoded (the first N of data/prompts.json)",
     )
     p.add_argument("--K", type=int, nargs="+", default=[1, 2, 3], help="tree, head: draft lengths")
     p.add_argument(
@@ -376,8 +313,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     settings = {k: v for k, v in vars(args).items() if k != "out"}
-    if args.lever in ("support", "cache"):
-        return _host_main(args, settings)
+    if args.lever == "support":
+        return _support_main(args, settings)
     if args.lever == "tree":
         return _tree_main(args, settings)
     if args.lever == "head":
@@ -396,21 +333,19 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _host_main(args: argparse.Namespace, settings: dict[str, Any]) -> int:
-    """A host-work lever (the draft's subset, or the target's cache) on the default pair, its
-    int8 head in bfloat16, packed."""
+def _support_main(args: argparse.Namespace, settings: dict[str, Any]) -> int:
+    """The host-work lever on the default pair, its int8 head in bfloat16, packed."""
     pair = load_pair("default", draft="trained-int8", dtype="bfloat16", pack=True)
     texts = [p["text"] for p in load_prompts(DEFAULT_PROMPTS)][: args.prompts]
     prompts = [pair.tokenizer(t, return_tensors="pt").input_ids[0] for t in texts]
-    costs = support_costs if args.lever == "support" else cache_costs
     result = {
-        "runs": [costs(pair, prompts, temperature=t) for t in args.temperature],
+        "runs": [support_costs(pair, prompts, temperature=t) for t in args.temperature],
         "provenance": provenance(seed=0, settings=settings),
     }
     atomic_write_json(args.out, result)
     for r in result["runs"]:
         host = {k: round(v["host_ms_per_step"], 2) for k, v in r.items() if isinstance(v, dict)}
-        print(f"T = {r['temperature']:g}: host ms per step", host, "same tokens:", r["same_tokens"])
+        print(f"T = {r['temperature']:g}: host ms per step", host)
     return 0
 
 

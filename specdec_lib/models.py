@@ -37,7 +37,7 @@ import torch
 from .checks import one_of, positive_int
 from .config import DEFAULT_HEAD, MODEL_CACHE
 from .drafters import NgramDrafter, drafter_for, load_head, quantize_int8
-from .lm import PackedLinear, pack_linears
+from .lm import DECODE_ATTENTION, PackedLinear, pack_linears, use_decode_attention
 from .results import repo_relative
 from .tiny import CharTokenizer, tiny_random_llama
 
@@ -498,4 +498,9 @@ def load_pair(
         if draft_module is not None:
             pack_linears(draft_module)
         pair.notes["packed"] = any(isinstance(x, PackedLinear) for x in pair.target.modules())
+    if device is None or torch.device(device).type == "cpu":  # both sides, and any HF peer
+        for module in (pair.target, draft_module):
+            if module is not None:
+                use_decode_attention(module)
+        pair.notes["attention"] = DECODE_ATTENTION
     return pair

@@ -91,3 +91,64 @@ def test_a_packed_pair_decodes_greedily_as_its_own_autoregressive_baseline():
         assert spec.generate_ids(ids, 12).tokens == ar.tokens
     with pytest.raises(ValueError, match="pack"):
         load_pair("tiny-random", pack=True, device="meta")
+
+
+def test_decode_attention_computes_what_sdpa_does():
+    """Few queries over a cache, each group of query heads against its key-value head: sdpa's
+    result (float32, to rounding) with no mask, a tree's boolean mask and an additive mask; a
+    long or unmasked causal query, or a module in training, is sdpa's own call."""
+    from types import SimpleNamespace
+
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    from specdec_lib.lm import decode_attention
+
+    gen = torch.Generator().manual_seed(0)
+    module = SimpleNamespace(num_key_value_groups=3, is_causal=True, training=False)
+
+    def qkv(n, m, dtype=torch.float32):
+        q = torch.randn(1, 6, n, 8, generator=gen).to(dtype)
+        k, v = (torch.randn(1, 2, m, 8, generator=gen).to(dtype) for _ in range(2))
+        return q, k, v
+
+    tree = torch.rand(1, 1, 5, 12, generator=gen) < 0.7
+    tree[..., -5:] = torch.eye(5, dtype=torch.bool)  # each node sees itself
+    additive = torch.zeros(1, 1, 3, 9).masked_fill_(
+        torch.rand(1, 1, 3, 9, generator=gen) < 0.3, float("-inf")
+    )
+    additive[..., -3:] = 0.0
+    for n, m, mask in ((1, 7, None), (5, 12, tree), (3, 9, additive)):
+        q, k, v = qkv(n, m)
+        got, _ = decode_attention(module, q, k, v, mask, scaling=0.3)
+        ref, _ = sdpa_attention_forward(module, q, k, v, mask, scaling=0.3)
+        assert got.shape == ref.shape == (1, n, 6, 8)
+        torch.testing.assert_close(got, ref, atol=1e-6, rtol=1e-5)
+    # a left-padded batch: a padding query that sees no key stays finite, the others as sdpa's
+    q, k, v = (torch.cat([t, t.flip(-1)]) for t in qkv(3, 6))
+    pad = torch.ones(2, 1, 3, 6, dtype=torch.bool)
+    pad[0, 0, 0] = False
+    got, _ = decode_attention(module, q, k, v, pad, scaling=0.3)
+    ref, _ = sdpa_attention_forward(module, q, k, v, pad, scaling=0.3)
+    assert torch.isfinite(got).all()
+    torch.testing.assert_close(got[0, 1:], ref[0, 1:], atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(got[1], ref[1], atol=1e-6, rtol=1e-5)
+    q, k, v = qkv(5, 12, torch.bfloat16)
+    got, _ = decode_attention(module, q, k, v, tree, scaling=0.3)
+    ref, _ = sdpa_attention_forward(module, q, k, v, tree, scaling=0.3)
+    assert got.dtype == torch.bfloat16
+    torch.testing.assert_close(got.float(), ref.float(), atol=2e-2, rtol=2e-2)
+    for n, mask, training in ((17, None, False), (4, None, False), (2, tree[..., :2, -2:], True)):
+        module.training = training
+        q, k, v = qkv(n, n)
+        got, _ = decode_attention(module, q, k, v, mask, scaling=0.3)
+        ref, _ = sdpa_attention_forward(module, q, k, v, mask, scaling=0.3)
+        assert torch.equal(got, ref)
+
+
+def test_pairs_on_a_cpu_decode_with_decode_attention():
+    from specdec_lib.lm import DECODE_ATTENTION
+    from specdec_lib.models import load_pair
+
+    pair = load_pair("tiny-random")
+    assert pair.notes["attention"] == DECODE_ATTENTION
+    assert pair.target.config._attn_implementation == DECODE_ATTENTION

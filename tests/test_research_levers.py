@@ -13,6 +13,19 @@ def test_packing_costs_time_both_variants_at_every_pass_size():
     assert len(r["packed_over_plain"]) == 3 and all(x > 0 for x in r["packed_over_plain"])
 
 
+def test_attention_lever_times_both_attentions_at_each_context(tiny_pair):
+    from specdec_lib.lm import DECODE_ATTENTION
+    from specdec_lib.research.levers import attention_costs
+
+    runs = attention_costs(tiny_pair, [8, 20], K_max=2, reps=1)
+    assert [r["context"] for r in runs] == [8, 20]
+    for r in runs:
+        n = len(r["decode_over_sdpa"])
+        assert n == len(r["sdpa"]["t_target_s"]) == len(r["decode"]["t_target_s"]) > 1
+        assert all(x > 0 for x in r["decode_over_sdpa"]) and r["decode"]["t_draft_s"] > 0
+    assert tiny_pair.target.config._attn_implementation == DECODE_ATTENTION  # as loaded
+
+
 def test_support_lever_decodes_with_the_subset_named_and_hidden(tiny_pair, random_head):
     from types import SimpleNamespace
 

@@ -16,6 +16,12 @@ proposal on, alternatives drawn and verified on it, :func:`~specdec_lib.trees.su
 hidden (``q`` and the alternatives over the whole vocabulary).
 Both are exact; what differs is the host's time per step.
 
+``--lever attention`` measures the attention of decoding's passes: the target's passes over
+``n = 1..`` tokens (each a pass of the default tree, as decoding checks it) and the draft's
+proposals, with :func:`~specdec_lib.lm.decode_attention` and with transformers' ``sdpa``, at each
+context of ``--contexts``, in alternating blocks as for packing, with ``bench``'s pair (the int8
+head, bfloat16, prepacked).
+
 ``--lever tree`` measures the step's shape: ``bench``'s defaults with the default tree and with
 the tree tuned on this machine (``bench --tune-tree``), decoding the same prompts in rotation
 beside one autoregressive baseline, in one process (:func:`tree_costs`).
@@ -42,15 +48,17 @@ import torch
 from ..bench import BenchSettings, speedup_interval, summarize, tuning
 from ..bench.analysis import cell_key
 from ..bench.passes import measure_pass_costs
-from ..bench.run import CellRunner, timing_context
-from ..bench.settings import settings_record
+from ..bench.run import CellRunner, pass_shapes, timing_context
+from ..bench.settings import DEFAULT_TREE, settings_record
 from ..bench.tuning import pass_tokens
 from ..config import DEFAULT_HEAD, DEFAULT_PROMPTS
 from ..decoding import SpeculativeDecoder
+from ..lm import use_decode_attention
 from ..models import check_head, load_pair
 from ..results import ISA_LIMITS, atomic_write_json, load_prompts, provenance
 
 __all__ = [
+    "attention_costs",
     "build_parser",
     "head_costs",
     "packing_costs",
@@ -91,6 +99,45 @@ def packing_costs(
     out["packed_over_plain"] = [
         a / b for a, b in zip(out["packed"]["t_target_s"], out["plain"]["t_target_s"], strict=True)
     ]
+    return out
+
+
+def attention_costs(
+    pair: Any, contexts: Sequence[int], *, K_max: int = 5, reps: int = 8
+) -> list[dict[str, Any]]:
+    """At each context of ``contexts``, the pass costs of ``pair`` (``t_target_s`` over the
+    passes of the default tree at ``K = 1..K_max``, ``t_draft_s``) with
+    :func:`~specdec_lib.lm.decode_attention` and with transformers' ``sdpa`` in both models, in
+    alternating blocks (sdpa, decode, decode, sdpa), and their ratios decode / sdpa."""
+    trees = {K: DEFAULT_TREE for K in range(1, K_max + 1)}
+    shapes = pass_shapes(trees)
+    n_max = max(shapes)
+    modules = [pair.target, getattr(pair.draft, "head", pair.draft)]
+    out = []
+    for context in contexts:
+        blocks: dict[str, list[dict[str, Any]]] = {"sdpa": [], "decode": []}
+        for variant in ("sdpa", "decode", "decode", "sdpa"):
+            for m in modules:
+                if isinstance(m, torch.nn.Module):
+                    use_decode_attention(m, on=variant == "decode")
+            blocks[variant].append(
+                measure_pass_costs(pair, n_max, context=context, reps=reps, shapes=shapes)
+            )
+        rec: dict[str, Any] = {"context": context}
+        for variant, runs in blocks.items():
+            rec[variant] = {
+                "t_target_s": [sum(r["t_target_s"][i] for r in runs) / 2 for i in range(n_max)],
+                "t_draft_s": sum(r["t_draft_s"] for r in runs) / 2,
+                "t_draft_next_s": sum(r["t_draft_next_s"] for r in runs) / 2,
+            }
+        rec["decode_over_sdpa"] = [
+            a / b
+            for a, b in zip(rec["decode"]["t_target_s"], rec["sdpa"]["t_target_s"], strict=True)
+        ]
+        out.append(rec)
+    for m in modules:  # as loaded
+        if isinstance(m, torch.nn.Module):
+            use_decode_attention(m)
     return out
 
 
@@ -281,11 +328,20 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m specdec_lib.research.levers", description=__doc__.split("\n\n")[0]
     )
-    p.add_argument("--lever", choices=["packing", "support", "tree", "head"], default="packing")
+    p.add_argument(
+        "--lever", choices=["packing", "attention", "support", "tree", "head"], default="packing"
+    )
     p.add_argument("--dtype", nargs="+", default=["bfloat16", "float32"])
     p.add_argument("--n-max", type=int, default=9, help="passes over n = 1..n_max tokens")
     p.add_argument("--reps", type=int, default=8, help="rounds per block (four blocks)")
     p.add_argument("--context", type=int, default=64, help="tokens in the cache")
+    p.add_argument(
+        "--contexts",
+        type=int,
+        nargs="+",
+        default=[64, 300, 1000],
+        help="attention: the contexts (tokens in the cache) timed",
+    )
     p.add_argument(
         "--temperature",
         type=float,
@@ -313,6 +369,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     settings = {k: v for k, v in vars(args).items() if k != "out"}
+    if args.lever == "attention":
+        return _attention_main(args, settings)
     if args.lever == "support":
         return _support_main(args, settings)
     if args.lever == "tree":
@@ -330,6 +388,20 @@ def main(argv: list[str] | None = None) -> int:
     atomic_write_json(args.out, result)
     for r in result["runs"]:
         print(r["dtype"], "packed / plain:", " ".join(f"{x:.2f}" for x in r["packed_over_plain"]))
+    return 0
+
+
+def _attention_main(args: argparse.Namespace, settings: dict[str, Any]) -> int:
+    """The attention lever on bench's pair: the int8 head, bfloat16, packed."""
+    pair = load_pair("default", draft="trained-int8", dtype="bfloat16", pack=True)
+    result = {
+        "runs": attention_costs(pair, args.contexts, reps=args.reps),
+        "provenance": provenance(seed=0, settings=settings),
+    }
+    atomic_write_json(args.out, result)
+    for r in result["runs"]:
+        ratios = " ".join(f"{x:.2f}" for x in r["decode_over_sdpa"])
+        print(f"context {r['context']}: decode / sdpa by pass size:", ratios)
     return 0
 
 

@@ -99,9 +99,11 @@ def model_forward(
     return out.logits[0, -n_logits:], output_cache(out)
 
 
-# Attention for decoding's passes: at most DECODE_QUERIES new tokens over the cached ones.
+# Attention for decoding's passes of at most DECODE_QUERIES new tokens over the cached ones: one
+# (the baseline's pass and a draft step). Over more queries (a tree's pass), sdpa's kernel was as
+# fast or faster (research.levers --lever attention times the products at up to 16 queries).
 DECODE_ATTENTION = "specdec_decode"
-DECODE_QUERIES = 16
+DECODE_QUERIES = 1
 
 
 def decode_attention(
@@ -115,10 +117,10 @@ def decode_attention(
     **kwargs: Any,
 ) -> tuple[torch.Tensor, None]:
     """Attention as a transformers attention function (registered as ``DECODE_ATTENTION``), for
-    decoding's passes on a CPU: a few new tokens (``query`` ``[B, H, n, D]``, ``n <=
-    DECODE_QUERIES``) over the cache (``key``, ``value`` ``[B, H_kv, m, D]``), computed as two
-    float32 products and a softmax, each group of query heads against its key-value head (no
-    copies of the keys and values per head).
+    decoding's passes on a CPU: a new token (``query`` ``[B, H, n, D]``, ``n <= DECODE_QUERIES``)
+    over the cache (``key``, ``value`` ``[B, H_kv, m, D]``), computed as two float32 products
+    and a softmax, each group of query heads against its key-value head (no copies of the keys
+    and values per head).
 
     PyTorch's fused CPU attention (``scaled_dot_product_attention``) is built for long queries:
     measured for one query, nine heads over three key-value heads and 64 dimensions in bfloat16
@@ -127,7 +129,8 @@ def decode_attention(
     (a prompt's pass), a causal pass without a mask, other devices, dropout and training go to
     transformers' own ``sdpa`` attention, as do the masks (:func:`transformers.masking_utils.
     sdpa_mask`). Written by hand because neither PyTorch nor transformers has a short-query CPU
-    kernel. Same maths as ``sdpa``, another rounding: both sides of a comparison run it."""
+    kernel. Same maths as ``sdpa``, another rounding: both sides of a comparison run it. Masks
+    (a left-padded batch's, a tree's) are honoured for any ``n``."""
     B, H, n, D = query.shape
     H_kv, m = key.shape[1], key.shape[-2]
     if (

@@ -93,7 +93,7 @@ def test_a_packed_pair_decodes_greedily_as_its_own_autoregressive_baseline():
         load_pair("tiny-random", pack=True, device="meta")
 
 
-def test_decode_attention_computes_what_sdpa_does():
+def test_decode_attention_computes_what_sdpa_does(monkeypatch):
     """Few queries over a cache, each group of query heads against its key-value head: sdpa's
     result (float32, to rounding) with no mask, a tree's boolean mask and an additive mask; a
     long or unmasked causal query, or a module in training, is sdpa's own call."""
@@ -101,8 +101,10 @@ def test_decode_attention_computes_what_sdpa_does():
 
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
+    from specdec_lib import lm
     from specdec_lib.lm import decode_attention
 
+    monkeypatch.setattr(lm, "DECODE_QUERIES", 16)  # the products for every case below
     gen = torch.Generator().manual_seed(0)
     module = SimpleNamespace(num_key_value_groups=3, is_causal=True, training=False)
 
@@ -137,7 +139,8 @@ def test_decode_attention_computes_what_sdpa_does():
     ref, _ = sdpa_attention_forward(module, q, k, v, tree, scaling=0.3)
     assert got.dtype == torch.bfloat16
     torch.testing.assert_close(got.float(), ref.float(), atol=2e-2, rtol=2e-2)
-    for n, mask, training in ((17, None, False), (4, None, False), (2, tree[..., :2, -2:], True)):
+    monkeypatch.setattr(lm, "DECODE_QUERIES", 1)
+    for n, mask, training in ((2, tree[..., :2, -2:], False), (4, None, False), (1, None, True)):
         module.training = training
         q, k, v = qkv(n, n)
         got, _ = decode_attention(module, q, k, v, mask, scaling=0.3)

@@ -18,9 +18,10 @@ Both are exact; what differs is the host's time per step.
 
 ``--lever attention`` measures the attention of decoding's passes: the target's passes over
 ``n = 1..`` tokens (each a pass of the default tree, as decoding checks it) and the draft's
-proposals, with :func:`~specdec_lib.lm.decode_attention` and with transformers' ``sdpa``, at each
-context of ``--contexts``, in alternating blocks as for packing, with ``bench``'s pair (the int8
-head, bfloat16, prepacked).
+proposals, with :func:`~specdec_lib.lm.decode_attention` (taking passes of up to 16 tokens, where
+decoding gives it one-token passes only) and with transformers' ``sdpa``, at each context of
+``--contexts``, in alternating blocks as for packing, with ``bench``'s pair (the int8 head,
+bfloat16, prepacked).
 
 ``--lever tree`` measures the step's shape: ``bench``'s defaults with the default tree and with
 the tree tuned on this machine (``bench --tune-tree``), decoding the same prompts in rotation
@@ -45,6 +46,7 @@ from typing import Any
 
 import torch
 
+from .. import lm
 from ..bench import BenchSettings, speedup_interval, summarize, tuning
 from ..bench.analysis import cell_key
 from ..bench.passes import measure_pass_costs
@@ -103,17 +105,20 @@ def packing_costs(
 
 
 def attention_costs(
-    pair: Any, contexts: Sequence[int], *, K_max: int = 5, reps: int = 8
+    pair: Any, contexts: Sequence[int], *, K_max: int = 5, reps: int = 8, queries: int = 16
 ) -> list[dict[str, Any]]:
     """At each context of ``contexts``, the pass costs of ``pair`` (``t_target_s`` over the
     passes of the default tree at ``K = 1..K_max``, ``t_draft_s``) with
-    :func:`~specdec_lib.lm.decode_attention` and with transformers' ``sdpa`` in both models, in
-    alternating blocks (sdpa, decode, decode, sdpa), and their ratios decode / sdpa."""
+    :func:`~specdec_lib.lm.decode_attention` taking passes of up to ``queries`` new tokens
+    (decoding's ``DECODE_QUERIES`` is 1) and with transformers' ``sdpa`` in both models, in
+    alternating blocks (sdpa, decode, decode, sdpa), and their ratios decode / sdpa: where the
+    products pay, pass size by pass size."""
     trees = {K: DEFAULT_TREE for K in range(1, K_max + 1)}
     shapes = pass_shapes(trees)
     n_max = max(shapes)
     modules = [pair.target, getattr(pair.draft, "head", pair.draft)]
     out = []
+    decoding_queries, lm.DECODE_QUERIES = lm.DECODE_QUERIES, queries
     for context in contexts:
         blocks: dict[str, list[dict[str, Any]]] = {"sdpa": [], "decode": []}
         for variant in ("sdpa", "decode", "decode", "sdpa"):
@@ -123,7 +128,7 @@ def attention_costs(
             blocks[variant].append(
                 measure_pass_costs(pair, n_max, context=context, reps=reps, shapes=shapes)
             )
-        rec: dict[str, Any] = {"context": context}
+        rec: dict[str, Any] = {"context": context, "decode_queries": queries}
         for variant, runs in blocks.items():
             rec[variant] = {
                 "t_target_s": [sum(r["t_target_s"][i] for r in runs) / 2 for i in range(n_max)],
@@ -135,7 +140,8 @@ def attention_costs(
             for a, b in zip(rec["decode"]["t_target_s"], rec["sdpa"]["t_target_s"], strict=True)
         ]
         out.append(rec)
-    for m in modules:  # as loaded
+    lm.DECODE_QUERIES = decoding_queries  # as loaded
+    for m in modules:
         if isinstance(m, torch.nn.Module):
             use_decode_attention(m)
     return out

@@ -153,9 +153,10 @@ LIMITED = [m for m in MACHINES if "-limited-" in m.parent.name]
 
 @pytest.mark.parametrize("manifest", LIMITED, ids=lambda p: p.parent.name)
 def test_the_readme_reads_the_kernel_limited_machine_check_as_measured(manifest):
-    # "In bfloat16 a pass over 8 tokens then costs between four and five one-token passes ... the
-    # cost model, fed with that run's pass costs and acceptance, predicts a loss for every draft
-    # tree and K (the chain at K = 1 comes closest), and the run measures one."
+    # "In bfloat16 a pass over 8 tokens then costs about four one-token passes ... the cost
+    # model, fed with the first run's pass costs and acceptance, predicts a loss for every draft
+    # tree and K (the chain at K = 1 comes closest), and every bfloat16 run measures one, the
+    # tuned tree (the chain) included."
     from specdec_lib.bench import MACHINE_CHECK_RUNS, machine_check
     from specdec_lib.research.trees import best_trees
 
@@ -163,28 +164,29 @@ def test_the_readme_reads_the_kernel_limited_machine_check_as_measured(manifest)
     m = machine_check(runs)
     first = runs["T1"]
     assert first["settings"]["dtype"] == "bfloat16"
-    t = first["costs"]["t_target_s"]
-    assert 4 <= t[7] / t[0] <= 5
     spec = [r for r in first["runs"] if r["method"] == "speculative"]
     ranked = best_trees(max(spec, key=lambda r: r["K"])["tree_rates"], first["costs"])
     assert ranked[0]["predicted_speedup"] < 1 and (ranked[0]["K"], ranked[0]["tree"]) == (1, [1])
-    assert max(r["speedup"] for r in spec) < 1
-    # "In float32 a pass over 8 tokens costs about one and a half one-token passes, and the two
-    # dtypes' passes over 8 tokens lie within 4% of each other, so the start-up timing chose
-    # float32 for the other three runs: against a float32 baseline they gain, with the default
-    # tree and the tuned one alike, at less than half the tokens per second of the first run's
-    # bfloat16 baseline."
+    # "In float32 a pass over 8 tokens costs less than two one-token passes, but the two dtypes'
+    # passes over 8 tokens lie within 20% of each other, so the start-up timing ... chose
+    # bfloat16 for three runs and float32 for the greedy defaults only: against its float32
+    # baseline that run gains, at less than half the tokens per second of the bfloat16
+    # baselines."
+    chosen = {name: result["settings"]["dtype"] for name, result in runs.items()}
+    assert chosen == {"T1": "bfloat16", "greedy": "float32"} | {
+        name: "bfloat16" for name in runs if name.startswith("tuned")
+    }
+    bf16_base = min(m[name]["baseline_tokens_per_s"] for name in runs if name != "greedy")
     for name, result in runs.items():
         timed = {k: v["8"] for k, v in result["dtype_choice"]["t_target_s"].items()}
         f32 = min(v for k, v in timed.items() if k.startswith("float32"))
-        assert abs(f32 / timed["bfloat16 packed"] - 1) < 0.04
-        if name == "T1":
-            continue
-        assert result["settings"]["dtype"] == "float32"
+        assert abs(f32 / timed["bfloat16 packed"] - 1) < 0.2
         t = result["costs"]["t_target_s"]
-        assert 1.4 <= t[7] / t[0] <= 1.6
-        assert m[name]["speedup"] > 1
-        assert m[name]["tokens_per_s"] < 0.5 * m["T1"]["baseline_tokens_per_s"]
+        if chosen[name] == "bfloat16":
+            assert 3.5 <= t[7] / t[0] <= 4.5 and m[name]["speedup"] < 1
+        else:
+            assert t[7] / t[0] < 2 and m[name]["speedup"] > 1
+            assert m[name]["tokens_per_s"] < 0.5 * bf16_base
 
 
 def test_the_readme_compares_the_fine_tuned_heads_by_their_tree_rates():

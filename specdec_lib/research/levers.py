@@ -91,13 +91,10 @@ def packing_costs(
         "pack_applied": pairs["packed"].notes.get("packed", False),
     }
     for variant, runs in blocks.items():
-        t = [sum(r["t_target_s"][i] for r in runs) / 2 for i in range(n_max)]
-        out[variant] = {
-            "t_target_s": t,
-            "t_draft_s": sum(r["t_draft_s"] for r in runs) / 2,
-            "t_draft_next_s": sum(r["t_draft_next_s"] for r in runs) / 2,
-            "t_n_over_t_1": [x / t[0] for x in t],
-        }
+        out[variant] = _block_means(runs)
+        out[variant]["t_n_over_t_1"] = [
+            x / out[variant]["t_target_s"][0] for x in out[variant]["t_target_s"]
+        ]
     out["packed_over_plain"] = [
         a / b for a, b in zip(out["packed"]["t_target_s"], out["plain"]["t_target_s"], strict=True)
     ]
@@ -119,32 +116,41 @@ def attention_costs(
     modules = [pair.target, getattr(pair.draft, "head", pair.draft)]
     out = []
     decoding_queries, lm.DECODE_QUERIES = lm.DECODE_QUERIES, queries
-    for context in contexts:
-        blocks: dict[str, list[dict[str, Any]]] = {"sdpa": [], "decode": []}
-        for variant in ("sdpa", "decode", "decode", "sdpa"):
-            for m in modules:
-                if isinstance(m, torch.nn.Module):
-                    use_decode_attention(m, on=variant == "decode")
-            blocks[variant].append(
-                measure_pass_costs(pair, n_max, context=context, reps=reps, shapes=shapes)
-            )
-        rec: dict[str, Any] = {"context": context, "decode_queries": queries}
-        for variant, runs in blocks.items():
-            rec[variant] = {
-                "t_target_s": [sum(r["t_target_s"][i] for r in runs) / 2 for i in range(n_max)],
-                "t_draft_s": sum(r["t_draft_s"] for r in runs) / 2,
-                "t_draft_next_s": sum(r["t_draft_next_s"] for r in runs) / 2,
-            }
-        rec["decode_over_sdpa"] = [
-            a / b
-            for a, b in zip(rec["decode"]["t_target_s"], rec["sdpa"]["t_target_s"], strict=True)
-        ]
-        out.append(rec)
-    lm.DECODE_QUERIES = decoding_queries  # as loaded
-    for m in modules:
-        if isinstance(m, torch.nn.Module):
-            use_decode_attention(m)
+    try:
+        for context in contexts:
+            blocks: dict[str, list[dict[str, Any]]] = {"sdpa": [], "decode": []}
+            for variant in ("sdpa", "decode", "decode", "sdpa"):
+                for m in modules:
+                    if isinstance(m, torch.nn.Module):
+                        use_decode_attention(m, on=variant == "decode")
+                blocks[variant].append(
+                    measure_pass_costs(pair, n_max, context=context, reps=reps, shapes=shapes)
+                )
+            rec: dict[str, Any] = {"context": context, "decode_queries": queries}
+            rec |= {variant: _block_means(runs) for variant, runs in blocks.items()}
+            rec["decode_over_sdpa"] = [
+                a / b
+                for a, b in zip(rec["decode"]["t_target_s"], rec["sdpa"]["t_target_s"], strict=True)
+            ]
+            out.append(rec)
+    finally:  # the pair as loaded
+        lm.DECODE_QUERIES = decoding_queries
+        for m in modules:
+            if isinstance(m, torch.nn.Module):
+                use_decode_attention(m)
     return out
+
+
+def _block_means(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """A variant's pass costs from its two blocks (:func:`measure_pass_costs` each): the mean of
+    the two blocks' medians, so that a drift of the machine during the run falls on both
+    variants alike."""
+    n = len(runs[0]["t_target_s"])
+    return {
+        "t_target_s": [sum(r["t_target_s"][i] for r in runs) / len(runs) for i in range(n)],
+        "t_draft_s": sum(r["t_draft_s"] for r in runs) / len(runs),
+        "t_draft_next_s": sum(r["t_draft_next_s"] for r in runs) / len(runs),
+    }
 
 
 def without_support(drafter: Any) -> Any:

@@ -113,7 +113,9 @@ def attention_costs(
     trees = {K: DEFAULT_TREE for K in range(1, K_max + 1)}
     shapes = pass_shapes(trees)
     n_max = max(shapes)
-    modules = [pair.target, getattr(pair.draft, "head", pair.draft)]
+    draft = getattr(pair.draft, "head", pair.draft)  # a feature drafter's head, or a model
+    modules = [m for m in (pair.target, draft) if isinstance(m, torch.nn.Module)]
+    loaded = getattr(pair, "notes", {}).get("attention") == lm.DECODE_ATTENTION
     out = []
     decoding_queries, lm.DECODE_QUERIES = lm.DECODE_QUERIES, queries
     try:
@@ -121,8 +123,7 @@ def attention_costs(
             blocks: dict[str, list[dict[str, Any]]] = {"sdpa": [], "decode": []}
             for variant in ("sdpa", "decode", "decode", "sdpa"):
                 for m in modules:
-                    if isinstance(m, torch.nn.Module):
-                        use_decode_attention(m, on=variant == "decode")
+                    use_decode_attention(m, on=variant == "decode")
                 blocks[variant].append(
                     measure_pass_costs(pair, n_max, context=context, reps=reps, shapes=shapes)
                 )
@@ -136,8 +137,7 @@ def attention_costs(
     finally:  # the pair as loaded
         lm.DECODE_QUERIES = decoding_queries
         for m in modules:
-            if isinstance(m, torch.nn.Module):
-                use_decode_attention(m)
+            use_decode_attention(m, on=loaded)
     return out
 
 

@@ -173,3 +173,73 @@ def test_layer_draft_takes_the_cache_under_either_name_not_both(tiny_pair):
         draft(input_ids=ids, cache=DynamicCache(), past_key_values=DynamicCache())
     with pytest.raises(TypeError):
         draft(input_ids=ids, kv_cache=DynamicCache())  # an unknown name is an error, not dropped
+
+
+def _steps(head, feats, toks, spans, grad):
+    """The head over ``spans`` of positions with one cache: the layers as modules (``grad``: the
+    path training takes) or written out with fused products (inference)."""
+    from transformers import DynamicCache
+
+    cache, parts = DynamicCache(), []
+    with torch.set_grad_enabled(grad):
+        for a, b in spans:
+            h, cache = head(feats[:, a:b], toks[:, a:b], cache=cache)
+            parts.append(h.detach())
+    assert cache.get_seq_length() == spans[-1][1]
+    return torch.cat(parts, 1), cache
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("int8", [False, True])
+def test_head_written_out_layers_equal_the_modules(dtype, int8):
+    """Inference runs the head's layers written out (q, k, v as one product, gate and up as
+    another, the rotary embedding from a table); it must compute what the modules compute:
+    in float32 to rounding, in bfloat16 and int8 as bfloat16 rounds, and into the same cache."""
+    from specdec_lib.drafters.int8 import quantize_int8
+    from specdec_lib.models import load_pair
+
+    if int8 and dtype != torch.bfloat16:
+        pytest.skip("int8 weights are for bfloat16 drafts")
+    pair = load_pair("tiny-random", dtype=dtype)
+    torch.manual_seed(3)
+    head = FeatureHead(pair.target, torch.arange(2, 26), n_layers=2, init_layer=None).eval()
+    if int8:
+        quantize_int8(head)
+    H = pair.target.config.hidden_size
+    feats, toks = torch.randn(1, 9, H, dtype=dtype), torch.randint(0, 32, (1, 9))
+    spans = [(0, 4), (4, 5), (5, 8), (8, 9)]  # prefill, one position, three, one
+    ref, ref_cache = _steps(head, feats, toks, spans, grad=True)
+    out, cache = _steps(head, feats, toks, spans, grad=False)
+    assert head._fused_layers() is not None  # the written-out path ran
+    tol = {} if dtype == torch.float32 else {"rtol": 2e-2, "atol": 2e-2}
+    torch.testing.assert_close(out, ref, **tol)
+    for a, b in zip(cache.layers, ref_cache.layers, strict=True):
+        torch.testing.assert_close(a.keys, b.keys, **tol)
+        torch.testing.assert_close(a.values, b.values, **tol)
+
+
+def test_head_fused_products_follow_the_weights(tiny_pair):
+    """The fused copies are rebuilt when a layer's weights change (in place, or a new module),
+    so a head trained or quantised after drafting never drafts with stale weights."""
+    torch.manual_seed(4)
+    head = FeatureHead(tiny_pair.target, torch.arange(2, 26), init_layer=None).eval()
+    H = tiny_pair.target.config.hidden_size
+    feats, toks = torch.randn(1, 5, H), torch.randint(0, 32, (1, 5))
+    spans = [(0, 3), (3, 4), (4, 5)]
+    _steps(head, feats, toks, spans, grad=False)
+    with torch.no_grad():
+        head.body.layers[0].self_attn.k_proj.weight.mul_(0.5)
+        head.body.layers[0].mlp.up_proj.weight.add_(0.1)
+    ref, _ = _steps(head, feats, toks, spans, grad=True)
+    out, _ = _steps(head, feats, toks, spans, grad=False)
+    torch.testing.assert_close(out, ref)
+
+
+def test_head_rotary_table_grows_past_its_first_rows(tiny_pair):
+    """Positions past the table's first rows: the table grows, and its rows are the rotary
+    module's own values, bit for bit."""
+    head = FeatureHead(tiny_pair.target, torch.arange(2, 26), init_layer=None).eval()
+    pos = torch.tensor([[3, 300, 700]])
+    cos, sin = head._rotary_rows(pos, torch.float32)
+    ref_cos, ref_sin = head.body.rotary_emb(torch.empty(0), position_ids=pos)
+    assert torch.equal(cos, ref_cos) and torch.equal(sin, ref_sin)

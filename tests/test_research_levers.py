@@ -26,24 +26,6 @@ def test_attention_lever_times_both_attentions_at_each_context(tiny_pair):
     assert tiny_pair.target.config._attn_implementation == DECODE_ATTENTION  # as loaded
 
 
-def test_layers_lever_times_the_proposals_both_ways(tiny_pair, random_head):
-    import dataclasses
-
-    import pytest
-
-    from specdec_lib.research.levers import draft_layers_costs
-
-    from specdec_lib.drafters import FeatureDrafter
-
-    pair = dataclasses.replace(tiny_pair, draft=FeatureDrafter(random_head))
-    r = draft_layers_costs(pair, k_max=2, context=8, reps=1)
-    for variant in ("modules", "written out"):
-        assert len(r[variant]["t_draft_by_k_s"]) == 2 and r[variant]["t_draft_s"] > 0
-    assert len(r["written_out_over_modules"]) == 2 and random_head.written_out is True
-    with pytest.raises(ValueError, match="feature head"):
-        draft_layers_costs(tiny_pair, k_max=2, context=8, reps=1)  # a model draft
-
-
 def test_support_lever_decodes_with_the_subset_named_and_hidden(tiny_pair, random_head):
     from types import SimpleNamespace
 

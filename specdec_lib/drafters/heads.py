@@ -34,7 +34,7 @@ from torch import nn
 from ..checks import positive_int
 from ..lm import CACHE_KW, cache_kwargs, final_norm, output_cache
 from ..results import atomic_write
-from .int8 import Int8Linear, int8_mm
+from .int8 import int8_mm
 
 __all__ = ["FeatureHead", "LayerDraft", "load_head", "rms_normalise", "save_head"]
 
@@ -130,10 +130,6 @@ class FeatureHead(_SubsetOutput):
     random initialisation).
     """
 
-    # Inference runs the layers written out (:func:`_decode_layer`); False calls them as modules
-    # (the speed lever's other side). Training, with gradients, always calls the modules.
-    written_out: bool = True
-
     def __init__(
         self,
         target: Any,
@@ -212,41 +208,6 @@ class FeatureHead(_SubsetOutput):
             return self.body(inputs_embeds=g, position_ids=position_ids).last_hidden_state, None
         return self._layers_with_cache(g, cache, position_ids, attention_mask), cache
 
-    def _fused_layers(self) -> list[tuple[_Fused, _Fused]] | None:
-        """Each layer's q, k, v products as one and its gate and up products as one, built from
-        the layers' weights when they change (``None`` where a layer is not a bias-free SiLU
-        Llama layer: the layers are then called as modules)."""
-        groups = [
-            (
-                (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj),
-                (layer.mlp.gate_proj, layer.mlp.up_proj),
-            )
-            for layer in self.body.layers
-        ]
-        key = tuple(_weights_key(m) for qkv, gu in groups for m in (*qkv, *gu))
-        cached = getattr(self, "_fused_cache", None)
-        if cached is None or cached[0] != key:
-            ok = self.body.config.hidden_act == "silu" and None not in key
-            fused = [(_Fused(qkv), _Fused(gu)) for qkv, gu in groups] if ok else None
-            object.__setattr__(self, "_fused_cache", (key, fused))  # derived: never saved
-        return self._fused_cache[1]
-
-    def _rotary_rows(self, position_ids: torch.Tensor, dtype: torch.dtype):
-        """The rotary embedding's ``cos`` and ``sin`` at ``position_ids`` ``[1, n]``, rows of a
-        table computed once by the body's own rotary module over positions 0, 1, ... (the same
-        elementwise values it computes per call; only for its default, static, frequencies)."""
-        rotary = self.body.rotary_emb
-        if rotary.rope_type != "default" or position_ids.shape[0] != 1:
-            return rotary(torch.empty(0, dtype=dtype), position_ids=position_ids)
-        need = int(position_ids.max()) + 1
-        table = getattr(self, "_rotary_table", None)
-        if table is None or table[0].shape[1] < need or table[0].dtype != dtype:
-            n = max(need, 2 * (table[0].shape[1] if table is not None else 256))
-            positions = torch.arange(n, device=position_ids.device).unsqueeze(0)
-            table = rotary(torch.empty(0, dtype=dtype, device=position_ids.device), positions)
-            object.__setattr__(self, "_rotary_table", table)
-        return table[0][:, position_ids[0]], table[1][:, position_ids[0]]
-
     def _layers_with_cache(
         self,
         g: torch.Tensor,
@@ -267,24 +228,17 @@ class FeatureHead(_SubsetOutput):
             allowed = keys.view(1, -1) <= (keys[past:].view(-1, 1))
             mask = torch.zeros(allowed.shape, dtype=g.dtype, device=g.device)
             mask = mask.masked_fill_(~allowed, float("-inf")).view(1, 1, n, past + n)
-        fused = self._fused_layers() if self.written_out and not torch.is_grad_enabled() else None
-        if fused is not None:  # drafting: the layers written out, one product per group
-            cos, sin = self._rotary_rows(position_ids, g.dtype)
-            h = g
-            for i, (layer, (qkv, gate_up)) in enumerate(zip(self.body.layers, fused, strict=True)):
-                h = _decode_layer(layer, qkv, gate_up, h, cos, sin, mask, cache, i)
-        else:
-            position_embeddings = self.body.rotary_emb(g, position_ids=position_ids)
-            h = g
-            for layer in self.body.layers:
-                h = layer(
-                    h,
-                    attention_mask=mask,
-                    position_ids=position_ids,
-                    use_cache=True,
-                    position_embeddings=position_embeddings,
-                    **cache_kwargs(cache),
-                )
+        position_embeddings = self.body.rotary_emb(g, position_ids=position_ids)
+        h = g
+        for layer in self.body.layers:
+            h = layer(
+                h,
+                attention_mask=mask,
+                position_ids=position_ids,
+                use_cache=True,
+                position_embeddings=position_embeddings,
+                **cache_kwargs(cache),
+            )
         # A layer handed its cache under a name it does not know takes it into **kwargs and runs
         # without it: no error, a draft that attends to nothing before the new positions, and a
         # draft step that looks cheap. The cache's length is the one sign of it.
@@ -295,93 +249,6 @@ class FeatureHead(_SubsetOutput):
                 f"passed as {CACHE_KW!r} to this transformers release"
             )
         return h
-
-
-def _weights_key(linear: nn.Module) -> tuple | None:
-    """What a product's weights are now (a module's identity and its tensors' storage and
-    in-place versions): fused copies are rebuilt when it changes. ``None`` for a layer the fused
-    products do not take (a bias, another module)."""
-    if isinstance(linear, Int8Linear):
-        tensors = (linear.w8, linear.scale)
-    elif isinstance(linear, nn.Linear) and linear.bias is None:
-        tensors = (linear.weight,)
-    else:
-        return None
-    # Tensors made in inference mode (int8 weights quantised there) keep no version counter.
-    return (id(linear), *((t.data_ptr(), -1 if t.is_inference() else t._version) for t in tensors))
-
-
-class _Fused:
-    """Bias-free linear layers that read the same input, as one product (their output rows side
-    by side): one matrix-vector kernel call where there were two or three. Each output row is
-    the same dot product as in its own layer (int8 rows keep their own scales)."""
-
-    def __init__(self, linears: tuple[nn.Module, ...]) -> None:
-        self.sizes = [m.out_features for m in linears]
-        self.int8 = isinstance(linears[0], Int8Linear)
-        if self.int8:
-            self.w8 = torch.cat([m.w8 for m in linears]).contiguous()
-            self.scale = torch.cat([m.scale for m in linears]).contiguous()
-        else:
-            self.weight = torch.cat([m.weight.detach() for m in linears]).contiguous()
-
-    def __call__(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        y = int8_mm(x, self.w8, self.scale) if self.int8 else nn.functional.linear(x, self.weight)
-        return y.split(self.sizes, dim=-1)
-
-
-def _rms_norm(norm: nn.Module, x: torch.Tensor) -> torch.Tensor:
-    """A Llama RMSNorm's forward, the same operations in the same order."""
-    h = x.to(torch.float32)
-    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + norm.variance_epsilon)
-    return norm.weight * h.to(x.dtype)
-
-
-def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Llama's rotary embedding of ``x`` ``[B, heads, n, D]`` (``cos``, ``sin`` ``[B, n, D]``)."""
-    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
-    half = x.shape[-1] // 2
-    return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
-
-
-def _decode_layer(
-    layer: nn.Module,
-    qkv: _Fused,
-    gate_up: _Fused,
-    h: torch.Tensor,
-    cos: torch.Tensor,
-    sin: torch.Tensor,
-    mask: torch.Tensor | None,
-    cache: Any,
-    index: int,
-) -> torch.Tensor:
-    """One Llama decoder layer's inference pass over new positions ``h`` ``[1, n, H]`` after
-    the cached ones: the maths of transformers' ``LlamaDecoderLayer`` (its norms and rotary
-    embedding operation for operation, its attention function by the config's name), with the
-    q, k, v products fused into one and the gate and up products into another.
-
-    Written out because drafting calls a one-layer head twice or more per step on one position,
-    where the modules' own calls (keyword handling, the attention module's reshapes, three
-    products where one serves) cost about as much as the arithmetic; ``torch.compile`` would
-    recompile as the cache grows and needs a compiler at run time on a CPU."""
-    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-    from transformers.models.llama.modeling_llama import eager_attention_forward
-
-    attn = layer.self_attn
-    B, n, _ = h.shape
-    x = _rms_norm(layer.input_layernorm, h)
-    q, k, v = qkv(x)
-    q = q.view(B, n, -1, attn.head_dim).transpose(1, 2)
-    k = k.view(B, n, -1, attn.head_dim).transpose(1, 2)
-    v = v.view(B, n, -1, attn.head_dim).transpose(1, 2)
-    k, v = cache.update(_rotate(k, cos, sin), v, index)
-    attend = ALL_ATTENTION_FUNCTIONS.get_interface(
-        attn.config._attn_implementation, eager_attention_forward
-    )
-    out, _ = attend(attn, _rotate(q, cos, sin), k, v, mask, dropout=0.0, scaling=attn.scaling)
-    h = h + attn.o_proj(out.reshape(B, n, -1).contiguous())
-    gate, up = gate_up(_rms_norm(layer.post_attention_layernorm, h))
-    return h + layer.mlp.down_proj(nn.functional.silu(gate) * up)
 
 
 class LayerDraft(_SubsetOutput):

@@ -23,10 +23,6 @@ decoding gives it one-token passes only) and with transformers' ``sdpa``, at eac
 ``--contexts``, in alternating blocks as for packing, with ``bench``'s pair (the int8 head,
 bfloat16, prepacked).
 
-``--lever layers`` measures the draft step's code: the proposals of the trained head with its
-decoder layers written out (fused products, a rotary table) and called as transformers modules,
-in alternating blocks as for packing, with ``bench``'s pair (:func:`draft_layers_costs`).
-
 ``--lever tree`` measures the step's shape: ``bench``'s defaults with the default tree and with
 the tree tuned on this machine (``bench --tune-tree``), decoding the same prompts in rotation
 beside one autoregressive baseline, in one process (:func:`tree_costs`).
@@ -65,7 +61,6 @@ from ..results import ISA_LIMITS, atomic_write_json, load_prompts, provenance
 
 __all__ = [
     "attention_costs",
-    "draft_layers_costs",
     "build_parser",
     "head_costs",
     "packing_costs",
@@ -144,42 +139,6 @@ def attention_costs(
         for m in modules:
             use_decode_attention(m, on=loaded)
     return out
-
-
-def draft_layers_costs(
-    pair: Any, *, k_max: int = 3, context: int = 64, reps: int = 8
-) -> dict[str, Any]:
-    """The draft's proposals of ``k = 1..k_max`` tokens (``t_draft_by_k``, each timed after a
-    target pass, as decoding runs them) with the head's layers written out
-    (:attr:`~specdec_lib.drafters.heads.FeatureHead.written_out`: fused products, a rotary
-    table) and called as transformers modules, in alternating blocks (modules, written out,
-    written out, modules), and their ratios written out / modules."""
-    head = getattr(pair.draft, "head", pair.draft)  # a feature drafter's head, or the head
-    if not hasattr(head, "written_out"):
-        raise ValueError("the layers lever needs a pair whose draft is a trained feature head")
-    blocks: dict[str, list[dict[str, Any]]] = {"modules": [], "written out": []}
-    try:
-        for variant in ("modules", "written out", "written out", "modules"):
-            head.written_out = variant == "written out"
-            blocks[variant].append(
-                measure_pass_costs(pair, 1, k_max=k_max, context=context, reps=reps)
-            )
-    finally:
-        head.written_out = True
-    rec: dict[str, Any] = {"context": context, "k_max": k_max}
-    for variant, runs in blocks.items():
-        rec[variant] = _block_means(runs) | {
-            "t_draft_by_k_s": [
-                sum(r["t_draft_by_k_s"][k] for r in runs) / len(runs) for k in range(k_max)
-            ]
-        }
-    rec["written_out_over_modules"] = [
-        a / b
-        for a, b in zip(
-            rec["written out"]["t_draft_by_k_s"], rec["modules"]["t_draft_by_k_s"], strict=True
-        )
-    ]
-    return rec
 
 
 def _block_means(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -382,9 +341,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m specdec_lib.research.levers", description=__doc__.split("\n\n")[0]
     )
     p.add_argument(
-        "--lever",
-        choices=["packing", "attention", "layers", "support", "tree", "head"],
-        default="packing",
+        "--lever", choices=["packing", "attention", "support", "tree", "head"], default="packing"
     )
     p.add_argument("--dtype", nargs="+", default=["bfloat16", "float32"])
     p.add_argument("--n-max", type=int, default=9, help="passes over n = 1..n_max tokens")
@@ -426,8 +383,6 @@ def main(argv: list[str] | None = None) -> int:
     settings = {k: v for k, v in vars(args).items() if k != "out"}
     if args.lever == "attention":
         return _attention_main(args, settings)
-    if args.lever == "layers":
-        return _layers_main(args, settings)
     if args.lever == "support":
         return _support_main(args, settings)
     if args.lever == "tree":
@@ -459,20 +414,6 @@ def _attention_main(args: argparse.Namespace, settings: dict[str, Any]) -> int:
     for r in result["runs"]:
         ratios = " ".join(f"{x:.2f}" for x in r["decode_over_sdpa"])
         print(f"context {r['context']}: decode / sdpa by pass size:", ratios)
-    return 0
-
-
-def _layers_main(args: argparse.Namespace, settings: dict[str, Any]) -> int:
-    """The draft-layers lever on bench's pair: the int8 head, bfloat16, packed."""
-    pair = load_pair("default", draft="trained-int8", dtype="bfloat16", pack=True)
-    result = {
-        "runs": [draft_layers_costs(pair, context=args.context, reps=args.reps)],
-        "provenance": provenance(seed=0, settings=settings),
-    }
-    atomic_write_json(args.out, result)
-    for r in result["runs"]:
-        ratios = " ".join(f"{x:.2f}" for x in r["written_out_over_modules"])
-        print(f"context {r['context']}: written out / modules by proposal length:", ratios)
     return 0
 
 

@@ -155,6 +155,39 @@ def test_uncommitted_code_is_refused_but_results_and_prose_are_not(tmp_path, mon
         campaign.run_campaign(tmp_path / "c", plan=_plan(tmp_path, "a"), execute=_fake([]))
 
 
+def test_code_changed_during_a_campaign_voids_the_run_and_stops_it(tmp_path, monkeypatch):
+    """Each run imports the code on disk: a change while a run measures voids that run, and a
+    campaign never starts a run on code other than the commit it began from."""
+    changed: list[str] = []
+    monkeypatch.setattr(campaign, "code_changes", lambda: list(changed))
+    plan = _plan(tmp_path, "a", "b")
+
+    def edit_during(argv):
+        changed.append("lib.py")
+        return _fake([])(argv)
+
+    with pytest.raises(campaign.RunFailed, match="'a': the code changed while it ran.*lib.py"):
+        campaign.run_campaign(tmp_path / "c", plan=plan, execute=edit_during)
+    m = json.loads((tmp_path / "c" / "manifest.json").read_text())
+    assert m["runs"]["a"]["status"].startswith("void") and "b" not in m["runs"]
+    with pytest.raises(ValueError, match="uncommitted changes.*lib.py"):  # not resumed so
+        campaign.run_campaign(tmp_path / "c", plan=plan, execute=_fake([]))
+    changed.clear()  # the code restored: the void run runs again
+    calls: list[list[str]] = []
+    m = campaign.run_campaign(tmp_path / "c", plan=plan, execute=_fake(calls))
+    assert len(calls) == 2 and m["status"] == "complete"
+    # a commit of other code during a run (no uncommitted changes left): void as well
+    commit = ["1" * 40]
+    monkeypatch.setattr(campaign, "code_commit", lambda: commit[0])
+
+    def commit_during(argv):
+        commit[0] = "2" * 40
+        return _fake([])(argv)
+
+    with pytest.raises(campaign.RunFailed, match="at commit 222222222222, not 111111111111"):
+        campaign.run_campaign(tmp_path / "d", plan=plan, execute=commit_during)
+
+
 @pytest.mark.parametrize(
     "text, match",
     [

@@ -6,6 +6,9 @@ with the file it writes and why the series needs it. A campaign:
 
 * refuses to start from uncommitted changes to code (results, figures, notebooks and prose do not
   count) and records the exact commit: the last one that changed code, and HEAD;
+* checks the code again before and after every run (each run imports the code as it is on disk):
+  a run is never started on other code, and a run during which the code changed is recorded as
+  void and stops the campaign;
 * writes every run into one folder with a manifest (``manifest.json``: the machine, the commit,
   each run's command, status and time), rewritten atomically after every run;
 * resumes after an interruption only on the same machine and code, skipping the runs done (the
@@ -157,13 +160,7 @@ def run_campaign(
         if unknown:
             raise ValueError(f"only: no runs named {unknown} in {Path(plan).name}")
         runs = [r for r in runs if r["name"] in only]
-    changed = code_changes()
-    if changed:
-        raise ValueError(
-            "the code has uncommitted changes, so the campaign could not be reproduced from a "
-            f"commit; commit them first: {', '.join(changed[:8])}"
-            + (f" and {len(changed) - 8} more" if len(changed) > 8 else "")
-        )
+    _check_code("the campaign could not be reproduced from a commit; commit them first")
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     machine = machine_info()
@@ -174,25 +171,55 @@ def run_campaign(
         done = manifest["runs"].get(run["name"], {})
         if done.get("status") == "complete" and (folder / run["out"]).exists():
             continue
+        # Each run is a fresh process that imports the code as it is on disk when it starts:
+        # code edited after the campaign began would be measured under its commit's name.
+        _check_code("the code changed since the campaign began", manifest["commit"])
         argv = _argv(run, folder)
         print(f"== {run['name']}: python -m specdec_lib {' '.join(argv)}", flush=True)
         t0 = time.perf_counter()
         status = execute(argv)
+        changed = _code_moved(manifest["commit"])
         manifest["runs"][run["name"]] = {
             "command": argv,
             "out": run["out"],
             "why": run["why"],
-            "status": "complete" if status == 0 else f"failed (exit {status})",
+            "status": "complete" if status == 0 and not changed else
+                      f"failed (exit {status})" if status else
+                      "void (the code changed during the run)",
             "seconds": round(time.perf_counter() - t0, 1),
-        }
+        }  # fmt: skip
         _write(folder, manifest)
         if status != 0:
             raise RunFailed(f"run {run['name']!r} failed (exit {status}); rerun to resume")
+        if changed:
+            raise RunFailed(
+                f"run {run['name']!r}: the code changed while it ran ({', '.join(changed[:8])}), "
+                "so its result is not the commit's; restore the code and rerun to resume"
+            )
     manifest["status"] = "complete"
     manifest["seconds"] = round(sum(r["seconds"] for r in manifest["runs"].values()), 1)
     manifest["finished"] = _now()
     _write(folder, manifest)
     return manifest
+
+
+def _code_moved(commit: str | None = None) -> list[str]:
+    """What differs from the code of ``commit`` (or from the last commit): files with
+    uncommitted changes to code, or the last commit that changed code when it is another."""
+    changed = code_changes()
+    if not changed and commit is not None and code_commit() != commit:
+        changed = [f"the code is at commit {code_commit()[:12]}, not {commit[:12]}"]
+    return changed
+
+
+def _check_code(why: str, commit: str | None = None) -> None:
+    """Refuse to measure code other than ``commit``'s (or uncommitted code), saying ``why``."""
+    changed = _code_moved(commit)
+    if changed:
+        raise ValueError(
+            f"the code has uncommitted changes or another commit: {why}: {', '.join(changed[:8])}"
+            + (f" and {len(changed) - 8} more" if len(changed) > 8 else "")
+        )
 
 
 def _resume(path: Path, machine: dict[str, Any], commit: str) -> dict[str, Any]:

@@ -156,8 +156,8 @@ def test_uncommitted_code_is_refused_but_results_and_prose_are_not(tmp_path, mon
 
 
 def test_code_changed_during_a_campaign_voids_the_run_and_stops_it(tmp_path, monkeypatch):
-    """Each run imports the code on disk: a change while a run measures voids that run, and a
-    campaign never starts a run on code other than the commit it began from."""
+    """Each run imports the code on disk: a change while a run measures voids that run and
+    stops the campaign before the next, and it is not resumed on that code."""
     changed: list[str] = []
     monkeypatch.setattr(campaign, "code_changes", lambda: list(changed))
     plan = _plan(tmp_path, "a", "b")

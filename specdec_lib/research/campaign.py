@@ -6,9 +6,9 @@ with the file it writes and why the series needs it. A campaign:
 
 * refuses to start from uncommitted changes to code (results, figures, notebooks and prose do not
   count) and records the exact commit: the last one that changed code, and HEAD;
-* checks the code again before and after every run (each run imports the code as it is on disk):
-  a run is never started on other code, and a run during which the code changed is recorded as
-  void and stops the campaign;
+* checks the code again after every run (each run imports the code as it is on disk, and the
+  check after one run is the check before the next): a run during which the code changed is
+  recorded as void and stops the campaign;
 * writes every run into one folder with a manifest (``manifest.json``: the machine, the commit,
   each run's command, status and time), rewritten atomically after every run;
 * resumes after an interruption only on the same machine and code, skipping the runs done (the
@@ -171,23 +171,25 @@ def run_campaign(
         done = manifest["runs"].get(run["name"], {})
         if done.get("status") == "complete" and (folder / run["out"]).exists():
             continue
-        # Each run is a fresh process that imports the code as it is on disk when it starts:
-        # code edited after the campaign began would be measured under its commit's name.
-        _check_code("the code changed since the campaign began", manifest["commit"])
         argv = _argv(run, folder)
         print(f"== {run['name']}: python -m specdec_lib {' '.join(argv)}", flush=True)
         t0 = time.perf_counter()
         status = execute(argv)
+        # Each run is a fresh process that imports the code as it is on disk when it starts:
+        # code edited after the campaign began would be measured under its commit's name. The
+        # check after one run is the check before the next.
         changed = _code_moved(manifest["commit"])
+        if status:
+            outcome = f"failed (exit {status})"
+        else:
+            outcome = "void (the code changed during the run)" if changed else "complete"
         manifest["runs"][run["name"]] = {
             "command": argv,
             "out": run["out"],
             "why": run["why"],
-            "status": "complete" if status == 0 and not changed else
-                      f"failed (exit {status})" if status else
-                      "void (the code changed during the run)",
+            "status": outcome,
             "seconds": round(time.perf_counter() - t0, 1),
-        }  # fmt: skip
+        }
         _write(folder, manifest)
         if status != 0:
             raise RunFailed(f"run {run['name']!r} failed (exit {status}); rerun to resume")
@@ -207,9 +209,10 @@ def _code_moved(commit: str | None = None) -> list[str]:
     """What differs from the code of ``commit`` (or from the last commit): files with
     uncommitted changes to code, or the last commit that changed code when it is another."""
     changed = code_changes()
-    if not changed and commit is not None and code_commit() != commit:
-        changed = [f"the code is at commit {code_commit()[:12]}, not {commit[:12]}"]
-    return changed
+    if changed or commit is None:
+        return changed
+    now = code_commit()
+    return [] if now == commit else [f"the code is at commit {now[:12]}, not {commit[:12]}"]
 
 
 def _check_code(why: str, commit: str | None = None) -> None:

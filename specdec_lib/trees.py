@@ -31,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 from .checks import non_negative_int, positive_int
@@ -51,6 +52,7 @@ from .sampling import (
 
 __all__ = [
     "best_alternatives",
+    "draw_alternatives",
     "candidate_stage",
     "chain_tree",
     "check_widths",
@@ -59,7 +61,6 @@ __all__ = [
     "tree_depths",
     "tree_shape",
     "more_candidates",
-    "race_candidates",
     "stage_accept",
     "stage_pass_on",
     "support_stage",
@@ -78,25 +79,22 @@ def more_candidates(
     """Up to ``n_more`` more candidates after ``first``, drawn from ``q`` (``[V]``) without
     replacement (``n_more = width - 1``).
 
-    Drawn at once by an exponential race (Efraimidis and Spirakis 2006): with independent
-    ``E_t ~ Exp(1)``, the token with the smallest ``E_t / q(t)`` is ``t`` with probability
-    ``q(t) / sum(q)`` and, exponentials being memoryless, the next smallest is drawn the same way
-    from the tokens left; so the tokens in increasing order of ``E_t / q(t)`` are draws without
-    replacement, in order. With a ``support`` (the sorted token ids outside which ``q`` is 0, a
-    drafter's ``support``), ``q`` is ``[|support|]``, the law on it, and the race runs over those
-    tokens only: the same law, at a fraction of the cost.
+    Each is drawn from ``q`` with ``first`` and the earlier candidates removed, renormalised
+    (:func:`draw_alternatives`). With a ``support`` (the sorted token ids outside which ``q`` is
+    0, a drafter's ``support``), ``q`` is ``[|support|]``, the law on it, and the draws run over
+    those tokens only: the same law, at a fraction of the cost.
 
     Returns ``(tokens [n], laws [n, V])`` with ``n <= n_more``: ``laws[j]`` is ``q`` with ``first`` and
     the earlier candidates removed, renormalised (the law ``tokens[j]`` was drawn from); with a
     ``support``, ``laws`` is ``[n, |support|]``, the laws on it. Stops early when no mass is left
-    (a one-hot ``q`` gives none). One host read.
+    (a one-hot ``q`` gives none).
     """
     non_negative_int(n_more, "n_more", "alternatives after the first candidate")
-    tokens, laws, _ = race_candidates(q.view(1, -1), first.view(1), [n_more], generator, support)
+    tokens, laws, _ = draw_alternatives(q.view(1, -1), first.view(1), [n_more], generator, support)
     return tokens, laws
 
 
-def race_candidates(
+def draw_alternatives(
     q: torch.Tensor,
     first: torch.Tensor,
     n_more: Sequence[int],
@@ -104,30 +102,85 @@ def race_candidates(
     support: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
     """:func:`more_candidates` for every row of ``q`` ``[R, m]`` at once (``m``: ``V``, or
-    ``|support|``, the laws on it): up to ``n_more[r]`` candidates after ``first[r]``, one race
-    per row, one host read in all. Returns ``(tokens [n], laws [n, m], counts [R])``, row 0's
-    candidates first."""
+    ``|support|``, the laws on it): up to ``n_more[r]`` candidates after ``first[r]``. Returns
+    ``(tokens [n], laws [n, m], counts [R])``, row 0's candidates first.
+
+    Each candidate is one draw by inverse CDF on its row's float64 cumulative sum, as
+    :func:`~specdec_lib.sampling.sample` draws: a uniform point in the mass that ``first`` and
+    the earlier candidates leave, carried past their intervals, lands in a token's interval with
+    probability proportional to its mass, so the candidates are draws without replacement, in
+    order. Exact up to the float64 rounding of the cumulative sum, as ``sample`` is (a token
+    whose mass vanishes in it is never drawn); a point that rounding puts on a drawn token's
+    edge is drawn again. One uniform per candidate, where an exponential race (Efraimidis and
+    Spirakis 2006; the same law) needs one per token of the row: the uniforms and the
+    cumulative sums are read to the host once (on a CPU the sums are shared, not copied) and
+    the draws made there, a binary search each."""
     ids = _ids_on(q, support)
     qs = q.float()
-    u = torch.rand(qs.shape, generator=generator, device=q.device, dtype=torch.float64)
-    race = u.neg_().log1p_().neg_().div_(qs)  # E / q(t), E = -log(1 - U) ~ Exp(1)
-    is_first = ids.view(1, -1) == first.view(-1, 1).to(q.device)
-    race.masked_fill_((qs <= 0) | is_first, float("inf"))  # never drawn: no mass, or first
-    times, order = race.topk(min(max(n_more, default=0), ids.numel()), dim=-1, largest=False)
-    alive = torch.isfinite(times).sum(dim=-1).tolist()  # the one host read
-    counts = [min(n, a) for n, a in zip(n_more, alive, strict=True)]
-    rows = [r for r, n in enumerate(counts) for _ in range(n)]
-    place = [j for n in counts for j in range(n)]  # each candidate's place in its row's draws
+    R, m = qs.shape
+    n_more = list(n_more)
+    want = min(max(n_more, default=0), m)
+    if R == 0 or want == 0:
+        return ids.new_empty(0), qs.new_empty((0, m)), [0] * R
+    first = first.view(-1).to(q.device)
+    col = (first if support is None else torch.searchsorted(ids, first)).clamp(0, m - 1)
+    on = ids.index_select(0, col) == first  # first among the row's tokens (else nothing removed)
+    cdf = qs.double().cumsum(dim=-1)
+    steps = cdf.diff(dim=-1, prepend=cdf.new_zeros((R, 1))) > 0  # the tokens a draw can land on
+    u = torch.rand((R, want), generator=generator, device=q.device, dtype=torch.float64)
+    # the one host read: where the first candidates lie, how many tokens a draw can land on, the
+    # uniforms; and the cumulative sums (on a CPU, shared with the host, not copied)
+    head = torch.cat([col.double(), on.double(), steps.sum(-1).double(), u.view(-1)]).tolist()
+    cdf_h = cdf.cpu().numpy()
+    cols, ons, n_steps, us = head[:R], head[R : 2 * R], head[2 * R : 3 * R], head[3 * R :]
+    picks: list[list[int]] = []
+    gone: list[list[int]] = []  # per row, the tokens each candidate's law excludes
+    for r in range(R):
+        row = cdf_h[r]
+        first_r = [int(cols[r])] if ons[r] else []
+        removed = [i for i in first_r if _width(row, i) > 0]
+        got: list[int] = []
+        draws = iter(us[r * want : (r + 1) * want])
+        n_r = min(n_more[r], int(n_steps[r]) - len(removed))  # as many as there are tokens left
+        while len(got) < n_r:
+            x = _point_past(next(draws, None), row, removed, generator)
+            i = min(int(np.searchsorted(row, x, side="right")), m - 1)
+            if _width(row, i) > 0 and i not in removed:  # else a rounding at an edge: again
+                got.append(i)
+                removed = sorted([*removed, i])
+        picks.append(got)
+        gone += [first_r + got[:j] for j in range(len(got))]
+    counts = [len(g) for g in picks]
+    rows = [r for r, g in enumerate(picks) for _ in g]
     if not rows:
-        return first.new_empty(0), qs.new_empty((0, qs.shape[-1])), counts
-    picked = order[rows, place]
-    laws = qs.masked_fill(is_first, 0)[rows]
-    # candidate i (place j in its row) is drawn with its row's earlier j candidates removed
-    later = [i for i, j in enumerate(place) for _ in range(j)]
-    earlier = [i - j + e for i, j in enumerate(place) for e in range(j)]
-    if later:
-        laws[later, picked[earlier]] = 0
-    return ids[picked], laws.div_(laws.sum(dim=-1, keepdim=True)), counts
+        return ids.new_empty(0), qs.new_empty((0, m)), counts
+    picked = torch.tensor([i for g in picks for i in g], device=q.device)
+    # candidate i is drawn from its row's q without the tokens gone[i], renormalised
+    laws = qs.index_select(0, torch.tensor(rows, device=q.device))
+    zero_r = [n for n, g in enumerate(gone) for _ in g]
+    if zero_r:
+        laws[zero_r, [i for g in gone for i in g]] = 0
+    return ids.index_select(0, picked), laws.div_(laws.sum(dim=-1, keepdim=True)), counts
+
+
+def _width(cdf: np.ndarray, i: int) -> float:
+    """Token ``i``'s mass in the cumulative sum ``cdf``: the width of its interval."""
+    return float(cdf[i] - (cdf[i - 1] if i else 0.0))
+
+
+def _point_past(
+    u: float | None, cdf: np.ndarray, removed: Sequence[int], generator: torch.Generator | None
+) -> float:
+    """A uniform point in the mass of ``cdf``'s tokens not in ``removed`` (sorted), as a point of
+    the whole row's cumulative mass: ``u`` (a fresh uniform when ``None``) times the mass left,
+    carried past each removed token's interval it reaches."""
+    if u is None:
+        u = float(torch.rand((), generator=generator, dtype=torch.float64))
+    x = u * (float(cdf[-1]) - sum(_width(cdf, i) for i in removed))
+    for i in removed:  # in increasing order: x only moves up
+        if x >= (cdf[i - 1] if i else 0.0):
+            x += _width(cdf, i)
+    return x
 
 
 def _ids_on(rows: torch.Tensor, support: torch.Tensor | None) -> torch.Tensor:
@@ -210,7 +263,10 @@ def check_tree(tokens: torch.Tensor, parents: Any) -> list[int]:
             f"tokens must be a 1-D tensor of token ids, got shape {tuple(tokens.shape)}, "
             f"dtype {tokens.dtype}"
         )
-    par = torch.as_tensor(parents).view(-1).tolist()
+    if isinstance(parents, list) and all(type(j) is int for j in parents):
+        par = parents  # as a step builds it: no tensor round trip
+    else:
+        par = torch.as_tensor(parents).view(-1).tolist()
     if len(par) != tokens.numel():
         raise ValueError(f"parents must have one entry per node ({tokens.numel()}), got {len(par)}")
     for i, j in enumerate(par):
@@ -263,7 +319,7 @@ def chain_tree(
     if depths:  # every depth's siblings at once
         wanted = [widths[d] - 1 for d in depths]
         if scores is None:
-            alts, alt_laws, counts = race_candidates(
+            alts, alt_laws, counts = draw_alternatives(
                 d_probs[depths], d_tokens[depths], wanted, generator, support
             )
         else:
@@ -286,7 +342,7 @@ def best_alternatives(
     masses on up to ``n_more[r]`` of the best tokens by ``scores[r]`` after ``first[r]`` (tokens
     scored ``-inf`` are never candidates); with a ``support``, ``scores`` are ``[R, |support|]``,
     the scores of its tokens. Returns ``(tokens [n], laws [n, m], counts [R])`` as
-    :func:`race_candidates` does."""
+    :func:`draw_alternatives` does."""
     ids = _ids_on(scores, support)
     first = first.view(-1, 1).to(scores.device)
     s = scores.float().masked_fill(ids.view(1, -1) == first, float("-inf"))
@@ -417,56 +473,70 @@ def _verify_on_support(
     support: torch.Tensor,
     generator: torch.Generator | None,
 ) -> tuple[Verdict, list[int]]:
-    """:func:`verify_tree` with the laws on the draft's support (see :func:`support_stage`)."""
+    """:func:`verify_tree` with the laws on the draft's support (see :func:`support_stage`).
+
+    The uniforms are drawn at once, one per node (a node is tried at most once) and one for the
+    last draw, before any is read: independent of the tree and of each other, as one drawn per
+    try would be. The checks, each node's place in the support and the root's row share one host
+    read; each later row or stage reads a few numbers."""
     device = target_probs.device
     S = support.to(device)
+    N, m = tokens.numel(), S.numel()
     tokens = tokens.to(device=device, dtype=torch.long)
     laws = laws.to(device)
-    where = torch.searchsorted(S, tokens).clamp_(max=S.numel() - 1)  # each token's place in S
-    outside = (S[where] != tokens).any()
-    bad_nan, bad_ids, *at = torch.cat([torch.stack([has_nan(laws), outside]), where]).tolist()
-    if bad_ids:
+    where = torch.searchsorted(S, tokens).clamp_(max=m - 1)  # each token's place in S
+    outside = (S.index_select(0, where) != tokens).any()
+    u = torch.rand(N + 1, generator=generator, device=device, dtype=torch.float64)
+    on, p, masses = _support_row(target_probs, 0, S)
+    flags = torch.stack([has_nan(laws), outside]).double()
+    host = torch.cat([flags, masses, where.double(), u]).tolist()
+    if host[1]:
         raise ValueError("tokens must lie in support (sorted; the laws are 0 elsewhere)")
-    if bad_nan:
+    if host[0]:
         raise ValueError(NAN_MESSAGE)
-
-    def row(r: int) -> tuple[torch.Tensor, torch.Tensor, float]:
-        """Target row ``r``: its values on S, the row itself, and its mass off S."""
-        p = target_probs[r]
-        on = p.index_select(0, S)
-        mass = torch.stack([p.sum(dtype=torch.float64), on.sum(dtype=torch.float64)]).tolist()
-        if mass[0] != mass[0]:
-            raise ValueError(NAN_MESSAGE)
-        return on, p, max(0.0, mass[0] - mass[1])
-
+    at, us = [int(x) for x in host[4 : 4 + N]], host[4 + N :]
+    left, mass_off = on, _mass_off(host[2], host[3])
     children = _children(parents)
     path: list[int] = []
-    node = -1
-    left, p, mass_off = row(0)
-    off = 1.0
+    node, off = -1, 1.0
     while True:
         for c in children[node + 1]:
             a, rest, rest_off = support_stage(left, off, laws[c], at[c], mass_off)
-            u = torch.rand((), generator=generator, device=device, dtype=torch.float64)
-            if float(u) < a:
+            if us[c] < a:
                 path.append(c)
                 node = c
-                left, p, mass_off = row(c + 1)
-                off = 1.0
+                left, p, masses = _support_row(target_probs, c + 1, S)
+                mass_off, off = _mass_off(*masses.tolist()), 1.0
                 break
             left, off = rest, rest_off
         else:  # every child rejected (or none): one token from what is left
-            on = left.double().cumsum(0)
-            u = torch.rand((), generator=generator, device=device, dtype=torch.float64)
-            on_mass, u = torch.stack([on[-1], u]).tolist()
-            point = u * (on_mass + off * mass_off)
+            cdf = left.double().cumsum(0)
+            on_mass = float(cdf[-1])
+            point = us[N] * (on_mass + off * mass_off)
             if point < on_mass:  # on S, by inverse CDF
-                i = torch.searchsorted(on, torch.tensor([point], dtype=torch.float64, device=device),
-                                       right=True).clamp_(max=S.numel() - 1)  # fmt: skip
+                at_point = torch.tensor([point], dtype=torch.float64, device=device)
+                i = torch.searchsorted(cdf, at_point, right=True).clamp_(max=m - 1)
                 last = S[i]
             else:  # off S, where what is left is p, rescaled
                 last = sample(p.index_fill(0, S, 0), generator).view(1)
             return Verdict(torch.cat([tokens[path], last]), len(path)), path
+
+
+def _support_row(
+    target_probs: torch.Tensor | WarpedRows, r: int, S: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Target row ``r`` on the support ``S``: its values there, the row itself, and its total
+    mass and its mass on ``S`` (float64, not yet read)."""
+    p = target_probs[r]
+    on = p.index_select(0, S)
+    return on, p, torch.stack([p.sum(dtype=torch.float64), on.sum(dtype=torch.float64)])
+
+
+def _mass_off(total: float, on: float) -> float:
+    """A target row's mass off the support, from its total and its mass on it; a NaN raises."""
+    if total != total:
+        raise ValueError(NAN_MESSAGE)
+    return max(0.0, total - on)
 
 
 def verify_tree_greedy(

@@ -69,6 +69,9 @@ def test_more_candidates_without_replacement():
         assert float(laws[0, 0]) == 0.0 and float(laws[1, toks[0]]) == 0.0
     toks, laws = more_candidates(torch.tensor([0.0, 1.0]), torch.tensor(1), 2, g)
     assert toks.numel() == 0 and laws.shape == (0, 2)
+    # a mass below the float64 rounding of the cumulative sum is never drawn, as with sample
+    toks, laws = more_candidates(torch.tensor([1.0, 1e-30, 0.0]), torch.tensor(0), 2, g)
+    assert toks.numel() == 0 and laws.shape == (0, 3)
 
 
 def _sampled_law(p, q, width, n, seed, correction=None):
@@ -426,7 +429,7 @@ def test_support_stage_is_candidate_stage():
 
 @pytest.mark.parametrize("support", [None, torch.tensor([0, 2, 3, 5])], ids=["all", "support"])
 def test_alternatives_are_ordered_draws_without_replacement(support):
-    """The race draws the alternatives in order, without replacement: P(a, b) =
+    """The alternatives are drawn in order, without replacement: P(a, b) =
     r(a) r(b) / (1 - r(a)), r being q without the first candidate, renormalised."""
     q = torch.tensor([0.3, 0.0, 0.25, 0.2, 0.0, 0.25])
     r = q.clone()

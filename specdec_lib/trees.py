@@ -116,51 +116,67 @@ def draw_alternatives(
     cumulative sums are read to the host once (on a CPU the sums are shared, not copied) and
     the draws made there, a binary search each."""
     ids = _ids_on(q, support)
-    qs = q.float()
-    R, m = qs.shape
+    R, m = q.shape
     n_more = list(n_more)
     want = min(max(n_more, default=0), m)
     if R == 0 or want == 0:
-        return ids.new_empty(0), qs.new_empty((0, m)), [0] * R
-    first = first.view(-1).to(q.device)
-    col = (first if support is None else torch.searchsorted(ids, first)).clamp(0, m - 1)
-    on = ids.index_select(0, col) == first  # first among the row's tokens (else nothing removed)
-    cdf = qs.double().cumsum(dim=-1)
-    steps = cdf.diff(dim=-1, prepend=cdf.new_zeros((R, 1))) > 0  # the tokens a draw can land on
+        return ids.new_empty(0), q.new_empty((0, m), dtype=torch.float32), [0] * R
     u = torch.rand((R, want), generator=generator, device=q.device, dtype=torch.float64)
-    # the one host read: where the first candidates lie, how many tokens a draw can land on, the
-    # uniforms; and the cumulative sums (on a CPU, shared with the host, not copied)
-    head = torch.cat([col.double(), on.double(), steps.sum(-1).double(), u.view(-1)]).tolist()
-    cdf_h = cdf.cpu().numpy()
-    cols, ons, n_steps, us = head[:R], head[R : 2 * R], head[2 * R : 3 * R], head[3 * R :]
+    us = u.view(-1).tolist()
+    q_h = host_array(q.float())
+    firsts = host_array(first.view(-1)).tolist()
+    ids_h = None if support is None else host_array(ids)
     picks: list[list[int]] = []
-    gone: list[list[int]] = []  # per row, the tokens each candidate's law excludes
+    gone: list[list[int]] = []  # per candidate, the tokens its law excludes
     for r in range(R):
-        row = cdf_h[r]
-        first_r = [int(cols[r])] if ons[r] else []
-        removed = [i for i in first_r if _width(row, i) > 0]
+        col = _column(ids_h, firsts[r], m)
+        first_r = [] if col is None else [col]
+        if n_more[r] <= 0:
+            picks.append([])
+            continue
+        cdf = np.cumsum(q_h[r], dtype=np.float64)
+        removed = [i for i in first_r if _width(cdf, i) > 0]
         got: list[int] = []
         draws = iter(us[r * want : (r + 1) * want])
-        n_r = min(n_more[r], int(n_steps[r]) - len(removed))  # as many as there are tokens left
-        while len(got) < n_r:
-            x = _point_past(next(draws, None), row, removed, generator)
-            i = min(int(np.searchsorted(row, x, side="right")), m - 1)
-            if _width(row, i) > 0 and i not in removed:  # else a rounding at an edge: again
+        while len(got) < n_more[r]:
+            u_next = next(draws, None)
+            if u_next is None:  # after a draw again
+                u_next = float(
+                    torch.rand((), generator=generator, device=q.device, dtype=torch.float64)
+                )
+            x = _point_past(u_next, cdf, removed)
+            i = min(int(np.searchsorted(cdf, x, side="right")), m - 1)
+            if _width(cdf, i) > 0 and i not in removed:
                 got.append(i)
                 removed = sorted([*removed, i])
+            elif np.count_nonzero(np.diff(cdf, prepend=0.0) > 0) <= len(removed):
+                break  # no mass left; else a point that rounding put on an edge: draw again
         picks.append(got)
         gone += [first_r + got[:j] for j in range(len(got))]
     counts = [len(g) for g in picks]
     rows = [r for r, g in enumerate(picks) for _ in g]
     if not rows:
-        return ids.new_empty(0), qs.new_empty((0, m)), counts
-    picked = torch.tensor([i for g in picks for i in g], device=q.device)
-    # candidate i is drawn from its row's q without the tokens gone[i], renormalised
-    laws = qs.index_select(0, torch.tensor(rows, device=q.device))
-    zero_r = [n for n, g in enumerate(gone) for _ in g]
-    if zero_r:
-        laws[zero_r, [i for g in gone for i in g]] = 0
-    return ids.index_select(0, picked), laws.div_(laws.sum(dim=-1, keepdim=True)), counts
+        return ids.new_empty(0), q.new_empty((0, m), dtype=torch.float32), counts
+    picked = [i for g in picks for i in g]
+    laws = q_h[rows]  # a copy: candidate i's law is its row's q without gone[i], renormalised
+    laws[[n for n, g in enumerate(gone) for _ in g], [i for g in gone for i in g]] = 0
+    laws /= laws.sum(axis=-1, keepdims=True)
+    tokens = picked if ids_h is None else ids_h[picked]
+    return torch.as_tensor(tokens, device=q.device), torch.from_numpy(laws).to(q.device), counts
+
+
+def host_array(t: torch.Tensor) -> np.ndarray:
+    """``t`` as a NumPy array on the host: on a CPU, the tensor's own memory (no copy)."""
+    return t.detach().cpu().numpy()
+
+
+def _column(ids: np.ndarray | None, token: int, m: int) -> int | None:
+    """``token``'s column among a row's ``m`` tokens (``0..m-1``, or the sorted ``ids``), or
+    ``None`` where it is not one of them."""
+    if ids is None:
+        return token if 0 <= token < m else None
+    i = int(np.searchsorted(ids, token))
+    return i if i < m and ids[i] == token else None
 
 
 def _width(cdf: np.ndarray, i: int) -> float:
@@ -168,14 +184,10 @@ def _width(cdf: np.ndarray, i: int) -> float:
     return float(cdf[i] - (cdf[i - 1] if i else 0.0))
 
 
-def _point_past(
-    u: float | None, cdf: np.ndarray, removed: Sequence[int], generator: torch.Generator | None
-) -> float:
+def _point_past(u: float, cdf: np.ndarray, removed: Sequence[int]) -> float:
     """A uniform point in the mass of ``cdf``'s tokens not in ``removed`` (sorted), as a point of
-    the whole row's cumulative mass: ``u`` (a fresh uniform when ``None``) times the mass left,
-    carried past each removed token's interval it reaches."""
-    if u is None:
-        u = float(torch.rand((), generator=generator, dtype=torch.float64))
+    the whole row's cumulative mass: ``u`` times the mass left, carried past each removed
+    token's interval it reaches."""
     x = u * (float(cdf[-1]) - sum(_width(cdf, i) for i in removed))
     for i in removed:  # in increasing order: x only moves up
         if x >= (cdf[i - 1] if i else 0.0):
@@ -448,8 +460,8 @@ def verify_tree(
 
 
 def support_stage(
-    left: torch.Tensor, off: float, q: torch.Tensor, i: int, mass_off: float
-) -> tuple[float, torch.Tensor, float]:
+    left: Any, off: float, q: Any, i: int, mass_off: float
+) -> tuple[float, Any, float]:
     """:func:`candidate_stage` on a support ``S`` outside which ``q`` is 0.
 
     What is left of the target's law is held as ``left`` ``[m]`` (its values on ``S``, not
@@ -458,11 +470,11 @@ def support_stage(
     ``S[i]`` drawn from ``q`` ``[m]``, returns ``(probability of accepting it, left, off)`` after
     a rejection: ``max(0, left / Z - q)`` on ``S`` and ``p * off / Z`` off it, where ``q`` is 0 and
     the residual keeps the target's law as it was, rescaled. (Rescaling every value by ``1 / Z``
-    instead of normalising the residual leaves the law the same.)"""
-    vals = torch.stack([left[i], q[i], left.sum()]).double().tolist()
-    lx, qx, total = vals[0], vals[1], vals[2] + off * mass_off
+    instead of normalising the residual leaves the law the same.) ``left`` and ``q`` are tensors
+    or NumPy arrays (the decoder's, on the host)."""
+    lx, qx, total = float(left[i]), float(q[i]), float(left.sum()) + off * mass_off
     a = min(1.0, lx / total / qx) if qx > 0 else float(lx > 0)
-    return a, (left / total - q).clamp_(min=0), off / total
+    return a, (left / total - q).clip(min=0), off / total
 
 
 def _verify_on_support(
@@ -475,68 +487,59 @@ def _verify_on_support(
 ) -> tuple[Verdict, list[int]]:
     """:func:`verify_tree` with the laws on the draft's support (see :func:`support_stage`).
 
-    The uniforms are drawn at once, one per node (a node is tried at most once) and one for the
-    last draw, before any is read: independent of the tree and of each other, as one drawn per
-    try would be. The checks, each node's place in the support and the root's row share one host
-    read; each later row or stage reads a few numbers."""
+    Recursive rejection runs on the host, in float64, on the laws and the target's rows on the
+    support (on a CPU, the tensors' own memory: a few vectors of ``|S|`` values and a handful of
+    scalars per node, where tensor operations cost more to dispatch than to run). The uniforms
+    are drawn at once, one per node (a node is tried at most once) and one for the last draw:
+    independent of the tree and of each other, as one drawn per try would be."""
     device = target_probs.device
     S = support.to(device)
     N, m = tokens.numel(), S.numel()
-    tokens = tokens.to(device=device, dtype=torch.long)
-    laws = laws.to(device)
-    where = torch.searchsorted(S, tokens).clamp_(max=m - 1)  # each token's place in S
-    outside = (S.index_select(0, where) != tokens).any()
-    u = torch.rand(N + 1, generator=generator, device=device, dtype=torch.float64)
-    on, p, masses = _support_row(target_probs, 0, S)
-    flags = torch.stack([has_nan(laws), outside]).double()
-    host = torch.cat([flags, masses, where.double(), u]).tolist()
-    if host[1]:
+    S_h, laws_h = host_array(S), host_array(laws.float())
+    toks = host_array(tokens).tolist()
+    at = [_column(S_h, t, m) for t in toks]
+    if None in at:
         raise ValueError("tokens must lie in support (sorted; the laws are 0 elsewhere)")
-    if host[0]:
+    if laws_h.size and np.isnan(laws_h.max()):
         raise ValueError(NAN_MESSAGE)
-    at, us = [int(x) for x in host[4 : 4 + N]], host[4 + N :]
-    left, mass_off = on, _mass_off(host[2], host[3])
+    us = torch.rand(N + 1, generator=generator, device=device, dtype=torch.float64).tolist()
     children = _children(parents)
     path: list[int] = []
-    node, off = -1, 1.0
+    node = -1
+    left, p, mass_off = _support_row(target_probs, 0, S)
+    off = 1.0
     while True:
         for c in children[node + 1]:
-            a, rest, rest_off = support_stage(left, off, laws[c], at[c], mass_off)
+            a, rest, rest_off = support_stage(left, off, laws_h[c], at[c], mass_off)
             if us[c] < a:
                 path.append(c)
                 node = c
-                left, p, masses = _support_row(target_probs, c + 1, S)
-                mass_off, off = _mass_off(*masses.tolist()), 1.0
+                left, p, mass_off = _support_row(target_probs, c + 1, S)
+                off = 1.0
                 break
             left, off = rest, rest_off
         else:  # every child rejected (or none): one token from what is left
-            cdf = left.double().cumsum(0)
-            on_mass = float(cdf[-1])
-            point = us[N] * (on_mass + off * mass_off)
-            if point < on_mass:  # on S, by inverse CDF
-                at_point = torch.tensor([point], dtype=torch.float64, device=device)
-                i = torch.searchsorted(cdf, at_point, right=True).clamp_(max=m - 1)
-                last = S[i]
+            cdf = np.cumsum(left)
+            point = us[N] * (float(cdf[-1]) + off * mass_off)
+            if point < cdf[-1]:  # on S, by inverse CDF
+                last = int(S_h[min(int(np.searchsorted(cdf, point, side="right")), m - 1)])
             else:  # off S, where what is left is p, rescaled
-                last = sample(p.index_fill(0, S, 0), generator).view(1)
-            return Verdict(torch.cat([tokens[path], last]), len(path)), path
+                last = int(sample(p.index_fill(0, S, 0), generator))
+            out = [toks[i] for i in path] + [last]
+            return Verdict(torch.tensor(out, device=device), len(path)), path
 
 
 def _support_row(
     target_probs: torch.Tensor | WarpedRows, r: int, S: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Target row ``r`` on the support ``S``: its values there, the row itself, and its total
-    mass and its mass on ``S`` (float64, not yet read)."""
+) -> tuple[np.ndarray, torch.Tensor, float]:
+    """Target row ``r``: its values on the support ``S`` (float64, on the host), the row itself,
+    and its mass off ``S``; a row holding NaN raises."""
     p = target_probs[r]
-    on = p.index_select(0, S)
-    return on, p, torch.stack([p.sum(dtype=torch.float64), on.sum(dtype=torch.float64)])
-
-
-def _mass_off(total: float, on: float) -> float:
-    """A target row's mass off the support, from its total and its mass on it; a NaN raises."""
+    on = host_array(p.index_select(0, S)).astype(np.float64)
+    total = float(p.sum(dtype=torch.float64))
     if total != total:
         raise ValueError(NAN_MESSAGE)
-    return max(0.0, total - on)
+    return on, p, max(0.0, total - float(on.sum()))
 
 
 def verify_tree_greedy(

@@ -19,7 +19,7 @@ import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -39,8 +39,10 @@ from .lm import (
 )
 from .sampling import NAN_MESSAGE, Verdict, Warp, WarpedRows, greedy_tokens, has_nan, sample, verify
 from .trees import (
+    SupportWalk,
     chain_tree,
     is_chain,
+    prepare_walk,
     tree_depths,
     tree_shape,
     verify_tree,
@@ -52,8 +54,21 @@ __all__ = [
     "GenerationResult",
     "SpeculativeDecoder",
     "StepRecord",
+    "StepTree",
     "TargetState",
 ]
+
+
+class StepTree(NamedTuple):
+    """A step's draft tree (:meth:`SpeculativeDecoder.tree_around`): its ``tokens`` ``[N]``,
+    ``parents`` and ``laws`` as :func:`~specdec_lib.trees.verify_tree` takes them, and, where it
+    is verified on the draft's support, the ``walk`` that verification needs of it, made with
+    it, before the target's pass (:func:`~specdec_lib.trees.prepare_walk`)."""
+
+    tokens: torch.Tensor
+    parents: list[int]
+    laws: torch.Tensor
+    walk: SupportWalk | None = None
 
 
 @dataclass
@@ -544,12 +559,13 @@ class SpeculativeDecoder(_DecoderBase):
                 d_tokens, d_probs = proposal
         t1 = time.perf_counter()
         k = d_tokens.numel()
-        tokens, parents, laws = self.tree_around(d_tokens, d_probs, self.generator)
+        tree = self.tree_around(d_tokens, d_probs, self.generator)
+        tokens, parents = tree.tokens, tree.parents
         t2 = time.perf_counter()
         logits = target.forward_tree(ids, tokens, parents)
         synchronize(self.device)
         t3 = time.perf_counter()
-        verdict, path = self.judge(tokens, parents, laws, logits, k, self.generator)
+        verdict, path = self.judge(tree, logits, k, self.generator)
         n = verdict.n_accepted
         self.keep_path(target, path, length)
         branch = path[-1] - k + 1 if path and path[-1] >= k else (0 if n else -1)
@@ -568,16 +584,23 @@ class SpeculativeDecoder(_DecoderBase):
 
     def tree_around(
         self, d_tokens: torch.Tensor, d_probs: torch.Tensor, generator: torch.Generator | None
-    ) -> tuple[torch.Tensor, list[int], torch.Tensor]:
+    ) -> StepTree:
         """The step's draft tree around the drafter's chain ``d_tokens`` (drawn from ``d_probs``):
         ``(tokens, parents, laws)`` (:func:`~specdec_lib.trees.chain_tree`), the chain alone
         where it has no alternatives (no drafts, or greedy decoding without the drafter's
-        ranking). Host work of a step, before the target's pass."""
+        ranking), and, for a sampled tree on the draft's support, the walk its verification
+        needs (the uniforms drawn, the laws read to the host). Host work of a step, before the
+        target's pass."""
         k = d_tokens.numel()
         scores = self.drafter.draft_scores if self.warp.greedy else None
         if k == 0 or (self.warp.greedy and scores is None):  # no ranking: no greedy alternatives
-            return d_tokens, list(range(-1, k - 1)), d_probs
-        return chain_tree(d_tokens, d_probs, self.tree, generator, scores, self._support(k))
+            return StepTree(d_tokens, list(range(-1, k - 1)), d_probs)
+        support = self._support(k)
+        tokens, parents, laws = chain_tree(d_tokens, d_probs, self.tree, generator, scores, support)
+        walk = None
+        if support is not None and not self.warp.greedy and not is_chain(parents):
+            walk = prepare_walk(tokens, laws, support, generator)
+        return StepTree(tokens, parents, laws, walk)
 
     def _support(self, k: int) -> torch.Tensor | None:
         """Where ``q`` lives for a step of ``k`` drafts: the draft's token subset, if it names
@@ -587,16 +610,15 @@ class SpeculativeDecoder(_DecoderBase):
 
     def judge(
         self,
-        tokens: torch.Tensor,
-        parents: list[int],
-        laws: torch.Tensor,
+        tree: StepTree,
         logits: torch.Tensor,
         k: int,
         generator: torch.Generator | None,
     ) -> tuple[Verdict, list[int]]:
-        """The tree :meth:`tree_around` built (``k`` of its nodes the chain), verified against the
-        target's ``logits`` over it: ``(verdict, path)``. Host work of a step, after the target's
-        pass."""
+        """The ``tree`` :meth:`tree_around` built (``k`` of its nodes the chain), verified against
+        the target's ``logits`` over it: ``(verdict, path)``. Host work of a step, after the
+        target's pass."""
+        tokens, parents, laws = tree.tokens, tree.parents, tree.laws
         if self.warp.greedy and self.verifier is verify:  # point masses: the argmaxes decide
             return verify_tree_greedy(tokens, parents, logits)
         # a chain's rows are all read; a tree's, only along the accepted path
@@ -611,6 +633,7 @@ class SpeculativeDecoder(_DecoderBase):
             generator,
             chain_verify=self.verifier,
             support=self._support(k),
+            walk=tree.walk,
         )
 
     def keep_path(self, target: TargetState, path: list[int], length: int) -> None:

@@ -29,6 +29,7 @@ Derived in notebook 01 (the chain) and notebook 06 (trees); checked by exact enu
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -61,6 +62,8 @@ __all__ = [
     "tree_depths",
     "tree_shape",
     "more_candidates",
+    "prepare_walk",
+    "SupportWalk",
     "stage_accept",
     "stage_pass_on",
     "support_stage",
@@ -387,6 +390,7 @@ def verify_tree(
     correction: Correction = residual_correction,
     chain_verify: Callable[..., Verdict] = verify,
     support: torch.Tensor | None = None,
+    walk: SupportWalk | None = None,
 ) -> tuple[Verdict, list[int]]:
     """Recursive rejection down a draft tree.
 
@@ -405,6 +409,9 @@ def verify_tree(
         support: ``[m]`` sorted token ids outside which every law is 0 (the draft's); then
             ``laws`` is ``[N, m]``, the laws on it, and the residual's recursion runs there
             (:func:`support_stage`), reading a target row off it only for a draw that lands there.
+        walk: with a ``support``, what the recursion needs of the tree, made before the target's
+            pass (:func:`prepare_walk`, on ``tokens``, ``laws`` and ``support``, with this
+            ``generator``); else it is made here.
 
     Returns the verdict (the accepted path's tokens and one more: the bonus from the last accepted
     node's row, or a draw from what its rejected children left) and the path, root to leaf.
@@ -422,7 +429,8 @@ def verify_tree(
         )
     if support is not None:  # on the support; a chain or another correction on full rows
         if correction is residual_correction and not is_chain(par):
-            return _verify_on_support(tokens, par, laws, target_probs, support, generator)
+            walk = walk or prepare_walk(tokens, laws, support, generator)
+            return _verify_on_support(par, target_probs, walk, generator)
         laws = laws.new_zeros((N, V)).index_copy_(1, support.to(laws.device), laws)
     lazy = isinstance(target_probs, WarpedRows)
     if is_chain(par):  # one candidate per node: the rule of verify, vectorised
@@ -477,32 +485,58 @@ def support_stage(
     return a, (left / total - q).clip(min=0), off / total
 
 
-def _verify_on_support(
+@dataclass(frozen=True)
+class SupportWalk:
+    """What recursive rejection on a support needs of a tree before the target's pass, on the
+    host: the support (``S``, and ``ids`` its token ids), the tree's ``tokens`` and their
+    columns in it (``at``), its ``laws`` on it, and the uniforms, one per node (a node is tried
+    at most once) and one for the last draw, drawn at once: independent of the tree and of each
+    other, as one drawn per try would be."""
+
+    S: torch.Tensor
+    ids: np.ndarray
+    tokens: list[int]
+    at: list[int]
+    laws: np.ndarray
+    uniforms: list[float]
+
+
+def prepare_walk(
     tokens: torch.Tensor,
-    parents: list[int],
     laws: torch.Tensor,
-    target_probs: torch.Tensor | WarpedRows,
     support: torch.Tensor,
+    generator: torch.Generator | None = None,
+) -> SupportWalk:
+    """The :class:`SupportWalk` of a tree (``tokens`` ``[N]``, ``laws`` ``[N, |support|]``),
+    after checking that its tokens lie in ``support`` and its laws hold no NaN: host work that
+    needs nothing of the target's pass, which a decoder does with the tree, before the pass."""
+    S = support.to(laws.device)
+    ids, laws_h = host_array(S), host_array(laws.float())
+    toks = host_array(tokens).tolist()
+    at = [_column(ids, t, ids.size) for t in toks]
+    if None in at:
+        raise ValueError("tokens must lie in support (sorted; the laws are 0 elsewhere)")
+    if laws_h.size and np.isnan(laws_h.max()):
+        raise ValueError(NAN_MESSAGE)
+    n = len(toks) + 1
+    us = torch.rand(n, generator=generator, device=laws.device, dtype=torch.float64).tolist()
+    return SupportWalk(S, ids, toks, at, laws_h, us)
+
+
+def _verify_on_support(
+    parents: list[int],
+    target_probs: torch.Tensor | WarpedRows,
+    walk: SupportWalk,
     generator: torch.Generator | None,
 ) -> tuple[Verdict, list[int]]:
     """:func:`verify_tree` with the laws on the draft's support (see :func:`support_stage`).
 
     Recursive rejection runs on the host, in float64, on the laws and the target's rows on the
     support (on a CPU, the tensors' own memory: a few vectors of ``|S|`` values and a handful of
-    scalars per node, where tensor operations cost more to dispatch than to run). The uniforms
-    are drawn at once, one per node (a node is tried at most once) and one for the last draw:
-    independent of the tree and of each other, as one drawn per try would be."""
+    scalars per node, where tensor operations cost more to dispatch than to run)."""
     device = target_probs.device
-    S = support.to(device)
-    N, m = tokens.numel(), S.numel()
-    S_h, laws_h = host_array(S), host_array(laws.float())
-    toks = host_array(tokens).tolist()
-    at = [_column(S_h, t, m) for t in toks]
-    if None in at:
-        raise ValueError("tokens must lie in support (sorted; the laws are 0 elsewhere)")
-    if laws_h.size and np.isnan(laws_h.max()):
-        raise ValueError(NAN_MESSAGE)
-    us = torch.rand(N + 1, generator=generator, device=device, dtype=torch.float64).tolist()
+    S, N, m = walk.S.to(device), len(walk.tokens), walk.ids.size
+    us = walk.uniforms
     children = _children(parents)
     path: list[int] = []
     node = -1
@@ -510,7 +544,7 @@ def _verify_on_support(
     off = 1.0
     while True:
         for c in children[node + 1]:
-            a, rest, rest_off = support_stage(left, off, laws_h[c], at[c], mass_off)
+            a, rest, rest_off = support_stage(left, off, walk.laws[c], walk.at[c], mass_off)
             if us[c] < a:
                 path.append(c)
                 node = c
@@ -522,10 +556,10 @@ def _verify_on_support(
             cdf = np.cumsum(left)
             point = us[N] * (float(cdf[-1]) + off * mass_off)
             if point < cdf[-1]:  # on S, by inverse CDF
-                last = int(S_h[min(int(np.searchsorted(cdf, point, side="right")), m - 1)])
+                last = int(walk.ids[min(int(np.searchsorted(cdf, point, side="right")), m - 1)])
             else:  # off S, where what is left is p, rescaled
                 last = int(sample(p.index_fill(0, S, 0), generator))
-            out = [toks[i] for i in path] + [last]
+            out = [walk.tokens[i] for i in path] + [last]
             return Verdict(torch.tensor(out, device=device), len(path)), path
 
 

@@ -53,11 +53,11 @@ from .sampling import (
 
 __all__ = [
     "best_alternatives",
-    "draw_alternatives",
     "candidate_stage",
     "chain_tree",
     "check_widths",
     "check_tree",
+    "draw_alternatives",
     "is_chain",
     "tree_depths",
     "tree_shape",
@@ -126,9 +126,9 @@ def draw_alternatives(
         return ids.new_empty(0), q.new_empty((0, m), dtype=torch.float32), [0] * R
     u = torch.rand((R, want), generator=generator, device=q.device, dtype=torch.float64)
     us = u.view(-1).tolist()
-    q_h = host_array(q.float())
-    firsts = host_array(first.view(-1)).tolist()
-    ids_h = None if support is None else host_array(ids)
+    q_h = _host_array(q.float())
+    firsts = _host_array(first.view(-1)).tolist()
+    ids_h = None if support is None else _host_array(ids)
     picks: list[list[int]] = []
     gone: list[list[int]] = []  # per candidate, the tokens its law excludes
     for r in range(R):
@@ -168,7 +168,7 @@ def draw_alternatives(
     return torch.as_tensor(tokens, device=q.device), torch.from_numpy(laws).to(q.device), counts
 
 
-def host_array(t: torch.Tensor) -> np.ndarray:
+def _host_array(t: torch.Tensor) -> np.ndarray:
     """``t`` as a NumPy array on the host: on a CPU, the tensor's own memory (no copy)."""
     return t.detach().cpu().numpy()
 
@@ -429,7 +429,12 @@ def verify_tree(
         )
     if support is not None:  # on the support; a chain or another correction on full rows
         if correction is residual_correction and not is_chain(par):
-            walk = walk or prepare_walk(tokens, laws, support, generator)
+            if walk is None:
+                walk = prepare_walk(tokens, laws, support, generator)
+            elif len(walk.tokens) != N:
+                raise ValueError(
+                    f"walk: made for a tree of {len(walk.tokens)} nodes, verifying one of {N}"
+                )
             return _verify_on_support(par, target_probs, walk, generator)
         laws = laws.new_zeros((N, V)).index_copy_(1, support.to(laws.device), laws)
     lazy = isinstance(target_probs, WarpedRows)
@@ -511,8 +516,8 @@ def prepare_walk(
     after checking that its tokens lie in ``support`` and its laws hold no NaN: host work that
     needs nothing of the target's pass, which a decoder does with the tree, before the pass."""
     S = support.to(laws.device)
-    ids, laws_h = host_array(S), host_array(laws.float())
-    toks = host_array(tokens).tolist()
+    ids, laws_h = _host_array(S), _host_array(laws.float())
+    toks = _host_array(tokens).tolist()
     at = [_column(ids, t, ids.size) for t in toks]
     if None in at:
         raise ValueError("tokens must lie in support (sorted; the laws are 0 elsewhere)")
@@ -569,7 +574,7 @@ def _support_row(
     """Target row ``r``: its values on the support ``S`` (float64, on the host), the row itself,
     and its mass off ``S``; a row holding NaN raises."""
     p = target_probs[r]
-    on = host_array(p.index_select(0, S)).astype(np.float64)
+    on = _host_array(p.index_select(0, S)).astype(np.float64)
     total = float(p.sum(dtype=torch.float64))
     if total != total:
         raise ValueError(NAN_MESSAGE)

@@ -482,6 +482,31 @@ def test_sampled_tree_on_a_support_matches_p(stage, monkeypatch):
     assert (res.pvalue > 1e-3) if stage == "right" else (res.pvalue < 1e-6), res
 
 
+def test_a_walk_made_before_the_pass_verifies_as_one_made_after():
+    """A decoder prepares a sampled tree's walk with the tree (trees.prepare_walk), before the
+    target's pass; verifying with it draws exactly what verify_tree draws when it makes the walk
+    itself, with the generator in the same state. A walk made for another tree is refused."""
+    V, S = 10, torch.tensor([1, 2, 4, 5, 7, 8])
+    g = torch.Generator().manual_seed(3)
+    tokens, parents = torch.tensor([2, 5, 7]), [-1, -1, 0]
+    laws = torch.stack([random_dist(g, 6, scale=2.0) for _ in range(3)]).float()
+    logits = torch.randn(4, V, generator=g)
+    for seed in range(20):
+        inside = verify_tree(
+            tokens, parents, laws, WarpedRows(logits, Warp(1.0)),
+            torch.Generator().manual_seed(seed), support=S,
+        )  # fmt: skip
+        g2 = torch.Generator().manual_seed(seed)
+        walk = trees.prepare_walk(tokens, laws, S, g2)
+        before = verify_tree(
+            tokens, parents, laws, WarpedRows(logits, Warp(1.0)), g2, support=S, walk=walk
+        )
+        assert inside[0].tokens.tolist() == before[0].tokens.tolist() and inside[1] == before[1]
+    other = trees.prepare_walk(tokens[:2], laws[:2], S)
+    with pytest.raises(ValueError, match="walk"):
+        verify_tree(tokens, parents, laws, Warp(1.0).probs(logits), support=S, walk=other)
+
+
 def test_verify_on_a_support_refuses_bad_input():
     S = torch.tensor([0, 2, 3])
     laws = torch.full((3, 3), 1 / 3)

@@ -33,7 +33,6 @@ from .lm import (
     last_rows,
     model_device,
     model_forward,
-    new_cache,
     output_cache,
     synchronize,
     vocab_size,
@@ -300,8 +299,6 @@ class TargetState(KVState):
         positions = torch.cat(
             [torch.arange(past, past + n_new, device=dev), past + n_new - 1 + depth]
         )
-        if self.cache is None:
-            self.cache = new_cache(self.model)
         out = self.model(
             input_ids=torch.cat([new, tokens.to(dev)]).view(1, -1),
             attention_mask=mask,

@@ -15,8 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from transformers import AttentionInterface, AttentionMaskInterface, DynamicCache
-from transformers.cache_utils import DynamicLayer
+from transformers import AttentionInterface, AttentionMaskInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import sdpa_mask
 from transformers.models.llama.modeling_llama import LlamaDecoderLayer
@@ -25,7 +24,6 @@ __all__ = [
     "CACHE_KW",
     "DECODE_ATTENTION",
     "DECODE_QUERIES",
-    "InPlaceLayer",
     "KVState",
     "MKL_ROWS",
     "PackedLinear",
@@ -38,7 +36,6 @@ __all__ = [
     "last_rows",
     "model_device",
     "model_forward",
-    "new_cache",
     "output_cache",
     "synchronize",
     "use_decode_attention",
@@ -181,125 +178,6 @@ def use_decode_attention(model: torch.nn.Module, on: bool = True) -> int:
     return n
 
 
-class InPlaceLayer(DynamicLayer):
-    """One attention layer's KV cache (transformers' ``DynamicLayer``) held in buffers that grow
-    by doubling: a pass writes its new entries in place, and :meth:`crop` shortens a view.
-
-    ``DynamicLayer`` concatenates the whole cache with the new entries at every pass (a copy of
-    the cache per layer per pass) and crops by slicing, so the next pass copies again. Decoding
-    crops at every step (the rejected drafts, a tree's other nodes), so that copy comes at every
-    step. Measured for a one-token pass of SmolLM2-135M in bfloat16 (prepacked) on 2 cores of an
-    AMD EPYC (25/17/1): 32.1 against
-    32.3 ms at 300 cached tokens, 35.6 against 37.3 ms at 1000. The same entries in the same
-    places: the passes' results are bit for bit those of ``DynamicLayer`` (tested). ``keys`` and
-    ``values`` are views of the first :meth:`get_seq_length` entries, as transformers reads
-    them; an entry written through them (``TargetState`` moves a kept node into place) lands in
-    the buffer."""
-
-    _FIRST = 64  # the buffers' first capacity, in positions
-
-    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
-        self.device = key_states.device
-        self._keys = key_states.new_empty((*key_states.shape[:-2], 0, key_states.shape[-1]))
-        self._values = value_states.new_empty((*value_states.shape[:-2], 0, value_states.shape[-1]))
-        self._held = 0
-        self._views()
-        self.is_initialized = True
-
-    def _views(self) -> None:
-        self.keys = self._keys[..., : self._held, :]
-        self.values = self._values[..., : self._held, :]
-
-    def _reserve(self, n: int) -> None:
-        """Room for ``n`` entries: the buffers, grown (by doubling) and their entries copied."""
-        if n <= self._keys.shape[-2]:
-            return
-        capacity = max(n, 2 * self._keys.shape[-2], self._FIRST)
-        for name in ("_keys", "_values"):
-            old = getattr(self, name)
-            grown = old.new_empty((*old.shape[:-2], capacity, old.shape[-1]))
-            grown[..., : self._held, :] = old[..., : self._held, :]
-            setattr(self, name, grown)
-
-    def update(
-        self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        if not self.is_initialized:
-            self.lazy_initialization(key_states, value_states)
-        held, n = self._held, key_states.shape[-2]
-        self._reserve(held + n)
-        self._keys[..., held : held + n, :] = key_states
-        self._values[..., held : held + n, :] = value_states
-        self._held = held + n
-        self._views()
-        return self.keys, self.values
-
-    def get_seq_length(self) -> int:
-        return self._held if self.is_initialized else 0
-
-    def crop(self, tokens_to_remove: int) -> None:
-        """Drop the last ``-tokens_to_remove`` entries (a negative count, as transformers 5's
-        ``DynamicLayer.crop``); the buffers stay, for the next pass to overwrite."""
-        if tokens_to_remove > 0:
-            raise ValueError(
-                f"InPlaceLayer.crop: tokens_to_remove must be <= 0 (the entries to drop, "
-                f"negated), got {tokens_to_remove}"
-            )
-        if self.is_initialized:
-            self._held = max(0, self._held + tokens_to_remove)
-            self._views()
-
-    def _adopt(self) -> None:
-        """After an operation of the base class replaced ``keys``/``values`` (a beam's reorder,
-        a batch's selection, offloading): they become the buffers."""
-        if self.is_initialized:
-            self._keys, self._values = self.keys.contiguous(), self.values.contiguous()
-            self._held = self._keys.shape[-2]
-            self._views()
-
-    def reset(self) -> None:
-        super().reset()
-        self._held = 0
-
-    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
-        super().reorder_cache(beam_idx)
-        self._adopt()
-
-    def batch_repeat_interleave(self, repeats: int) -> None:
-        super().batch_repeat_interleave(repeats)
-        self._adopt()
-
-    def batch_select_indices(self, indices: torch.Tensor) -> None:
-        super().batch_select_indices(indices)
-        self._adopt()
-
-    def offload(self) -> None:
-        super().offload()
-        self._adopt()
-
-    def prefetch(self) -> None:
-        super().prefetch()
-        self._adopt()
-
-
-# The layer :func:`new_cache` holds plain attention in (``research.levers --lever cache`` swaps in
-# transformers' ``DynamicLayer`` to measure what holding it in place changes).
-CACHE_LAYER: type[DynamicLayer] = InPlaceLayer
-
-
-def new_cache(model: Any = None) -> DynamicCache:
-    """An empty KV cache for ``model`` (a transformers model; ``None``: layers made as they are
-    first written): transformers' ``DynamicCache`` for its config, with every plain attention
-    layer an :class:`InPlaceLayer` (``CACHE_LAYER``). Other kinds of layer (a sliding window's) stay as
-    transformers makes them."""
-    config = getattr(model, "config", None)
-    cache = DynamicCache(config=config) if config is not None else DynamicCache()
-    if cache.layer_class_to_replicate is DynamicLayer:
-        cache.layer_class_to_replicate = CACHE_LAYER
-    cache.layers = [CACHE_LAYER() if type(x) is DynamicLayer else x for x in cache.layers]
-    return cache
-
-
 class KVState:
     """A model and its KV cache, which covers the first ``length`` tokens of the sequence.
 
@@ -320,8 +198,6 @@ class KVState:
         if not self.use_cache:
             logits, _ = model_forward(self.model, seq, None, n_logits)
             return logits
-        if self.cache is None:
-            self.cache = new_cache(self.model)
         logits, self.cache = model_forward(self.model, seq[self.length :], self.cache, n_logits)
         self.length = seq.numel()
         return logits

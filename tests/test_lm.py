@@ -1,19 +1,14 @@
 """The pieces of a causal LM the decoders touch (``specdec_lib.lm``), on the tiny random pair."""
 
-import copy
-
 import pytest
 import torch
 
 from specdec_lib.lm import (
-    InPlaceLayer,
-    KVState,
     capture_features,
     context_length,
     final_norm,
     model_device,
     model_forward,
-    new_cache,
     synchronize,
     vocab_size,
 )
@@ -160,75 +155,3 @@ def test_pairs_on_a_cpu_decode_with_decode_attention():
     pair = load_pair("tiny-random")
     assert pair.notes["attention"] == DECODE_ATTENTION
     assert pair.target.config._attn_implementation == DECODE_ATTENTION
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_the_in_place_cache_computes_what_the_dynamic_one_does(tiny_pair, dtype):
-    """Passes of growing and shrinking length, past the buffers' first capacity and across their
-    growth, crops between them: every pass's logits bit for bit those of transformers' own
-    DynamicCache, and the views hold the cache's entries."""
-    from transformers import DynamicCache
-
-    model = copy.deepcopy(tiny_pair.target).to(dtype)
-    g = torch.Generator().manual_seed(0)
-    seq = torch.randint(0, 32, (200,), generator=g)
-    ours, theirs = new_cache(model), DynamicCache()
-    assert all(type(x) is InPlaceLayer for x in ours.layers)
-    held = 0
-    for n, drop in [(5, 0), (1, 0), (9, 4), (60, 2), (3, 3), (1, 0), (70, 30), (2, 1)]:
-        ids = seq[held : held + n]
-        a, ours = model_forward(model, ids, ours, n)
-        b, theirs = model_forward(model, ids, theirs, n)
-        assert torch.equal(a, b)
-        held += n
-        if drop:
-            ours.crop(-drop)
-            theirs.crop(-drop)
-            held -= drop
-        assert ours.get_seq_length() == theirs.get_seq_length() == held
-        for x, y in zip(ours.layers, theirs.layers, strict=True):
-            assert torch.equal(x.keys, y.keys) and torch.equal(x.values, y.values)
-    assert ours.layers[0]._keys.shape[-2] >= held > InPlaceLayer._FIRST
-
-
-def test_the_in_place_cache_crops_in_place_and_writes_through_its_views():
-    layer = InPlaceLayer()
-    k = torch.arange(2 * 3 * 4, dtype=torch.float32).view(1, 2, 3, 4)
-    keys, values = layer.update(k, -k)
-    assert torch.equal(keys, k) and torch.equal(values, -k) and layer.get_seq_length() == 3
-    buffer = layer._keys
-    layer.keys[..., 0:1, :] = layer.keys[..., 2:3, :]  # a kept node moved into place
-    layer.crop(-2)
-    assert layer.get_seq_length() == 1 and torch.equal(layer.keys, k[..., 2:3, :])
-    layer.update(k[..., :1, :], k[..., :1, :])
-    assert layer._keys is buffer and torch.equal(layer.keys[..., 1:, :], k[..., :1, :])
-    layer.crop(0)
-    assert layer.get_seq_length() == 2
-    with pytest.raises(ValueError, match="tokens_to_remove"):
-        layer.crop(1)
-    layer.batch_repeat_interleave(2)  # the base class's copies become the buffers
-    assert layer.keys.shape[0] == 2 and layer.get_seq_length() == 2
-    layer.reset()
-    assert layer.get_seq_length() == 0
-
-
-def test_new_cache_keeps_the_layers_it_does_not_hold_in_place():
-    from types import SimpleNamespace
-
-    from transformers import MistralConfig
-    from transformers.cache_utils import DynamicSlidingWindowLayer
-
-    config = MistralConfig(num_hidden_layers=2, sliding_window=4)
-    cache = new_cache(SimpleNamespace(config=config))
-    assert [type(x) for x in cache.layers] == [DynamicSlidingWindowLayer] * 2
-    assert cache.layer_class_to_replicate is None
-    lazy = new_cache()
-    assert lazy.layer_class_to_replicate is InPlaceLayer
-
-
-def test_a_model_state_decodes_on_an_in_place_cache(tiny_pair):
-    state = KVState(tiny_pair.target)
-    state.forward(torch.tensor([0, 5, 9]), 1)
-    assert all(type(x) is InPlaceLayer for x in state.cache.layers)
-    state.rollback(2)
-    assert state.cache.get_seq_length() == state.length == 2

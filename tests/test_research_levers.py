@@ -42,26 +42,6 @@ def test_support_lever_decodes_with_the_subset_named_and_hidden(tiny_pair, rando
         assert r[name]["host_ms_per_step"] > 0 and r[name]["tokens_per_s"] > 0
 
 
-
-def test_cache_lever_decodes_with_both_layouts(tiny_pair, random_head):
-    from types import SimpleNamespace
-
-    import torch
-    from transformers.cache_utils import DynamicLayer
-
-    from specdec_lib import lm
-    from specdec_lib.drafters import FeatureDrafter
-    from specdec_lib.research.levers import _cache_layer, cache_costs
-
-    pair = SimpleNamespace(target=tiny_pair.target, draft=FeatureDrafter(random_head))
-    with _cache_layer(DynamicLayer):
-        assert type(lm.new_cache(tiny_pair.target).layers[0]) is DynamicLayer
-    assert lm.CACHE_LAYER is lm.InPlaceLayer
-    r = cache_costs(pair, [torch.tensor([0, 5, 9, 3]), torch.tensor([1, 2])], max_new_tokens=8)
-    for name in ("in place", "concatenated"):
-        assert r[name]["host_ms_per_step"] > 0 and r[name]["speedup"] > 0
-        assert r[name]["autoregressive_tokens_per_s"] > 0
-
 def test_tree_lever_runs_both_shapes_beside_one_baseline(
     tmp_path, tiny_pair, random_head, monkeypatch
 ):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..lm import model_device, new_cache
+from ..lm import model_device
 from ..sampling import Warp, sample
 from .base import BaseDrafter, Drafter
 from .heads import FeatureHead
@@ -51,9 +51,11 @@ class FeatureDrafter(BaseDrafter):
         return model_device(self.head)
 
     def reset(self) -> None:
+        from transformers import DynamicCache
+
         self._store: torch.Tensor | None = None  # room for the true target features h_0, h_1, ...
         self._feats: torch.Tensor | None = None  # those held, h_0..h_{m-1}: a view of _store
-        self._cache = new_cache()
+        self._cache = DynamicCache()
         self._done = 0  # head positions 1.._done are in the cache (built from true features)
         self._logits: list[torch.Tensor] = []  # the subset logits of each draft position
 

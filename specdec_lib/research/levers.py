@@ -16,12 +16,6 @@ proposal on, alternatives drawn and verified on it, :func:`~specdec_lib.trees.su
 hidden (``q`` and the alternatives over the whole vocabulary).
 Both are exact; what differs is the host's time per step.
 
-``--lever cache`` measures the KV cache's layout: the autoregressive baseline and the same
-speculative decoder, each with its caches held in place (:class:`~specdec_lib.lm.InPlaceLayer`,
-what decoding runs) and concatenated at every pass (transformers' ``DynamicLayer``), decoding the
-same prompts in rotation (:func:`cache_costs`). Both compute the same numbers bit for bit; what
-differs is the time of the passes and of the host's cropping.
-
 ``--lever attention`` measures the attention of decoding's passes: the target's passes over
 ``n = 1..`` tokens (each a pass of the default tree, as decoding checks it) and the draft's
 proposals, with :func:`~specdec_lib.lm.decode_attention` (taking passes of up to 16 tokens, where
@@ -41,7 +35,6 @@ prompts in rotation beside one autoregressive baseline, in one process (:func:`h
 from __future__ import annotations
 
 import argparse
-import contextlib
 import copy
 import dataclasses
 import os
@@ -61,7 +54,7 @@ from ..bench.run import CellRunner, pass_shapes, timing_context
 from ..bench.settings import DEFAULT_TREE, settings_record
 from ..bench.tuning import pass_tokens
 from ..config import DEFAULT_HEAD, DEFAULT_PROMPTS
-from ..decoding import AutoregressiveDecoder, SpeculativeDecoder
+from ..decoding import SpeculativeDecoder
 from ..lm import use_decode_attention
 from ..models import check_head, load_pair
 from ..results import ISA_LIMITS, atomic_write_json, load_prompts, provenance
@@ -69,7 +62,6 @@ from ..results import ISA_LIMITS, atomic_write_json, load_prompts, provenance
 __all__ = [
     "attention_costs",
     "build_parser",
-    "cache_costs",
     "head_costs",
     "packing_costs",
     "side_by_side",
@@ -207,75 +199,6 @@ def support_costs(
             f"{part}_ms_per_step": statistics.median(r[f"{part}_ms"] for r in rs)
             for part in ("host", "draft", "target")
         } | {"tokens_per_s": sum(r["tokens"] for r in rs) / sum(r["elapsed_s"] for r in rs)}
-    return out
-
-
-@contextlib.contextmanager
-def _cache_layer(layer: type) -> Any:
-    """The caches made inside hold plain attention in ``layer`` (:data:`~specdec_lib.lm.CACHE_LAYER`)."""
-    before, lm.CACHE_LAYER = lm.CACHE_LAYER, layer
-    try:
-        yield
-    finally:
-        lm.CACHE_LAYER = before
-
-
-def cache_costs(
-    pair: Any,
-    prompts: Sequence[torch.Tensor],
-    *,
-    K: int = 2,
-    tree: Sequence[int] = (4, 3),
-    temperature: float = 1.0,
-    max_new_tokens: int = 50,
-) -> dict[str, Any]:
-    """Each prompt (token ids) decoded by the autoregressive baseline and by ``pair``'s
-    speculative decoder, each with its KV caches held in place and concatenated (transformers'
-    ``DynamicLayer``), the four in an order rotated from prompt to prompt after one warm-up
-    each. Per layout: both methods' tokens per second over all prompts, the speedup (their
-    ratio), and the speculative decoder's host, draft and target milliseconds per step (medians
-    over prompts)."""
-    from transformers.cache_utils import DynamicLayer
-
-    layouts = {"in place": lm.InPlaceLayer, "concatenated": DynamicLayer}
-    decoders = {
-        "autoregressive": AutoregressiveDecoder(pair.target, temperature=temperature),
-        "speculative": SpeculativeDecoder(
-            pair.draft, pair.target, K=K, tree=tree, temperature=temperature
-        ),
-    }
-    configs = [(lay, m) for lay in layouts for m in decoders]
-    for lay, m in configs:
-        with _cache_layer(layouts[lay]):
-            decoders[m].generate_ids(prompts[0], 4, seed=0)
-    rows: dict[tuple[str, str], list[Any]] = {c: [] for c in configs}
-    for i, ids in enumerate(prompts):
-        shift = i % len(configs)
-        for lay, m in configs[shift:] + configs[:shift]:
-            with _cache_layer(layouts[lay]):
-                rows[lay, m].append(decoders[m].generate_ids(ids, max_new_tokens, seed=i))
-    out: dict[str, Any] = {
-        "K": K,
-        "tree": list(tree),
-        "temperature": temperature,
-        "max_new_tokens": max_new_tokens,
-    }
-    for lay in layouts:
-        rate = {
-            m: sum(len(r.tokens) for r in rows[lay, m]) / sum(r.elapsed_s for r in rows[lay, m])
-            for m in decoders
-        }
-        spec = rows[lay, "speculative"]
-        out[lay] = (
-            {f"{m}_tokens_per_s": v for m, v in rate.items()}
-            | {"speedup": rate["speculative"] / rate["autoregressive"]}
-            | {
-                f"{part}_ms_per_step": statistics.median(
-                    sum(getattr(st, f"{part}_ms") for st in r.steps) / r.n_steps for r in spec
-                )
-                for part in ("host", "draft", "target")
-            }
-        )
     return out
 
 
@@ -418,9 +341,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m specdec_lib.research.levers", description=__doc__.split("\n\n")[0]
     )
     p.add_argument(
-        "--lever",
-        choices=["packing", "attention", "support", "cache", "tree", "head"],
-        default="packing",
+        "--lever", choices=["packing", "attention", "support", "tree", "head"], default="packing"
     )
     p.add_argument("--dtype", nargs="+", default=["bfloat16", "float32"])
     p.add_argument("--n-max", type=int, default=9, help="passes over n = 1..n_max tokens")
@@ -438,19 +359,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         nargs="+",
         default=[1.0, 0.0],
-        help="support, cache, tree, head: temperatures (0 = greedy)",
+        help="support, tree, head: temperatures (0 = greedy)",
     )
     p.add_argument(
         "--prompts",
         type=int,
         default=10,
-        help="support, cache, tree, head: benchmark prompts decoded (the first N of data/prompts.json)",
-    )
-    p.add_argument(
-        "--new-tokens",
-        type=int,
-        default=50,
-        help="cache: tokens generated per prompt (the context the caches reach)",
+        help="support, tree, head: benchmark prompts decoded (the first N of data/prompts.json)",
     )
     p.add_argument("--K", type=int, nargs="+", default=[1, 2, 3], help="tree, head: draft lengths")
     p.add_argument(
@@ -470,8 +385,6 @@ def main(argv: list[str] | None = None) -> int:
         return _attention_main(args, settings)
     if args.lever == "support":
         return _support_main(args, settings)
-    if args.lever == "cache":
-        return _cache_main(args, settings)
     if args.lever == "tree":
         return _tree_main(args, settings)
     if args.lever == "head":
@@ -517,31 +430,6 @@ def _support_main(args: argparse.Namespace, settings: dict[str, Any]) -> int:
     for r in result["runs"]:
         host = {k: round(v["host_ms_per_step"], 2) for k, v in r.items() if isinstance(v, dict)}
         print(f"T = {r['temperature']:g}: host ms per step", host)
-    return 0
-
-
-def _cache_main(args: argparse.Namespace, settings: dict[str, Any]) -> int:
-    """The cache lever on the default pair, its int8 head in bfloat16, packed."""
-    pair = load_pair("default", draft="trained-int8", dtype="bfloat16", pack=True)
-    texts = [p["text"] for p in load_prompts(DEFAULT_PROMPTS)][: args.prompts]
-    prompts = [pair.tokenizer(t, return_tensors="pt").input_ids[0] for t in texts]
-    result = {
-        "runs": [
-            cache_costs(pair, prompts, temperature=t, max_new_tokens=args.new_tokens)
-            for t in args.temperature
-        ],
-        "provenance": provenance(seed=0, settings=settings),
-    }
-    atomic_write_json(args.out, result)
-    for r in result["runs"]:
-        for lay in ("in place", "concatenated"):
-            v = r[lay]
-            print(
-                f"T = {r['temperature']:g}, {lay}: autoregressive "
-                f"{v['autoregressive_tokens_per_s']:.1f} tok/s, speculative "
-                f"{v['speculative_tokens_per_s']:.1f} tok/s ({v['speedup']:.3f}x), host "
-                f"{v['host_ms_per_step']:.2f} ms/step"
-            )
     return 0
 
 

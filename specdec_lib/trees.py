@@ -581,6 +581,11 @@ def _support_row(
     return on, p, max(0.0, total - float(on.sum()))
 
 
+# Devices on which greedy verification reduces the rows it reads one by one (the others reduce
+# every row at once, for one host read).
+_ROW_BY_ROW = ("cpu",)
+
+
 def verify_tree_greedy(
     tokens: torch.Tensor, parents: Sequence[int], target_logits: torch.Tensor
 ) -> tuple[Verdict, list[int]]:
@@ -592,8 +597,12 @@ def verify_tree_greedy(
     ``norm(max(0, p - q))``, is the point mass on ``a`` again (``p(a) - q(a) > 0`` unless ``x = a``
     was certain). So a candidate is accepted exactly when it is the argmax of its parent's row,
     and the step ends with the argmax of the last accepted node's row: the tokens
-    :func:`verify_tree` gives on the one-hot rows, with no vocabulary-wide work but the argmax,
-    one host read, and no random numbers.
+    :func:`verify_tree` gives on the one-hot rows, with no vocabulary-wide work but the argmaxes
+    and no random numbers. Only the rows the walk reads matter (the root's and the accepted
+    nodes'), and one of them holding NaN or ``+inf`` raises. On a CPU the walk reduces those rows
+    alone, one host read each, where a row's reduction costs the row's memory traffic; on other
+    devices every row is reduced at once and read in one host read, where a read costs a
+    synchronisation.
     """
     tokens = torch.as_tensor(tokens)
     par = check_tree(tokens, parents)
@@ -602,24 +611,41 @@ def verify_tree_greedy(
         raise ValueError(
             f"target_logits must be [N + 1, V] = [{N + 1}, V], got {tuple(target_logits.shape)}"
         )
-    best, bad_row = greedy_tokens(target_logits)  # as Warp.probs takes the argmax
-    ids = tokens.to(device=best.device, dtype=torch.long)
-    flags = torch.stack([bad_row.any(), ids_outside(ids, V)]).long()
-    host = torch.cat([best, ids, flags]).tolist()  # the one host read
-    best, ids_h, (bad, outside) = host[: N + 1], host[N + 1 : 2 * N + 1], host[-2:]
-    if outside:
-        raise ValueError(ids_message("tokens", V))
-    if bad:
-        raise ValueError(NAN_MESSAGE)
+    if target_logits.device.type in _ROW_BY_ROW:
+        ids_h = tokens.tolist()
+        if any(not 0 <= t < V for t in ids_h):
+            raise ValueError(ids_message("tokens", V))
+
+        def argmax(r: int) -> int:
+            best, bad = greedy_tokens(target_logits[r])  # as Warp.probs takes the argmax
+            if bad:
+                raise ValueError(NAN_MESSAGE)
+            return int(best)
+
+    else:
+        best, bad_row = greedy_tokens(target_logits)
+        ids = tokens.to(device=best.device, dtype=torch.long)
+        host = torch.cat([best, bad_row.long(), ids, ids_outside(ids, V).long().view(1)])
+        host = host.tolist()  # the one host read
+        best_h, bad_h, ids_h = host[: N + 1], host[N + 1 : 2 * N + 2], host[2 * N + 2 : -1]
+        if host[-1]:
+            raise ValueError(ids_message("tokens", V))
+
+        def argmax(r: int) -> int:
+            if bad_h[r]:
+                raise ValueError(NAN_MESSAGE)
+            return best_h[r]
+
     children = _children(par)
     path: list[int] = []
     node = -1
     while True:
+        a = argmax(node + 1)
         for c in children[node + 1]:
-            if ids_h[c] == best[node + 1]:
+            if ids_h[c] == a:
                 path.append(c)
                 node = c
                 break
         else:
-            out = [ids_h[i] for i in path] + [best[node + 1]]
+            out = [ids_h[i] for i in path] + [a]
             return Verdict(torch.tensor(out, device=target_logits.device), len(path)), path

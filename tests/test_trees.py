@@ -374,12 +374,19 @@ def test_verify_tree_bad_input():
         verify_tree(torch.tensor([1, 7]), [-1, 0], p[:2], p)
 
 
-def test_greedy_verification_reads_the_argmaxes_and_matches_the_general_rule():
+@pytest.mark.parametrize("row_by_row", [True, False])
+def test_greedy_verification_reads_the_argmaxes_and_matches_the_general_rule(
+    row_by_row, monkeypatch
+):
     """On point-mass target rows, recursive rejection accepts a candidate exactly when it is its
     parent row's argmax, whatever law it was drawn from: verify_tree_greedy gives the tokens and
-    the path verify_tree gives on the one-hot rows, for random trees, laws and near-ties."""
+    the path verify_tree gives on the one-hot rows, for random trees, laws and near-ties, reducing
+    the rows it reads one by one (a CPU's way) or every row at once (other devices')."""
+    from specdec_lib import trees
     from specdec_lib.sampling import Warp
     from specdec_lib.trees import verify_tree, verify_tree_greedy
+
+    monkeypatch.setattr(trees, "_ROW_BY_ROW", ("cpu",) if row_by_row else ())
 
     g = torch.Generator().manual_seed(0)
     V = 6
@@ -406,6 +413,13 @@ def test_greedy_verification_reads_the_argmaxes_and_matches_the_general_rule():
         assert fast.n_accepted == slow.n_accepted
     with pytest.raises(ValueError, match="NaN"):
         verify_tree_greedy(torch.tensor([1]), [-1], torch.tensor([[0.0, float("nan")], [1, 2]]))
+    with pytest.raises(ValueError, match="NaN"):  # +inf in the accepted node's row
+        verify_tree_greedy(torch.tensor([1]), [-1], torch.tensor([[0.0, 1], [float("inf"), 2]]))
+    # a bad row the walk never reads (the rejected node's) changes nothing
+    verdict, path = verify_tree_greedy(
+        torch.tensor([0]), [-1], torch.tensor([[0.0, 1], [float("nan"), 2]])
+    )
+    assert verdict.tokens.tolist() == [1] and path == []
     with pytest.raises(ValueError, match="token ids"):
         verify_tree_greedy(torch.tensor([5]), [-1], torch.zeros(2, 3))
 

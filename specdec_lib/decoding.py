@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from .checks import non_negative_int, positive_int
+from .checks import non_negative_int, positive_int, real
 from .drafters.base import Drafter, as_drafter
 from .lm import (
     KVState,
@@ -457,6 +457,13 @@ class SpeculativeDecoder(_DecoderBase):
         K: draft tokens per step (clamped near the end of the output).
         temperature, top_k, top_p: the warps, applied identically to draft and target;
             ``temperature=0`` is greedy.
+        draft_temperature_scale: the draft's ``q`` is drawn at ``temperature`` times this (with
+            the same top-k and top-p); 1 (default) draws it at the target's. Any ``q`` keeps the
+            output exact, since ``q`` is the law the drafts are drawn from and the rule reads it;
+            what changes is how often they are accepted. A draft trained to match ``p`` spreads
+            its mass wider than ``p`` where it is unsure, and below 1 its drafts, and a tree's
+            alternatives drawn without replacement, land more often on the target's likely
+            tokens. Greedy decoding ignores it.
         seed: seeds the decoder's generator; the same seed gives the same tokens.
         tokenizer: optional, for :meth:`generate`.
         tree: the step's shape, candidates at each draft depth: ``(1,)`` (default) is the chain;
@@ -492,14 +499,26 @@ class SpeculativeDecoder(_DecoderBase):
         use_cache: bool = True,
         verifier: Callable[..., Verdict] = verify,
         target_state: type[TargetState] = TargetState,
+        draft_temperature_scale: float = 1.0,
     ) -> None:
         self.K = positive_int(K, "K", "draft tokens per step")
+        scale = real(
+            draft_temperature_scale,
+            "draft_temperature_scale",
+            "the draft's temperature over the target's",
+            low=0.0,
+            low_open=True,
+        )
         self.tree = tree_shape(tree, width)
         if max(self.tree) > 1 and verifier is not verify:
             raise ValueError(
                 f"a custom verifier checks chains only; got tree={self.tree}: leave verifier unset"
             )
         super().__init__(target, temperature, top_k, top_p, seed, tokenizer)
+        self.draft_temperature_scale = scale
+        w = self.warp
+        # the law the drafts are drawn from (greedy: the target's argmax rule, whatever the scale)
+        self.draft_warp = w if w.greedy or scale == 1 else Warp(w.temperature * scale, top_k, top_p)
         self.use_cache = bool(use_cache)
         self.drafter = as_drafter(draft, self.use_cache)
         d_dev = self.drafter.device
@@ -553,7 +572,7 @@ class SpeculativeDecoder(_DecoderBase):
         d_tokens = torch.empty(0, dtype=torch.long, device=self.device)
         d_probs = torch.empty(0, 0, device=self.device)
         if k > 0:
-            proposal = self.drafter.propose(ids, k, self.warp, self.generator)
+            proposal = self.drafter.propose(ids, k, self.draft_warp, self.generator)
             synchronize(self.device)
             if _check_proposal(*proposal, k):  # else a drafter that declined to guess
                 d_tokens, d_probs = proposal

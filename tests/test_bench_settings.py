@@ -25,6 +25,7 @@ from specdec_lib.bench.settings import load_presets, settings_record
         (dict(draft="early-exit", head="data/drafter/feature_head.safetensors"), "head"),
         (dict(head="/nonexistent/head.safetensors"), "head"),
         (dict(methods=["autoregressive", "autoregressive_inverse_cdf"]), "temperature 0"),
+        (dict(draft_temperature_scale=0.0), "draft_temperature_scale"),
     ],
 )
 def test_bad_settings(settings, name):
@@ -68,6 +69,16 @@ def test_defaults_come_from_the_default_preset(monkeypatch):
     assert (s.draft, s.tree, s.dtype) == ("trained", [1], "float32")
 
 
+def test_the_presets_draft_temperature_is_for_its_drafts(monkeypatch):
+    monkeypatch.setattr(settings, "fastest_dtype", lambda pair, device: {"dtype": "bfloat16"})
+    scale = PRESETS["default"]["draft_temperature_scale"]
+    assert 0 < scale < 1 and BenchSettings().validate().draft_temperature_scale == scale
+    for other in (dict(draft="ngram"), dict(pair="tiny-random"), dict(preset="chain")):
+        assert BenchSettings(**other).validate().draft_temperature_scale == 1.0
+    s = BenchSettings(draft_temperature_scale=1.0).validate()  # a flag given wins
+    assert s.draft_temperature_scale == 1.0 and settings_record(s)["draft_temperature_scale"] == 1
+
+
 def test_weights_are_packed_in_bfloat16_on_a_cpu_unless_told(monkeypatch):
     monkeypatch.setattr(settings, "fastest_dtype", lambda pair, device: {"dtype": "bfloat16"})
     assert BenchSettings().validate().pack == "on"
@@ -107,6 +118,9 @@ def test_presets_say_why(tmp_path):
         load_presets(path)
     path.write_text('[fast]\nwhy = "measured"\nwidth = 2\n')
     with pytest.raises(ValueError, match="unknown keys"):
+        load_presets(path)
+    path.write_text('[fast]\nwhy = "measured"\ndraft_temperature_scale = -1\n')
+    with pytest.raises(ValueError, match="draft_temperature_scale"):
         load_presets(path)
 
 

@@ -40,6 +40,36 @@ def test_two_token_law_matches_target(tiny_pair, K, temperature, top_p):
     assert res.pvalue > 1e-3, res
 
 
+@pytest.mark.parametrize(
+    "K, tree, scale, top_p", [(2, (1,), 0.5, None), (2, (3, 2), 0.6, None), (1, (3,), 1.8, 0.9)]
+)
+def test_the_law_is_the_targets_whatever_temperature_the_drafts_are_drawn_at(
+    tiny_pair, K, tree, scale, top_p
+):
+    """Drafts drawn at another temperature than the target's (a sharper or flatter q, a tree's
+    alternatives drawn from it without replacement): the output law is still the target's,
+    since the rule reads the q the drafts were drawn from."""
+    dec = SpeculativeDecoder(
+        tiny_pair.draft, tiny_pair.target, K=K, tree=tree, temperature=1.0, top_p=top_p,
+        seed=K, draft_temperature_scale=scale,
+    )  # fmt: skip
+    assert dec.draft_warp.temperature == pytest.approx(scale)
+    res = _continuation_test(tiny_pair, dec)
+    assert res.pvalue > 1e-3, res
+
+
+def test_the_draft_temperature_scale_is_checked_and_greedy_ignores_it(tiny_pair):
+    for bad in (0, -1.0, float("nan"), "x"):
+        with pytest.raises(ValueError, match="draft_temperature_scale"):
+            SpeculativeDecoder(tiny_pair.draft, tiny_pair.target, draft_temperature_scale=bad)
+    greedy = SpeculativeDecoder(
+        tiny_pair.draft, tiny_pair.target, K=2, temperature=0, draft_temperature_scale=0.5
+    )
+    assert greedy.draft_warp is greedy.warp
+    ar = AutoregressiveDecoder(tiny_pair.target, temperature=0)
+    assert greedy.generate_ids(PROMPT, 20).tokens == ar.generate_ids(PROMPT, 20).tokens
+
+
 def test_prototype_rule_fails_on_models(tiny_pair):
     def wrong(*args, **kw):
         return verify(*args, correction=prototype_correction)

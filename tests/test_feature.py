@@ -69,11 +69,12 @@ def test_feature_drafter_with_alternatives(tiny_pair, random_head, shape):
         assert g.generate_ids(prompt, 30).tokens == ar.generate_ids(prompt, 30).tokens
 
 
-@pytest.mark.parametrize("kind", ["feature", "feature-tree", "layers"])
+@pytest.mark.parametrize("kind", ["feature", "feature-tree", "feature-tree-sharp", "layers"])
 def test_trained_draft_kinds_law_matches_target(tiny_pair, random_head, kind):
     """The first 2 tokens of 4 follow the target's law (for the feature head, step 1 has no drafts
     and step 2 drafts 2), with q = 0 outside the draft's token subset; also with a tree, whose
-    alternatives are drawn from that q without replacement."""
+    alternatives are drawn from that q without replacement, and with the drafts drawn at half the
+    target's temperature (sharp)."""
 
     torch.manual_seed(2)
     draft = (
@@ -81,8 +82,11 @@ def test_trained_draft_kinds_law_matches_target(tiny_pair, random_head, kind):
         if kind.startswith("feature")
         else LayerDraft(tiny_pair.target, torch.arange(4, 30), init_layers=(0,))
     )
-    tree = (3, 2) if kind == "feature-tree" else None
-    dec = SpeculativeDecoder(draft, tiny_pair.target, K=2, seed=3, top_p=0.95, tree=tree)
+    tree = (3, 2) if kind.startswith("feature-tree") else None
+    scale = 0.5 if kind.endswith("sharp") else 1.0
+    dec = SpeculativeDecoder(
+        draft, tiny_pair.target, K=2, seed=3, top_p=0.95, tree=tree, draft_temperature_scale=scale
+    )
     law = exact_continuation_law(tiny_pair.target, PROMPT, dec.warp, 2)
     keys = sorted(law)
     index = {k: i for i, k in enumerate(keys)}

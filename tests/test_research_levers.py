@@ -115,3 +115,27 @@ def test_head_lever_runs_every_head_beside_one_baseline(tiny_pair, random_head):
     for x in r["by_K"]:
         for v in ("a", "b"):
             assert x[v]["tree"] == [2] and {"speedup", "low", "high", "tau"} <= set(x[v])
+
+
+def test_draft_temperature_lever_runs_each_scale_beside_one_baseline(tiny_pair, random_head):
+    import dataclasses
+
+    from specdec_lib.bench import BenchSettings
+    from specdec_lib.drafters import FeatureDrafter
+    from specdec_lib.research import levers
+
+    pair = dataclasses.replace(tiny_pair, draft=FeatureDrafter(random_head))
+    s = BenchSettings(
+        pair="tiny-random", K=[1, 2], tree=[2], max_new_tokens=6, cost_reps=2,
+        draft_temperature_scale=0.5,
+    ).validate()  # fmt: skip
+    prompts = [{"category": "a", "text": "hello world"}, {"category": "b", "text": "abc"}]
+    r = levers.draft_temperature_costs(pair, s, prompts, scales=[1.0])
+    assert r["scales"] == ["scale 0.5", "scale 1"] and [x["K"] for x in r["by_K"]] == [1, 2]
+    half, one = (r["results"][v] for v in r["scales"])
+    assert half["settings"]["draft_temperature_scale"] == 0.5
+    assert one["settings"]["draft_temperature_scale"] == 1.0
+    base = {k: c for k, c in half["cells"].items() if k.startswith("autoregressive")}
+    assert len(base) == 2 and all(one["cells"][k] is c for k, c in base.items())
+    for x in r["by_K"]:
+        assert {"speedup", "low", "high", "tau"} <= set(x["scale 0.5"]) & set(x["scale 1"])

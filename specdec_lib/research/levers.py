@@ -27,6 +27,12 @@ bfloat16, prepacked).
 the tree tuned on this machine (``bench --tune-tree``), decoding the same prompts in rotation
 beside one autoregressive baseline, in one process (:func:`tree_costs`).
 
+``--lever draft-temperature`` measures the draft's temperature: ``bench``'s defaults with the
+drafts drawn at the preset's ``draft_temperature_scale`` and at each of ``--scales`` (1: the
+target's temperature), decoding the same prompts in rotation beside one autoregressive baseline,
+in one process (:func:`draft_temperature_costs`), at the sampled temperatures asked for (greedy
+decoding ignores the scale).
+
 ``--lever head`` measures the draft's weights: ``bench``'s defaults with each head of ``--heads``
 (the committed head and its fine-tune by a training-time test, by default), decoding the same
 prompts in rotation beside one autoregressive baseline, in one process (:func:`head_costs`).
@@ -62,6 +68,7 @@ from ..results import ISA_LIMITS, atomic_write_json, load_prompts, provenance
 __all__ = [
     "attention_costs",
     "build_parser",
+    "draft_temperature_costs",
     "head_costs",
     "packing_costs",
     "side_by_side",
@@ -260,6 +267,25 @@ def head_costs(
     return out | {"tree": list(settings.tree), "heads": heads}
 
 
+def draft_temperature_costs(
+    pair: Any,
+    settings: BenchSettings,
+    prompts: Sequence[dict[str, Any]],
+    scales: Sequence[float] = (1.0,),
+) -> dict[str, Any]:
+    """The drafts drawn at ``settings``' temperature scale and at each of ``scales``, side by side
+    in one process: the same pair, tree and ``K`` list, the pass costs timed once, the variants
+    decoding the prompts beside one autoregressive baseline (:func:`side_by_side`), each named
+    ``scale <s>``."""
+    costs = _run_costs(pair, settings, prompts)
+    variants = {
+        f"scale {sc:g}": (pair, dataclasses.replace(settings, draft_temperature_scale=sc), None)
+        for sc in [settings.draft_temperature_scale, *scales]
+    }
+    out = side_by_side(variants, prompts, costs)
+    return out | {"tree": list(settings.tree), "scales": list(variants)}
+
+
 def side_by_side(
     variants: dict[str, tuple[Any, BenchSettings, Any]],
     prompts: Sequence[dict[str, Any]],
@@ -341,7 +367,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m specdec_lib.research.levers", description=__doc__.split("\n\n")[0]
     )
     p.add_argument(
-        "--lever", choices=["packing", "attention", "support", "tree", "head"], default="packing"
+        "--lever",
+        choices=["packing", "attention", "support", "tree", "head", "draft-temperature"],
+        default="packing",
     )
     p.add_argument("--dtype", nargs="+", default=["bfloat16", "float32"])
     p.add_argument("--n-max", type=int, default=9, help="passes over n = 1..n_max tokens")
@@ -359,13 +387,21 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         nargs="+",
         default=[1.0, 0.0],
-        help="support, tree, head: temperatures (0 = greedy)",
+        help="support, tree, head, draft-temperature: temperatures (0 = greedy)",
     )
     p.add_argument(
         "--prompts",
         type=int,
         default=10,
-        help="support, tree, head: benchmark prompts decoded (the first N of data/prompts.json)",
+        help="support, tree, head, draft-temperature: benchmark prompts decoded (the first N of "
+        "data/prompts.json)",
+    )
+    p.add_argument(
+        "--scales",
+        type=float,
+        nargs="+",
+        default=[1.0],
+        help="draft-temperature: the scales measured beside the preset's",
     )
     p.add_argument("--K", type=int, nargs="+", default=[1, 2, 3], help="tree, head: draft lengths")
     p.add_argument(
@@ -389,6 +425,8 @@ def main(argv: list[str] | None = None) -> int:
         return _tree_main(args, settings)
     if args.lever == "head":
         return _head_main(args, settings)
+    if args.lever == "draft-temperature":
+        return _draft_temperature_main(args, settings)
     result = {
         "runs": [
             packing_costs(d, n_max=args.n_max, context=args.context, reps=args.reps)
@@ -457,6 +495,21 @@ def _head_main(args: argparse.Namespace, settings: dict[str, Any]) -> int:
         return ", ".join(f"{name} {v['speedup']:.3f}x" for name, v in r.items() if name != "K")
 
     return _bench_lever_main(args, settings, load, head_costs, line)
+
+
+def _draft_temperature_main(args: argparse.Namespace, settings: dict[str, Any]) -> int:
+    """The draft-temperature lever, at the sampled temperatures of ``--temperature``."""
+    args.temperature = [t for t in args.temperature if t > 0]
+    if not args.temperature:
+        raise SystemExit("--lever draft-temperature: greedy decoding ignores the scale; give T > 0")
+
+    def measure(pair: Any, s: BenchSettings, prompts: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        return draft_temperature_costs(pair, s, prompts, args.scales)
+
+    def line(r: dict[str, Any]) -> str:
+        return ", ".join(f"{name} {v['speedup']:.3f}x" for name, v in r.items() if name != "K")
+
+    return _bench_lever_main(args, settings, _load_default_pair, measure, line)
 
 
 def _load_default_pair(s: BenchSettings, head: str | None = None) -> Any:

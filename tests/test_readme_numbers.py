@@ -278,3 +278,17 @@ def scratch_line() -> str:
 def test_the_readme_reads_the_head_trained_from_scratch_as_measured():
     text = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
     assert scratch_line() in text, f"README.md: the from-scratch head's line is\n{scratch_line()}"
+
+
+def test_readme_says_what_the_draft_temperature_lever_measured():
+    """README: the draft-temperature lever's two scales overlapped in their 95% intervals at every
+    K of its run (so the default stays 1)."""
+    from specdec_lib.results import read_json
+
+    name = "machines/amd-epyc-25-17-1-2cores/levers_draft_temperature.json"
+    assert f"data/results/{name}" in " ".join((ROOT / "README.md").read_text().split())
+    (run,) = read_json(RESULTS_DIR / name)["runs"]
+    assert [x["K"] for x in run["by_K"]] == [1, 2, 3]
+    for x in run["by_K"]:
+        a, b = x["scale 0.8"], x["scale 1"]
+        assert a["low"] <= b["high"] and b["low"] <= a["high"], x["K"]

@@ -115,7 +115,7 @@ class CellRunner:
                 pair.target,
                 K=K if settings.schedule != "heuristic" else max(16, K),
                 tree=tuple(trees[K] if trees is not None else settings.tree),
-                draft_temperature_scale=settings.draft_temperature_scale or 1.0,
+                draft_temperature_scale=settings.draft_temperature_scale,
                 **warps,
             )
             for K in settings.K

@@ -65,10 +65,10 @@ PRESETS_FILE = Path(__file__).with_name("presets.toml")
 
 def load_presets(path: str | Path = PRESETS_FILE) -> dict[str, dict[str, Any]]:
     """The named presets of ``path`` (TOML), each checked: a ``why``, and optionally the ``pair``
-    it applies to, its ``drafts`` (the first that runs is taken), its ``tree`` and
-    ``draft_temperature_scale`` (for its drafts), its ``dtype`` and ``pack``."""
+    it applies to, its ``drafts`` (the first that runs is taken), its ``tree``, ``dtype`` and
+    ``pack``."""
     presets = tomllib.loads(Path(path).read_text())
-    known = {"why", "pair", "drafts", "tree", "dtype", "pack", "draft_temperature_scale"}
+    known = {"why", "pair", "drafts", "tree", "dtype", "pack"}
     for name, p in presets.items():
         where = f"preset {name!r} in {Path(path).name}"
         if not isinstance(p, dict) or not isinstance(p.get("why"), str) or not p["why"].strip():
@@ -84,13 +84,6 @@ def load_presets(path: str | Path = PRESETS_FILE) -> dict[str, dict[str, Any]]:
             one_of(d, f"{where}: drafts", PAIRS.get(p.get("pair"), DRAFTS))
         if "tree" in p:
             p["tree"] = list(as_tree(p["tree"]))
-        if "draft_temperature_scale" in p:
-            real(
-                p["draft_temperature_scale"],
-                f"{where}: draft_temperature_scale",
-                low=0.0,
-                low_open=True,
-            )
     return presets
 
 
@@ -140,10 +133,11 @@ class BenchSettings:
     temperature: float = setting(1.0, "sampling temperature (0 = greedy)")
     top_k: int | None = setting(None, "keep the k most likely tokens")
     top_p: float | None = setting(None, "keep the smallest set with this probability")
-    draft_temperature_scale: float | None = setting(
-        None,
-        "the draft's temperature over the target's: its q is drawn at temperature times this, "
-        "exact at any value (default: the preset's for its drafts, else 1)",
+    draft_temperature_scale: float = setting(
+        1.0,
+        "the draft's temperature over the target's: its drafts are drawn at temperature times "
+        "this, exact at any value (research.levers --lever draft-temperature measures one beside "
+        "another)",
     )
     repeats: int = setting(1, "repeats of every (method, K, prompt) cell")
     seed: int = setting(0, "seed of the cells' sampling seeds")
@@ -257,11 +251,6 @@ class BenchSettings:
             runs = [d for d in drafts if draft_runs(d, self.device, self.dtype)]
             self.draft = runs[0] if runs else default_draft(self.pair)
         one_of(self.draft, "draft", PAIRS[self.pair])
-        if self.draft_temperature_scale is None:
-            ours = self.draft in preset.get("drafts", [self.draft])
-            self.draft_temperature_scale = (
-                preset.get("draft_temperature_scale", 1.0) if ours else 1.0
-            )
         self.draft_temperature_scale = real(
             self.draft_temperature_scale,
             "draft_temperature_scale",

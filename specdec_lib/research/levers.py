@@ -28,8 +28,8 @@ the tree tuned on this machine (``bench --tune-tree``), decoding the same prompt
 beside one autoregressive baseline, in one process (:func:`tree_costs`).
 
 ``--lever draft-temperature`` measures the draft's temperature: ``bench``'s defaults with the
-drafts drawn at the preset's ``draft_temperature_scale`` and at each of ``--scales`` (1: the
-target's temperature), decoding the same prompts in rotation beside one autoregressive baseline,
+drafts drawn at the target's temperature (``draft_temperature_scale`` 1) and at each of
+``--scales`` times it, decoding the same prompts in rotation beside one autoregressive baseline,
 in one process (:func:`draft_temperature_costs`), at the sampled temperatures asked for (greedy
 decoding ignores the scale).
 
@@ -276,11 +276,11 @@ def draft_temperature_costs(
     """The drafts drawn at ``settings``' temperature scale and at each of ``scales``, side by side
     in one process: the same pair, tree and ``K`` list, the pass costs timed once, the variants
     decoding the prompts beside one autoregressive baseline (:func:`side_by_side`), each named
-    ``scale <s>``."""
+    ``scale <s>`` (``settings``' first)."""
     costs = _run_costs(pair, settings, prompts)
     variants = {
         f"scale {sc:g}": (pair, dataclasses.replace(settings, draft_temperature_scale=sc), None)
-        for sc in [settings.draft_temperature_scale, *scales]
+        for sc in dict.fromkeys([settings.draft_temperature_scale, *scales])
     }
     out = side_by_side(variants, prompts, costs)
     return out | {"tree": list(settings.tree), "scales": list(variants)}
@@ -400,8 +400,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--scales",
         type=float,
         nargs="+",
-        default=[1.0],
-        help="draft-temperature: the scales measured beside the preset's",
+        default=[0.8],
+        help="draft-temperature: the scales measured beside 1 (the target's temperature)",
     )
     p.add_argument("--K", type=int, nargs="+", default=[1, 2, 3], help="tree, head: draft lengths")
     p.add_argument(

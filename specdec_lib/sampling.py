@@ -100,8 +100,11 @@ class Warp:
         squeeze = scores.dim() == 1
         if squeeze:
             scores = scores.unsqueeze(0)
-        # The warpers ignore input_ids; they only need something with a batch dimension.
-        scores = self._processors(None, scores)
+        # The warpers ignore input_ids; they only need something with a batch dimension. Each is
+        # called itself: LogitsProcessorList's call inspects every warper's signature first, which
+        # took longer than the temperature's division on a row of the draft's subset.
+        for warper in self._processors:
+            scores = warper(None, scores)
         return scores.squeeze(0) if squeeze else scores
 
     def probs(self, logits: torch.Tensor) -> torch.Tensor:

@@ -377,3 +377,29 @@ def test_warped_support_respected(V, T, top_k, top_p, seed):
     assert all(p[i, t] > 0 for i, t in enumerate(v.tokens.tolist()))
     if top_k is not None:
         assert int((p[0] > 0).sum()) <= max(top_k, 1) or top_p is not None
+
+
+@pytest.mark.parametrize(
+    "kw", [dict(temperature=0.7), dict(top_k=5), dict(temperature=1.3, top_k=7, top_p=0.8)]
+)
+def test_the_warps_are_transformers_own(kw):
+    """Warp applies transformers' warpers one by one, in generate's order: the same scores bit
+    for bit as their LogitsProcessorList."""
+    from transformers import (
+        LogitsProcessorList,
+        TemperatureLogitsWarper,
+        TopKLogitsWarper,
+        TopPLogitsWarper,
+    )
+
+    w = Warp(**kw)
+    theirs = LogitsProcessorList()
+    if w.temperature != 1.0:
+        theirs.append(TemperatureLogitsWarper(w.temperature))
+    if w.top_k is not None:
+        theirs.append(TopKLogitsWarper(top_k=w.top_k))
+    if w.top_p is not None:
+        theirs.append(TopPLogitsWarper(top_p=w.top_p))
+    logits = torch.randn(3, 40, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(w.logits(logits), theirs(None, logits.clone()))
+    assert torch.equal(w.logits(logits[0]), theirs(None, logits[:1].clone())[0])

@@ -460,10 +460,11 @@ class SpeculativeDecoder(_DecoderBase):
         draft_temperature_scale: the draft's ``q`` is drawn at ``temperature`` times this (with
             the same top-k and top-p); 1 (default) draws it at the target's. Any ``q`` keeps the
             output exact, since ``q`` is the law the drafts are drawn from and the rule reads it;
-            what changes is how often they are accepted. A draft trained to match ``p`` spreads
-            its mass wider than ``p`` where it is unsure, and below 1 its drafts, and a tree's
-            alternatives drawn without replacement, land more often on the target's likely
-            tokens. Greedy decoding ignores it.
+            what changes is how often they are accepted: below 1 the drafts, and a tree's
+            alternatives drawn without replacement, keep to the draft's likelier tokens, which
+            pays where the draft spreads its mass wider than the target
+            (``research.levers --lever draft-temperature`` measures it). Greedy decoding
+            ignores it.
         seed: seeds the decoder's generator; the same seed gives the same tokens.
         tokenizer: optional, for :meth:`generate`.
         tree: the step's shape, candidates at each draft depth: ``(1,)`` (default) is the chain;

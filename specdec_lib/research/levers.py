@@ -271,7 +271,7 @@ def draft_temperature_costs(
     pair: Any,
     settings: BenchSettings,
     prompts: Sequence[dict[str, Any]],
-    scales: Sequence[float] = (1.0,),
+    scales: Sequence[float] = (0.8,),
 ) -> dict[str, Any]:
     """The drafts drawn at ``settings``' temperature scale and at each of ``scales``, side by side
     in one process: the same pair, tree and ``K`` list, the pass costs timed once, the variants

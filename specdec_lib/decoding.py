@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from .checks import non_negative_int, positive_int, real
+from .checks import non_negative_int, positive_int
 from .drafters.base import Drafter, as_drafter
 from .lm import (
     KVState,
@@ -503,23 +503,13 @@ class SpeculativeDecoder(_DecoderBase):
         draft_temperature_scale: float = 1.0,
     ) -> None:
         self.K = positive_int(K, "K", "draft tokens per step")
-        scale = real(
-            draft_temperature_scale,
-            "draft_temperature_scale",
-            "the draft's temperature over the target's",
-            low=0.0,
-            low_open=True,
-        )
         self.tree = tree_shape(tree, width)
         if max(self.tree) > 1 and verifier is not verify:
             raise ValueError(
                 f"a custom verifier checks chains only; got tree={self.tree}: leave verifier unset"
             )
         super().__init__(target, temperature, top_k, top_p, seed, tokenizer)
-        self.draft_temperature_scale = scale
-        w = self.warp
-        # the law the drafts are drawn from (greedy: the target's argmax rule, whatever the scale)
-        self.draft_warp = w if w.greedy or scale == 1 else Warp(w.temperature * scale, top_k, top_p)
+        self.draft_warp = self.warp.for_draft(draft_temperature_scale)  # the drafts' law
         self.use_cache = bool(use_cache)
         self.drafter = as_drafter(draft, self.use_cache)
         d_dev = self.drafter.device

@@ -90,6 +90,21 @@ class Warp:
     def greedy(self) -> bool:
         return self.temperature == 0
 
+    def for_draft(self, scale: float) -> Warp:
+        """The warp drafts are drawn with at ``scale`` times this temperature, with the same
+        top-k and top-p (``SpeculativeDecoder``'s ``draft_temperature_scale``); this warp itself
+        at scale 1, and in greedy decoding, whatever the scale."""
+        scale = real(
+            scale,
+            "draft_temperature_scale",
+            "the draft's temperature over the target's",
+            low=0.0,
+            low_open=True,
+        )
+        if self.greedy or scale == 1:
+            return self
+        return Warp(self.temperature * scale, self.top_k, self.top_p)
+
     def logits(self, logits: torch.Tensor) -> torch.Tensor:
         """Warped logits (float32, ``-inf`` outside the kept set); rows are independent."""
         if self.greedy:

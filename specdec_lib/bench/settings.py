@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from ..checks import one_of, positive_int, probability, real
+from ..checks import one_of, positive_int, probability
 from ..config import DEFAULT_PROMPTS
 from ..costs import as_tree
 from ..models import DRAFTS, PAIRS, TRAINED_DRAFTS, check_head, default_draft, load_pair
@@ -251,13 +251,8 @@ class BenchSettings:
             runs = [d for d in drafts if draft_runs(d, self.device, self.dtype)]
             self.draft = runs[0] if runs else default_draft(self.pair)
         one_of(self.draft, "draft", PAIRS[self.pair])
-        self.draft_temperature_scale = real(
-            self.draft_temperature_scale,
-            "draft_temperature_scale",
-            "the draft's temperature over the target's",
-            low=0.0,
-            low_open=True,
-        )
+        self.warp.for_draft(self.draft_temperature_scale)  # validates the scale
+        self.draft_temperature_scale = float(self.draft_temperature_scale)
         shape = self._shape(preset)
         self.tree = None if self.tune_tree else list(shape)
         self.width = None  # a spelling only: the shape is the tree

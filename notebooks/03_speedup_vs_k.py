@@ -441,7 +441,7 @@ if device_costs is not None:  # a log axis, ticked at powers of two
     ax.set_xticks(ticks, [str(k) for k in ticks])
     ax.xaxis.set_minor_locator(plt.NullLocator())
 ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8.5)
-savefig("03_pass_costs", fig);
+savefig("03_pass_costs", fig)
 
 # %% [markdown]
 # ## 2. Throughput, latency, acceptance: the table
@@ -535,7 +535,7 @@ fig = figs.speedup_vs_K(
     ylim=(0, top),
 )
 fig.suptitle(f"The recommended configuration on {MACHINE_SHORT} ({pooled(results[MAIN])})", y=1.06)
-savefig("03_speedup_vs_K", fig);
+savefig("03_speedup_vs_K", fig)
 # %% [markdown]
 # ## 4. What the tree adds, and an untrained draft
 #
@@ -555,7 +555,7 @@ fig = figs.speedup_vs_K(
 fig.suptitle(
     f"The chain and the untrained early exit on {MACHINE_SHORT} ({pooled(results[CHAIN])})", y=1.06
 )
-savefig("03_speedup_vs_K_drafts", fig);
+savefig("03_speedup_vs_K_drafts", fig)
 
 # %% [markdown]
 # Side by side at each $K$: the tree against the chain (two runs of the campaign, each against its
@@ -613,7 +613,7 @@ ax1.set(
 for ax in (ax0, ax1):
     ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=8)
-savefig("03_alpha_tau_vs_K", fig);
+savefig("03_alpha_tau_vs_K", fig)
 # %% [markdown]
 # ## 6. Latency and throughput
 #
@@ -727,8 +727,8 @@ print(
 # 1. **Verification is nearly free.** At batch size 1 a pass reads every weight once whatever the
 #    number of tokens; a GPU has so much arithmetic per byte that a pass over $K + 1$ tokens costs
 #    about what a pass over one does, until thousands of tokens — and for a 135M model in eager
-#    PyTorch the time is mostly the fixed host cost of launching each op, which does not grow with
-#    $n$ at all. On this CPU a pass over more tokens costs measurably more (§1).
+#    PyTorch the time is mostly the fixed host cost of launching each op, which hardly depends on
+#    $n$. On this CPU a pass over more tokens costs measurably more (§1).
 # 2. **The draft step is cheap relative to the target** for the same reasons ($c$ falls when the
 #    target pass is launch- or bandwidth-bound).
 #
@@ -783,8 +783,8 @@ if GPU_MEASURED:
     passes[gpu_name] = gpu["costs"]["t_target_s"]
     curves += predicted_rows(gpu_name, dict.fromkeys(CONFIGS, gpu["costs"]))
     title = (
-        f"{gpu['provenance'].get('gpu')}: pass costs measured ({gpu['label']}); "
-        "speedups predicted with this CPU's acceptance"
+        f"{gpu['provenance'].get('gpu')}: pass costs measured (eager, {gpu['pair']['dtype']}, "
+        "random weights); speedups predicted with this CPU's acceptance"
     )
 else:
     # The model: the target's weights read once per pass, the head's own weights and its
@@ -839,6 +839,37 @@ else:
         + "\n".join(f"  {s.name}: {s.source}" for s in GPUS.values())
     )
 predicted = pd.DataFrame(curves)
+# The decoders' own steps timed by the GPU runs (their speedups, implied with this CPU's tokens per
+# step at the same K, are set out after the figure).
+GPU_RUNS = {f.stem: read_json(f) for f in sorted(RESULTS_DIR.glob("gpu_run_cuda*.json"))}
+CPU_RUN_OF = {  # (temperature, shape) -> this CPU's run whose tokens per step the GPU steps use
+    (1.0, "tree (4, 3)"): MAIN,
+    (1.0, "chain"): CHAIN,
+    (0.0, "tree (4, 3)"): GREEDY,
+}
+gpu_steps = []
+for stem, g in GPU_RUNS.items():
+    dec = pd.DataFrame(g["decoder"]["rows"])
+    for T, sub in dec.groupby("temperature"):
+        ar_ms = 1e3 * sub.query("method == 'autoregressive'").step_s.iloc[0]
+        for row in sub.query("method == 'speculative'").itertuples():
+            name = CPU_RUN_OF.get((T, row.shape))
+            if name is None or row.K not in spec_rows(name).index:
+                continue
+            tau = spec_rows(name).tau[row.K]
+            gpu_steps.append(
+                {
+                    "GPU run": stem,
+                    "T": T,
+                    "shape": row.shape,
+                    "K": int(row.K),
+                    "AR token ms": ar_ms,
+                    "step ms": 1e3 * row.step_s,
+                    "tau (this CPU)": tau,
+                    "implied speedup": tau * ar_ms / (1e3 * row.step_s),
+                }
+            )
+gpu_steps = pd.DataFrame(gpu_steps)
 display(
     predicted.pivot_table(index=["device", "config"], columns="K", values="predicted_speedup")
     .rename_axis(columns="K: predicted speedup")
@@ -846,7 +877,7 @@ display(
 )
 
 # %%
-fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11.5, 4.4))
+fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11.5, 4.8 if len(gpu_steps) else 4.4))
 palette = [COLORS["target"], COLORS["speculative"], COLORS["hf"], COLORS["draft"]]
 device_colors = dict(zip(passes, palette, strict=False))
 widths = {d: 3.4 - 0.8 * i for i, d in enumerate(passes)}  # later devices thinner, on top
@@ -887,11 +918,24 @@ for config, name in CONFIGS.items():
         capsize=2,
         color=COLORS["target"],
     )
+GPU_STEP_MARKS = {"tree (4, 3)": "D", "chain": "v"}
+if len(gpu_steps):
+    t1_steps = gpu_steps.query("`GPU run` == 'gpu_run_cuda' and T == 1.0")
+    for config, sub in t1_steps.groupby("shape"):
+        ax1.plot(
+            sub.K + (0.08 if config == "chain" else 0.0),
+            sub["implied speedup"],
+            GPU_STEP_MARKS[config],
+            ms=6,
+            mfc="white",
+            mew=1.5,
+            color=device_colors[gpu_name],
+        )
 ax1.axhline(1.0, color="black", lw=0.8)
 ax1.set(
     xlabel="draft length K",
     ylabel="speedup over autoregressive",
-    title="Predicted speedup",
+    title="Speedup at T = 1, measured and predicted",
     ylim=(0, None),
 )
 for ax in (ax0, ax1):
@@ -912,17 +956,128 @@ handles += [
     )
     for c in CONFIGS
 ]
+if len(gpu_steps):
+    handles += [
+        plt.Line2D(
+            [],
+            [],
+            color=device_colors[gpu_name],
+            marker=GPU_STEP_MARKS[c],
+            mfc="white",
+            ls="none",
+            label=f"{c}, the decoders' steps timed on the GPU, with this CPU's tokens per step",
+        )
+        for c in CONFIGS
+    ]
 fig.legend(handles=handles, loc="lower center", ncol=2, fontsize=8, frameon=False)
 fig.suptitle(f"{title}\nthis CPU: {MACHINE_SHORT}", fontsize=10.5)
-fig.tight_layout(rect=(0, 0.2, 1, 1))
-savefig("03_gpu", fig);
+fig.tight_layout(rect=(0, 0.25 if len(gpu_steps) else 0.2, 1, 1))
+savefig("03_gpu", fig)
 # %% [markdown]
 # On this CPU the cost model, fed the same acceptance, predicts the measured speedups to within the
 # efficiencies of §7's table; a GPU's curves inherit its assumptions: the acceptance measured here
-# at each $K$, eager execution on both sides, and none of the decoder's own host work per step
-# (on this CPU, §7's host share). Where the predicted GPUs' curves coincide, the model has them
-# bound by the host's launch overhead, not by their bandwidth: a 135M model in eager PyTorch cannot
-# use a large GPU.
+# at each $K$, eager execution on both sides, and none of the decoder's own work per step around
+# its passes (on this CPU, §7's host share). The next cells measure that work on the GPU.
+#
+# ### The decoders' own steps on a GPU
+#
+# The GPU run also times the library's decoders themselves, `SpeculativeDecoder` and
+# `AutoregressiveDecoder`, on the same random-weight target: each cell is the median wall time of
+# a step (after the first) over a few generations of 64 tokens from a 64-token prompt, with the
+# Python work and the host synchronisations a step does around its passes. What random weights
+# accept means nothing, so the speedup a step time implies takes the tokens per step $\tau(K)$ from
+# this CPU's run with the real weights at the same $K$:
+# $\hat S(K) = \tau_\text{CPU}(K)\, t_\text{AR token} / t_\text{step}(K)$, with both times from
+# one GPU run. The same file times transformers' `generate` per token, eager and with a static cache
+# compiled into CUDA graphs.
+
+# %%
+if len(gpu_steps):
+    for values, label in (("step ms", "K: step ms"), ("implied speedup", "K: implied speedup")):
+        display(
+            gpu_steps.pivot_table(index=["GPU run", "T", "shape"], columns="K", values=values)
+            .rename_axis(columns=label)
+            .round(2)
+        )
+else:
+    print("no GPU run in data/results/: the decoders' steps on a GPU are not measured here")
+
+# %%
+if GPU_RUNS:
+    first, *others = GPU_RUNS.values()
+    gp = first["provenance"]
+    t_gpu = np.asarray(first["costs"]["t_target_s"]) * 1e3
+    main_T1 = gpu_steps.query("`GPU run` == 'gpu_run_cuda' and T == 1.0")
+    tree_T1 = main_T1.query("shape == 'tree (4, 3)'")
+    chain_T1 = main_T1.query("shape == 'chain'")
+    greedy = gpu_steps.query("T == 0.0")
+    model_T1 = predicted.query("device == @gpu_name and config == 'tree (4, 3)'")
+    arch = read_json(DATA_DIR / "smollm2_135m_config.json")
+    h200 = GPUS["H200"]
+    weight_mb = 2 * first["pair"]["target_params"] / 1e6  # bfloat16
+    n_ops = arch["num_hidden_layers"] * gpu_model.OPS_PER_LAYER + gpu_model.OPS_FIXED
+    model_t1 = gpu_pass_time(
+        h200,
+        weight_bytes=2 * first["pair"]["target_params"],
+        n_tokens=1,
+        flops_per_token=2 * first["pair"]["target_params"],
+        n_layers=arch["num_hidden_layers"],
+    )
+    dec = pd.DataFrame(first["decoder"]["rows"])
+    tree_verify_ms = (
+        1e3
+        * dec.query("temperature == 1.0 and shape == 'tree (4, 3)' and K in @tree_T1.K").verify_s
+    )
+    spread = (
+        100 * greedy.groupby(["shape", "K"])["step ms"].agg(lambda v: v.max() / v.min() - 1).max()
+    )
+    graphs = {
+        stem: g["generate"]
+        for stem, g in GPU_RUNS.items()
+        if g["generate"].get("cuda_graphs", {}).get("status") == "measured"
+    }
+    gpu_lines = [
+        f"""**On the {gp["gpu"]}** (CUDA {gp["cuda"]}, torch {gp["torch"]}, transformers
+{gp["transformers"]}, eager {first["pair"]["dtype"]}, random weights), a one-token pass of the
+target takes {t_gpu[0]:.1f} ms and a pass over 2–{len(t_gpu)} tokens {rng_(t_gpu[1:] / t_gpu[0])}×
+that, with no trend in the number of tokens: past the second, a token verified costs nothing
+more. The one-token pass is slow for its size: the datasheet's bandwidth
+({h200.bandwidth_gb_s / 1e3:.1f} TB/s) reads the {weight_mb:.0f} MB of its weights in
+{weight_mb / h200.bandwidth_gb_s:.2f} ms, and the roofline-plus-launch model
+(`specdec_lib.research.gpu_model`), with
+{1e6 * gpu_model.LAUNCH_OVERHEAD_S:.0f} µs per launched operation, predicts
+{1e3 * model_t1:.1f} ms: the measured pass spends {1e3 * t_gpu[0] / n_ops:.0f} µs on each of the
+{n_ops} operations the model counts. The head's draft step costs $c$ = {first["costs"]["c"]:.3f} of
+a one-token pass.""",
+        f"""**The decoders' steps.** The autoregressive decoder's token takes
+{tree_T1["AR token ms"].iloc[0]:.1f} ms at $T = 1$; a speculative step takes
+{rng_(tree_T1["step ms"], ".1f")} ms with the tree (4, 3) and {rng_(chain_T1["step ms"], ".1f")}
+ms with the chain at $K$ = {rng_(tree_T1.K.astype(int), "d")}. With this CPU's tokens per step they imply
+{rng_(tree_T1["implied speedup"])}× (tree) and {rng_(chain_T1["implied speedup"])}× (chain) at
+$T = 1$, where the pass costs alone predict {rng_(model_T1.predicted_speedup)}× for the tree, and
+{rng_(greedy["implied speedup"])}× greedy over both GPU runs. The gap is the decoder's own work
+around its passes, which the pass-cost model leaves out: with the tree at $T = 1$ a step's
+verification (its pass, the warps, the acceptance and the host's reads of the result) takes
+{rng_(tree_verify_ms, ".1f")} ms, where a pass over 2–{len(t_gpu)} tokens alone takes
+{rng_(t_gpu[1:], ".1f")} ms. The steps are noisy on this machine: the same greedy cells, repeated
+minutes later from the same commit, differ by up to {spread:.0f}%, so these are ranges, not
+intervals.""",
+    ]
+    for stem, gen in graphs.items():
+        eager_ms, graphs_ms = (
+            1e3 * gen["eager_s_per_token"],
+            1e3 * gen["cuda_graphs"]["s_per_token"],
+        )
+        gpu_lines.append(
+            f"""**CUDA graphs.** transformers' `generate` takes {eager_ms:.1f} ms per token eagerly and
+{graphs_ms:.1f} ms with its static cache compiled into CUDA graphs (`{stem}.json`):
+{eager_ms / graphs_ms:.1f}× faster, where the eager speculative decoder's steps imply at most
+{gpu_steps["implied speedup"].max():.2f}×. For a 135M target on this GPU the launch of each operation, not the traffic of the
+weights, sets the time, and capturing the whole step removes it. A fair comparison on a GPU
+therefore captures both sides; this library's decoders run eagerly, so the speedups above are
+against an eager baseline and do not carry over to a graph-captured one."""
+        )
+    display(Markdown("\n\n".join(gpu_lines)))
 
 # %% [markdown]
 # ## 9. Discussion

@@ -595,7 +595,7 @@ display(
         f"{trained['c']:.3f} to {i8['c']:.3f}. What would move the "
         "speedup further is the draft's acceptance itself (notebook 06 §6 bounds what a tree "
         "of depth 2 can add with this head), more on-policy data (§2), and a machine where a "
-        "target pass costs more relative to the draft (notebook 03 models a GPU)."
+        "target pass costs more relative to the draft (notebook 03 §8 sets out a GPU's costs)."
     )
 )
 

@@ -139,3 +139,42 @@ def test_draft_temperature_lever_runs_each_scale_beside_one_baseline(tiny_pair, 
     assert len(base) == 2 and all(one["cells"][k] is c for k, c in base.items())
     for x in r["by_K"]:
         assert {"speedup", "low", "high", "tau"} <= set(x["scale 0.5"]) & set(x["scale 1"])
+
+
+
+def test_compiled_linears_take_passes_over_several_rows_only_while_on():
+    import torch
+
+    from specdec_lib.research.levers import compile_linears
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 24))
+    m = model[0]
+    x1, x3 = torch.randn(1, 1, 16), torch.randn(1, 3, 16)
+    with torch.inference_mode():
+        before1, before3 = m(x1), m(x3)
+        installed = compile_linears(model)
+        try:
+            assert len(installed.routes) == 1 and installed.compile_s > 0
+            assert torch.equal(m(x1), before1)  # one row: the layer's own kernel
+            torch.testing.assert_close(m(x3), before3)  # several: compiled, another rounding
+            installed.switch(False)
+            assert torch.equal(m(x3), before3)
+        finally:
+            installed.remove()
+    assert all("forward" not in vars(layer) for layer in model)  # the layers as they were
+
+
+def test_compile_lever_times_both_variants_at_every_pass_size(tiny_pair, monkeypatch):
+    import torch
+
+    from specdec_lib.research.levers import compile_costs
+
+    monkeypatch.setattr(torch, "compile", lambda f, **_: f)  # the record's shape, not inductor
+    layers = [m for m in tiny_pair.target.modules() if isinstance(m, torch.nn.Linear)]
+    r = compile_costs(tiny_pair, n_max=3, reps=1)
+    assert r["layers"] == len(layers) > 0 and r["options"]["freezing"] is True
+    for variant in ("eager", "compiled"):
+        assert len(r[variant]["t_target_s"]) == 3 and r[variant]["t_n_over_t_1"][0] == 1.0
+    assert len(r["compiled_over_eager"]) == 3
+    assert all("forward" not in vars(layer) for layer in layers)

@@ -33,6 +33,12 @@ drafts drawn at the target's temperature (``draft_temperature_scale`` 1) and at 
 in one process (:func:`draft_temperature_costs`), at the sampled temperatures asked for (greedy
 decoding ignores the scale).
 
+``--lever compile`` measures the target's linear layers compiled by ``torch.compile`` (inductor,
+max-autotune, its C++ matrix-product template over frozen weights, :func:`compile_linears`) for
+passes over two rows or more, one-row passes left to the loaded kernels: ``bench``'s pair in
+bfloat16 (prepacked where oneDNN packs it), the target's passes over ``n = 1..n_max`` tokens
+eager and compiled, in alternating blocks as for packing, with the time the compilation took.
+
 ``--lever head`` measures the draft's weights: ``bench``'s defaults with each head of ``--heads``
 (the committed head and its fine-tune by a training-time test, by default), decoding the same
 prompts in rotation beside one autoregressive baseline, in one process (:func:`head_costs`).
@@ -46,6 +52,7 @@ import dataclasses
 import os
 import statistics
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -68,6 +75,8 @@ from ..results import ISA_LIMITS, atomic_write_json, load_prompts, provenance
 __all__ = [
     "attention_costs",
     "build_parser",
+    "compile_costs",
+    "compile_linears",
     "draft_temperature_costs",
     "head_costs",
     "packing_costs",
@@ -145,6 +154,107 @@ def attention_costs(
         lm.DECODE_QUERIES = decoding_queries
         for m in modules:
             use_decode_attention(m, on=loaded)
+    return out
+
+
+class _Route:
+    """A linear layer's ``forward``: passes over ``min_rows`` rows or more to ``compiled`` while
+    ``on``, the others (and every pass while off) to the layer's own ``eager`` forward."""
+
+    def __init__(self, eager: Callable, compiled: Callable, min_rows: int) -> None:
+        self.eager, self.compiled, self.min_rows, self.on = eager, compiled, min_rows, True
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if self.on and x.numel() >= self.min_rows * x.shape[-1]:
+            return self.compiled(x)
+        return self.eager(x)
+
+
+@dataclasses.dataclass
+class CompiledLinears:
+    """What :func:`compile_linears` installed: ``switch(on)`` routes the layers' passes over
+    several rows to their compiled products or back to the loaded kernels; ``remove()`` restores
+    the layers as they were."""
+
+    routes: list[tuple[torch.nn.Module, _Route]]
+    compile_s: float
+
+    def switch(self, on: bool) -> None:
+        for _, route in self.routes:
+            route.on = on
+
+    def remove(self) -> None:
+        for m, _ in self.routes:
+            del m.forward
+
+
+# inductor's options for the compiled products: autotuned among its C++ template (a blocked
+# micro-kernel over the weights, prepacked at compile time) and ATen's own product.
+COMPILE_OPTIONS = {"max_autotune": True, "max_autotune_gemm_backends": "CPP,ATEN"}
+
+
+def compile_linears(model: torch.nn.Module, min_rows: int = 2) -> CompiledLinears:
+    """Route the passes of every linear layer of ``model`` over ``min_rows`` rows or more through
+    ``torch.compile`` (inductor, :data:`COMPILE_OPTIONS`) with the weights frozen into the
+    compiled code, compiled now, for any row count from ``min_rows`` up (a pass over fewer rows
+    runs the layer's own kernel, as a prepacked float32 layer keeps the matrix-vector kernel for
+    one row: another rounding of the same model).
+
+    Each layer gets a function of its own: ``torch.compile`` keeps its compiled graphs per
+    function, and checks every graph kept for a function on every call, so one function shared
+    by the model's 200-odd layers would be checked against hundreds of graphs per call. Inductor
+    freezes weights only with its global ``freezing`` setting, which is set while compiling and
+    restored after; a pass that needed a new graph later would compile it unfrozen."""
+    from torch._inductor import config as inductor_config
+
+    layers = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    routes = []
+    for i, m in enumerate(layers):
+        scope = {"linear": torch.nn.functional.linear, "layer": m}
+        source = "def forward(x):\n    return linear(x, layer.weight, layer.bias)\n"
+        exec(compile(source, f"<compiled linear {i}>", "exec"), scope)  # a code object each
+        compiled = torch.compile(scope["forward"], options=COMPILE_OPTIONS)
+        routes.append((m, _Route(m.forward, compiled, min_rows)))
+    t0 = time.perf_counter()
+    with inductor_config.patch(freezing=True), torch.inference_mode():
+        for m, route in routes:
+            w = m.weight
+            for rows in (min_rows, min_rows + 1):  # the second marks the row count dynamic
+                route.compiled(torch.zeros(1, rows, w.shape[1], dtype=w.dtype, device=w.device))
+    for m, route in routes:
+        m.forward = route
+    return CompiledLinears(routes, time.perf_counter() - t0)
+
+
+def compile_costs(
+    pair: Any, *, n_max: int = 12, context: int = 64, reps: int = 8
+) -> dict[str, Any]:
+    """The target's pass costs (``t_target_s`` for n = 1..n_max, ``t_draft_s``) with its linear
+    layers as loaded (eager) and compiled (:func:`compile_linears`), in alternating blocks (eager,
+    compiled, compiled, eager), their ratios compiled / eager, and the compilation's seconds."""
+    installed = compile_linears(pair.target)
+    blocks: dict[str, list[dict[str, Any]]] = {"eager": [], "compiled": []}
+    try:
+        for variant in ("eager", "compiled", "compiled", "eager"):
+            installed.switch(variant == "compiled")
+            blocks[variant].append(measure_pass_costs(pair, n_max, context=context, reps=reps))
+    finally:
+        installed.remove()
+    out: dict[str, Any] = {
+        "layers": len(installed.routes),
+        "compile_s": installed.compile_s,
+        "options": COMPILE_OPTIONS | {"freezing": True, "min_rows": 2},
+        "packed": getattr(pair, "notes", {}).get("packed", False),
+    }
+    for variant, runs in blocks.items():
+        out[variant] = _block_means(runs)
+        out[variant]["t_n_over_t_1"] = [
+            x / out[variant]["t_target_s"][0] for x in out[variant]["t_target_s"]
+        ]
+    out["compiled_over_eager"] = [
+        a / b
+        for a, b in zip(out["compiled"]["t_target_s"], out["eager"]["t_target_s"], strict=True)
+    ]
     return out
 
 
@@ -368,7 +478,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--lever",
-        choices=["packing", "attention", "support", "tree", "head", "draft-temperature"],
+        choices=["packing", "attention", "support", "tree", "head", "draft-temperature", "compile"],
         default="packing",
     )
     p.add_argument("--dtype", nargs="+", default=["bfloat16", "float32"])
@@ -427,6 +537,8 @@ def main(argv: list[str] | None = None) -> int:
         return _head_main(args, settings)
     if args.lever == "draft-temperature":
         return _draft_temperature_main(args, settings)
+    if args.lever == "compile":
+        return _compile_main(args, settings)
     result = {
         "runs": [
             packing_costs(d, n_max=args.n_max, context=args.context, reps=args.reps)
@@ -452,6 +564,25 @@ def _attention_main(args: argparse.Namespace, settings: dict[str, Any]) -> int:
     for r in result["runs"]:
         ratios = " ".join(f"{x:.2f}" for x in r["decode_over_sdpa"])
         print(f"context {r['context']}: decode / sdpa by pass size:", ratios)
+    return 0
+
+
+def _compile_main(args: argparse.Namespace, settings: dict[str, Any]) -> int:
+    """The compile lever on bench's pair in bfloat16: the int8 head, prepacked where oneDNN packs
+    bfloat16 on this CPU."""
+    pair = load_pair("default", draft="trained-int8", dtype="bfloat16", pack=True)
+    result = {
+        "runs": [compile_costs(pair, n_max=args.n_max, context=args.context, reps=args.reps)],
+        "isa_limits": {k: os.environ[k] for k in ISA_LIMITS if k in os.environ},
+        "provenance": provenance(device="cpu", seed=0, settings=settings),
+    }
+    atomic_write_json(args.out, result)
+    r = result["runs"][0]
+    print(f"compiled {r['layers']} layers in {r['compile_s']:.0f} s")
+    for variant in ("eager", "compiled"):
+        ms = " ".join(f"{1e3 * x:.1f}" for x in r[variant]["t_target_s"])
+        print(f"{variant}: t(n) ms, n = 1..{len(r[variant]['t_target_s'])}: {ms}")
+    print("compiled / eager:", " ".join(f"{x:.2f}" for x in r["compiled_over_eager"]))
     return 0
 
 

@@ -849,6 +849,8 @@ CPU_RUN_OF = {  # (temperature, shape) -> this CPU's run whose tokens per step t
 }
 gpu_steps = []
 for stem, g in GPU_RUNS.items():
+    if "decoder" not in g:  # a run of other sections
+        continue
     dec = pd.DataFrame(g["decoder"]["rows"])
     for T, sub in dec.groupby("temperature"):
         ar_ms = 1e3 * sub.query("method == 'autoregressive'").step_s.iloc[0]
@@ -1003,8 +1005,8 @@ else:
     print("no GPU run in data/results/: the decoders' steps on a GPU are not measured here")
 
 # %%
-if GPU_RUNS:
-    first, *others = GPU_RUNS.values()
+if "gpu_run_cuda" in GPU_RUNS:
+    first = GPU_RUNS["gpu_run_cuda"]  # the whole visit
     gp = first["provenance"]
     t_gpu = np.asarray(first["costs"]["t_target_s"]) * 1e3
     main_T1 = gpu_steps.query("`GPU run` == 'gpu_run_cuda' and T == 1.0")
@@ -1034,7 +1036,7 @@ if GPU_RUNS:
     graphs = {
         stem: g["generate"]
         for stem, g in GPU_RUNS.items()
-        if g["generate"].get("cuda_graphs", {}).get("status") == "measured"
+        if g.get("generate", {}).get("cuda_graphs", {}).get("status") == "measured"
     }
     gpu_lines = [
         f"""**On the {gp["gpu"]}** (CUDA {gp["cuda"]}, torch {gp["torch"]}, transformers

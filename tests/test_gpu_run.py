@@ -53,11 +53,26 @@ def test_rehearsal_as_on_the_device_writes_only_under_out(tmp_path):
     assert gen["eager_s_per_token"] > 0
     assert gen["child_eager_rehearsal"]["status"] == "measured"
     assert gen["cuda_graphs"]["status"].startswith("not run")
+    prof = res["profile"]["rows"]
+    assert [r["method"] for r in prof] == ["autoregressive", "speculative"]
+    for r in prof:
+        assert r["aten_ops_per_step"] > 0 and r["steps"] >= 1 and r["top_host_ops"]
+        assert r["kernel_launches_per_step"] == 0 and r["device_busy_ms_per_step"] == 0  # CPU
     prov = res["provenance"]
     for key in ("torch", "transformers", "python", "date", "git_commit", "source_sha256"):
         assert prov[key]
     assert prov["settings"]["dry_run"] and prov["settings"]["n_max"] == DRY_RUN["n_max"]
     assert "wrote" in proc.stdout
+
+
+def test_a_run_of_some_sections_writes_those_alone(tmp_path):
+    from specdec_lib.research.gpu_run import run
+
+    s = GpuRunSettings(device="cpu", dry_run=True, sections=("profile", "costs"))
+    res = json.loads(json.dumps(run(s, tmp_path)))  # as written
+    assert res["complete"] and "costs" in res and "profile" in res
+    assert "decoder" not in res and "generate" not in res
+    assert json.loads((tmp_path / "gpu_run_cpu.json").read_text())["complete"]
 
 
 def test_the_child_is_stopped_at_its_cap():
@@ -92,6 +107,9 @@ def test_a_step_is_read_after_the_first():
         (dict(n_max=0), "n_max"),
         (dict(graphs_cap_s=0.0), "graphs_cap_s"),
         (dict(threads=0), "threads"),
+        (dict(sections=()), "sections"),
+        (dict(sections=("costs", "timing")), "sections"),
+        (dict(profile_steps=0), "profile_steps"),
     ],
 )
 def test_settings_refuse_bad_values(kwargs, name):

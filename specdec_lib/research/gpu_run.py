@@ -26,7 +26,13 @@ has them):
    the order of a pass);
 3. transformers' ``generate`` per token, eager, then with a static cache compiled into CUDA
    graphs (``torch.compile(mode="reduce-overhead")``) in a child process that is killed at a time
-   cap, so that a slow compile cannot eat the visit.
+   cap, so that a slow compile cannot eat the visit;
+4. a profile of the decoders' steps (:func:`step_profile`): per step, the operators dispatched,
+   the kernels launched, the host's synchronisations and the device's busy time, and the
+   operators that take the host's time, for the autoregressive token and the tree ``(4, 3)`` at
+   ``K = 2``: where a step's time goes when it is not in the passes.
+
+``--sections`` runs some of them only (a second visit spent on what the first left open).
 
 Everything is written under ``--out`` and nowhere else: one JSON file, replaced atomically after
 each section (a run killed midway leaves what it had measured, marked ``"complete": false``), with
@@ -57,17 +63,30 @@ from ..bench import measure_pass_costs, resolve_device
 from ..checks import non_negative_int, one_of, positive_int, real
 from ..config import DEFAULT_HEAD, REPO_ROOT
 from ..decoding import AutoregressiveDecoder, GenerationResult, SpeculativeDecoder
+from ..lm import synchronize
 from ..models import ModelPair
 from ..results import atomic_write_json, provenance
 from ..settings import add_arguments, from_arguments, setting
 from .device_costs import CONFIG, generate_per_token, random_target, random_weights_pair
 
-__all__ = ["SHAPES", "GpuRunSettings", "run", "source_digest", "step_times"]
+__all__ = [
+    "SECTIONS",
+    "SHAPES",
+    "GpuRunSettings",
+    "run",
+    "source_digest",
+    "step_profile",
+    "step_times",
+]
 
 PROG = "python3 -m specdec_lib.research.gpu_run"
 # The step shapes timed: candidates at each draft depth (the chain, two first-position
 # candidates, and the tree the CPU benchmark runs by default).
 SHAPES: dict[str, tuple[int, ...]] = {"chain": (1,), "width 2": (2,), "tree (4, 3)": (4, 3)}
+# The run's sections, in the order they run (the most needed first).
+SECTIONS = ("costs", "decoder", "generate", "profile")
+# The step the profile section records beside the autoregressive token: the benchmark's tree.
+PROFILED_SHAPE, PROFILED_K = "tree (4, 3)", 2
 # What --dry-run changes: every loop runs, each as little as it can.
 DRY_RUN = dict(
     n_max=4,
@@ -80,6 +99,7 @@ DRY_RUN = dict(
     generate_tokens=2,
     generate_reps=1,
     threads=1,
+    profile_steps=4,
 )
 
 
@@ -103,6 +123,10 @@ class GpuRunSettings:
     graphs: bool = setting(True, "also time generate with CUDA graphs (CUDA only)")
     graphs_cap_s: float = setting(180.0, "seconds the CUDA-graphs child may take, compile included")
     budget_s: float = setting(420.0, "seconds for the whole run: later cells are skipped past it")
+    sections: tuple[str, ...] = setting(
+        SECTIONS, "the sections run, in this order", choices=SECTIONS
+    )
+    profile_steps: int = setting(16, "tokens per profiled generation (profile section)")
     seed: int = setting(0, "seed of the random target weights and of the decoders")
     # One thread for the rehearsal: on a small, shared CPU, torch's default threads wait on one
     # another and a pass takes several times longer.
@@ -116,6 +140,12 @@ class GpuRunSettings:
             positive_int(getattr(self, name), name)
         positive_int(self.generate_tokens, "generate_tokens")
         positive_int(self.generate_reps, "generate_reps")
+        positive_int(self.profile_steps, "profile_steps")
+        self.sections = tuple(self.sections)
+        if not self.sections:
+            raise ValueError(f"sections must name at least one of {', '.join(SECTIONS)}")
+        for name in self.sections:
+            one_of(name, "sections", SECTIONS)
         non_negative_int(self.seed, "seed")
         positive_int(self.threads, "threads", optional=True)
         real(self.graphs_cap_s, "graphs_cap_s", low=0.0, low_open=True)
@@ -226,6 +256,84 @@ def decoder_steps(pair: ModelPair, s: GpuRunSettings, clock: _Clock) -> dict[str
         "new_tokens": s.new_tokens,
         "statistic": "median over generations; step_s: wall time per step after the first",
     }
+
+
+# The runtime calls that launch a kernel and that wait for the device (CUDA's names as the
+# profiler records them).
+_LAUNCHES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx")
+_SYNCS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
+
+
+def _profile_generation(decoder: Any, prompt: torch.Tensor, tokens: int, device: str) -> dict:
+    """One generation of ``tokens`` tokens under ``torch.profiler`` (after a warm-up one),
+    summarised per step."""
+    from torch.profiler import ProfilerActivity, profile
+
+    decoder.generate_ids(prompt, tokens)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+    with profile(activities=activities) as prof:
+        result = decoder.generate_ids(prompt, tokens)
+        synchronize(torch.device(device))
+    steps = len(result.steps)
+    events = prof.key_averages()
+
+    def count(names: tuple[str, ...]) -> float:
+        return sum(e.count for e in events if e.key in names) / steps
+
+    def device_us(e: Any) -> float:  # the attribute's name changed across torch releases
+        return float(getattr(e, "self_device_time_total", getattr(e, "self_cuda_time_total", 0)))
+
+    ops = [e for e in events if e.key.startswith("aten::")]
+    top = sorted(events, key=lambda e: e.self_cpu_time_total, reverse=True)[:12]
+    return {
+        "steps": steps,
+        "tokens": len(result.tokens),
+        "wall_ms_per_step": 1e3 * result.elapsed_s / steps,
+        "aten_ops_per_step": sum(e.count for e in ops) / steps,
+        "kernel_launches_per_step": count(_LAUNCHES),
+        "syncs_per_step": count(_SYNCS),
+        "device_busy_ms_per_step": sum(device_us(e) for e in events if e.device_type.name == "CUDA")
+        / 1e3
+        / steps,
+        "top_host_ops": [
+            {
+                "name": e.key,
+                "calls_per_step": e.count / steps,
+                "self_host_ms_per_step": e.self_cpu_time_total / 1e3 / steps,
+            }
+            for e in top
+        ],
+    }
+
+
+def step_profile(pair: ModelPair, s: GpuRunSettings, device: str) -> dict[str, Any]:
+    """Section 4: at each temperature, a generation of ``profile_steps`` tokens by the
+    autoregressive decoder and by the speculative one with the tree ``(4, 3)`` at ``K = 2``,
+    each under ``torch.profiler`` (:func:`_profile_generation`): per step, the ATen operators
+    dispatched, the kernels launched, the host's waits on the device, the device's busy time
+    and the dozen entries that take the most host time. The profiler's own cost is in the
+    wall time, so this section says where the time goes, not how long a step takes."""
+    prompt = _prompt(pair, s.context)
+    rows = []
+    for T in s.temperatures:
+        ar = AutoregressiveDecoder(pair.target, temperature=T, seed=s.seed)
+        rows.append(
+            {"method": "autoregressive", "temperature": T}
+            | _profile_generation(ar, prompt, s.profile_steps, device)
+        )
+        spec = SpeculativeDecoder(
+            pair.draft,
+            pair.target,
+            K=PROFILED_K,
+            temperature=T,
+            seed=s.seed,
+            tree=SHAPES[PROFILED_SHAPE],
+        )
+        rows.append(
+            {"method": "speculative", "shape": PROFILED_SHAPE, "K": PROFILED_K, "temperature": T}
+            | _profile_generation(spec, prompt, s.profile_steps, device)
+        )
+    return {"rows": rows, "prompt_tokens": s.context}
 
 
 def _set_threads(threads: int | None) -> None:
@@ -362,14 +470,19 @@ def run(s: GpuRunSettings, out: str | Path) -> dict[str, Any]:
         atomic_write_json(path, result)
         print(f"{section}: done at {clock.elapsed():.0f} s", flush=True)
 
-    save(
-        "costs",
-        measure_pass_costs(pair, settings.n_max, context=settings.context, reps=settings.reps),
-    )
-    save("decoder", decoder_steps(pair, settings, clock))
-    gen = generate_section(pair, settings, device, clock)
-    result["provenance"]["cuda_graphs"] = gen.get("cuda_graphs", {}).get("status")
-    save("generate", gen)
+    for section in (name for name in SECTIONS if name in settings.sections):
+        if section == "costs":
+            value: Any = measure_pass_costs(
+                pair, settings.n_max, context=settings.context, reps=settings.reps
+            )
+        elif section == "decoder":
+            value = decoder_steps(pair, settings, clock)
+        elif section == "generate":
+            value = generate_section(pair, settings, device, clock)
+            result["provenance"]["cuda_graphs"] = value.get("cuda_graphs", {}).get("status")
+        else:
+            value = step_profile(pair, settings, device)
+        save(section, value)
     save("complete", True)
     return result
 
@@ -397,21 +510,31 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         print(f"{PROG}: error: {err}", file=sys.stderr)
         return 2
-    c = result["costs"]
     print(f"{result['label']} ({result['provenance'].get('gpu') or result['provenance']['cpu']})")
-    print(
-        "t_target(n) ms, n = 1, 2, 4, 8, ...: "
-        + " ".join(
-            f"{c['t_target_s'][n - 1] * 1e3:.2f}"
-            for n in (1, 2, 4, 8, 16, 32, 64, 128)
-            if n <= len(c["t_target_s"])
+    if "costs" in result:
+        c = result["costs"]
+        print(
+            "t_target(n) ms, n = 1, 2, 4, 8, ...: "
+            + " ".join(
+                f"{c['t_target_s'][n - 1] * 1e3:.2f}"
+                for n in (1, 2, 4, 8, 16, 32, 64, 128)
+                if n <= len(c["t_target_s"])
+            )
         )
-    )
-    print(f"t_draft {c['t_draft_s'] * 1e3:.2f} ms, c = {c['c']:.3f}")
-    for row in result["decoder"]["rows"]:
+        print(f"t_draft {c['t_draft_s'] * 1e3:.2f} ms, c = {c['c']:.3f}")
+    for row in result.get("decoder", {}).get("rows", []):
         what = row.get("shape", "autoregressive") + (f" K {row['K']}" if "K" in row else "")
         print(f"T {row['temperature']:g} {what}: step {row['step_s'] * 1e3:.2f} ms")
-    print(f"generate: {json.dumps(result['generate'])}")
+    if "generate" in result:
+        print(f"generate: {json.dumps(result['generate'])}")
+    for row in result.get("profile", {}).get("rows", []):
+        what = row.get("shape", "autoregressive") + (f" K {row['K']}" if "K" in row else "")
+        print(
+            f"profile T {row['temperature']:g} {what}: per step {row['aten_ops_per_step']:.0f} "
+            f"ops, {row['kernel_launches_per_step']:.0f} launches, "
+            f"{row['syncs_per_step']:.1f} syncs, device busy {row['device_busy_ms_per_step']:.2f} "
+            f"of {row['wall_ms_per_step']:.2f} ms"
+        )
     print(f"wrote {Path(args.out) / ('gpu_run_' + result['device'] + '.json')}")
     return 0
 

@@ -141,8 +141,8 @@ def test_draft_temperature_lever_runs_each_scale_beside_one_baseline(tiny_pair, 
         assert {"speedup", "low", "high", "tau"} <= set(x["scale 0.5"]) & set(x["scale 1"])
 
 
-
 def test_compiled_linears_take_passes_over_several_rows_only_while_on():
+    import pytest
     import torch
 
     from specdec_lib.research.levers import compile_linears
@@ -151,6 +151,8 @@ def test_compiled_linears_take_passes_over_several_rows_only_while_on():
     model = torch.nn.Sequential(torch.nn.Linear(16, 24))
     m = model[0]
     x1, x3 = torch.randn(1, 1, 16), torch.randn(1, 3, 16)
+    with pytest.raises(ValueError, match="units"):
+        compile_linears(model, units="layers")
     with torch.inference_mode():
         before1, before3 = m(x1), m(x3)
         installed = compile_linears(model)
@@ -172,9 +174,12 @@ def test_compile_lever_times_both_variants_at_every_pass_size(tiny_pair, monkeyp
 
     monkeypatch.setattr(torch, "compile", lambda f, **_: f)  # the record's shape, not inductor
     layers = [m for m in tiny_pair.target.modules() if isinstance(m, torch.nn.Linear)]
-    r = compile_costs(tiny_pair, n_max=3, reps=1)
-    assert r["layers"] == len(layers) > 0 and r["options"]["freezing"] is True
-    for variant in ("eager", "compiled"):
-        assert len(r[variant]["t_target_s"]) == 3 and r[variant]["t_n_over_t_1"][0] == 1.0
-    assert len(r["compiled_over_eager"]) == 3
-    assert all("forward" not in vars(layer) for layer in layers)
+    n_layers = len(tiny_pair.target.get_decoder().layers)
+    runs = compile_costs(tiny_pair, n_max=3, reps=1)
+    assert [r["units"] for r in runs] == ["linears", "mlp+head"]
+    assert [r["compiled_units"] for r in runs] == [len(layers), n_layers + 1]
+    for r in runs:
+        assert r["options"]["freezing"] is True and len(r["compiled_over_eager"]) == 3
+        for variant in ("eager", "compiled"):
+            assert len(r[variant]["t_target_s"]) == 3 and r[variant]["t_n_over_t_1"][0] == 1.0
+    assert all("forward" not in vars(m) for m in tiny_pair.target.modules())  # as loaded

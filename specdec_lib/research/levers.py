@@ -35,7 +35,8 @@ decoding ignores the scale).
 
 ``--lever compile`` measures the target's linear layers compiled by ``torch.compile`` (inductor,
 max-autotune, its C++ matrix-product template over frozen weights, :func:`compile_linears`) for
-passes over two rows or more, one-row passes left to the loaded kernels: ``bench``'s pair in
+passes over two rows or more, one-row passes left to the loaded kernels, one compiled function
+per linear layer and then one per MLP block with one for the output layer: ``bench``'s pair in
 bfloat16 (prepacked where oneDNN packs it), the target's passes over ``n = 1..n_max`` tokens
 eager and compiled, in alternating blocks as for packing, with the time the compilation took.
 
@@ -66,6 +67,7 @@ from ..bench.passes import measure_pass_costs
 from ..bench.run import CellRunner, pass_shapes, timing_context
 from ..bench.settings import DEFAULT_TREE, settings_record
 from ..bench.tuning import pass_tokens
+from ..checks import one_of
 from ..config import DEFAULT_HEAD, DEFAULT_PROMPTS
 from ..decoding import SpeculativeDecoder
 from ..lm import use_decode_attention
@@ -193,68 +195,99 @@ class CompiledLinears:
 COMPILE_OPTIONS = {"max_autotune": True, "max_autotune_gemm_backends": "CPP,ATEN"}
 
 
-def compile_linears(model: torch.nn.Module, min_rows: int = 2) -> CompiledLinears:
-    """Route the passes of every linear layer of ``model`` over ``min_rows`` rows or more through
+# The units compile_linears can compile, each its own function: every linear layer, or each
+# decoder layer's MLP block (its three products and the gate between them) and the output layer.
+COMPILE_UNITS = ("linears", "mlp+head")
+
+
+def _compile_units(model: torch.nn.Module, units: str) -> list[torch.nn.Module]:
+    if units == "linears":
+        return [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    layers = model.get_decoder().layers  # a transformers decoder-only model
+    mlps = [layer.mlp for layer in layers if hasattr(layer, "mlp")]
+    if not mlps:
+        raise ValueError(f"units={units!r}: the model's decoder layers have no .mlp")
+    return [*mlps, model.get_output_embeddings()]
+
+
+def compile_linears(
+    model: torch.nn.Module, min_rows: int = 2, units: str = "linears"
+) -> CompiledLinears:
+    """Route the passes of ``model``'s linear layers over ``min_rows`` rows or more through
     ``torch.compile`` (inductor, :data:`COMPILE_OPTIONS`) with the weights frozen into the
     compiled code, compiled now, for any row count from ``min_rows`` up (a pass over fewer rows
-    runs the layer's own kernel, as a prepacked float32 layer keeps the matrix-vector kernel for
-    one row: another rounding of the same model).
+    runs the loaded kernels, as a prepacked float32 layer keeps the matrix-vector kernel for one
+    row: another rounding of the same model). ``units`` (:data:`COMPILE_UNITS`) says what one
+    compiled function covers: each linear layer, or each decoder layer's MLP block and the output
+    layer (the other layers then run as loaded).
 
-    Each layer gets a function of its own: ``torch.compile`` keeps its compiled graphs per
+    Each unit gets a function of its own: ``torch.compile`` keeps its compiled graphs per
     function, and checks every graph kept for a function on every call, so one function shared
     by the model's 200-odd layers would be checked against hundreds of graphs per call. Inductor
     freezes weights only with its global ``freezing`` setting, which is set while compiling and
     restored after; a pass that needed a new graph later would compile it unfrozen."""
     from torch._inductor import config as inductor_config
 
-    layers = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    one_of(units, "units", COMPILE_UNITS)
+    modules = _compile_units(model, units)
     routes = []
-    for i, m in enumerate(layers):
-        scope = {"linear": torch.nn.functional.linear, "layer": m}
-        source = "def forward(x):\n    return linear(x, layer.weight, layer.bias)\n"
-        exec(compile(source, f"<compiled linear {i}>", "exec"), scope)  # a code object each
+    for i, m in enumerate(modules):
+        scope = {"loaded": m.forward}
+        source = "def forward(x):\n    return loaded(x)\n"
+        exec(compile(source, f"<compiled unit {i}>", "exec"), scope)  # a code object each
         compiled = torch.compile(scope["forward"], options=COMPILE_OPTIONS)
         routes.append((m, _Route(m.forward, compiled, min_rows)))
     t0 = time.perf_counter()
     with inductor_config.patch(freezing=True), torch.inference_mode():
         for m, route in routes:
-            w = m.weight
+            w = next(m.parameters())
+            width = w.shape[1] if isinstance(m, torch.nn.Linear) else model.config.hidden_size
             for rows in (min_rows, min_rows + 1):  # the second marks the row count dynamic
-                route.compiled(torch.zeros(1, rows, w.shape[1], dtype=w.dtype, device=w.device))
+                route.compiled(torch.zeros(1, rows, width, dtype=w.dtype, device=w.device))
     for m, route in routes:
         m.forward = route
     return CompiledLinears(routes, time.perf_counter() - t0)
 
 
 def compile_costs(
-    pair: Any, *, n_max: int = 12, context: int = 64, reps: int = 8
+    pair: Any,
+    *,
+    n_max: int = 12,
+    context: int = 64,
+    reps: int = 8,
+    units: Sequence[str] = COMPILE_UNITS,
 ) -> dict[str, Any]:
-    """The target's pass costs (``t_target_s`` for n = 1..n_max, ``t_draft_s``) with its linear
-    layers as loaded (eager) and compiled (:func:`compile_linears`), in alternating blocks (eager,
-    compiled, compiled, eager), their ratios compiled / eager, and the compilation's seconds."""
-    installed = compile_linears(pair.target)
-    blocks: dict[str, list[dict[str, Any]]] = {"eager": [], "compiled": []}
-    try:
-        for variant in ("eager", "compiled", "compiled", "eager"):
-            installed.switch(variant == "compiled")
-            blocks[variant].append(measure_pass_costs(pair, n_max, context=context, reps=reps))
-    finally:
-        installed.remove()
-    out: dict[str, Any] = {
-        "layers": len(installed.routes),
-        "compile_s": installed.compile_s,
-        "options": COMPILE_OPTIONS | {"freezing": True, "min_rows": 2},
-        "packed": getattr(pair, "notes", {}).get("packed", False),
-    }
-    for variant, runs in blocks.items():
-        out[variant] = _block_means(runs)
-        out[variant]["t_n_over_t_1"] = [
-            x / out[variant]["t_target_s"][0] for x in out[variant]["t_target_s"]
+    """For each of ``units`` (:data:`COMPILE_UNITS`), the target's pass costs (``t_target_s``
+    for n = 1..n_max, ``t_draft_s``) with its layers as loaded (eager) and with those units
+    compiled (:func:`compile_linears`), in alternating blocks (eager, compiled, compiled, eager),
+    their ratios compiled / eager, and the compilation's seconds: one record per unit."""
+    out = []
+    for unit in units:
+        installed = compile_linears(pair.target, units=unit)
+        blocks: dict[str, list[dict[str, Any]]] = {"eager": [], "compiled": []}
+        try:
+            for variant in ("eager", "compiled", "compiled", "eager"):
+                installed.switch(variant == "compiled")
+                blocks[variant].append(measure_pass_costs(pair, n_max, context=context, reps=reps))
+        finally:
+            installed.remove()
+        rec: dict[str, Any] = {
+            "units": unit,
+            "compiled_units": len(installed.routes),
+            "compile_s": installed.compile_s,
+            "options": COMPILE_OPTIONS | {"freezing": True, "min_rows": 2},
+            "packed": getattr(pair, "notes", {}).get("packed", False),
+        }
+        for variant, runs in blocks.items():
+            rec[variant] = _block_means(runs)
+            rec[variant]["t_n_over_t_1"] = [
+                x / rec[variant]["t_target_s"][0] for x in rec[variant]["t_target_s"]
+            ]
+        rec["compiled_over_eager"] = [
+            a / b
+            for a, b in zip(rec["compiled"]["t_target_s"], rec["eager"]["t_target_s"], strict=True)
         ]
-    out["compiled_over_eager"] = [
-        a / b
-        for a, b in zip(out["compiled"]["t_target_s"], out["eager"]["t_target_s"], strict=True)
-    ]
+        out.append(rec)
     return out
 
 
@@ -572,17 +605,17 @@ def _compile_main(args: argparse.Namespace, settings: dict[str, Any]) -> int:
     bfloat16 on this CPU."""
     pair = load_pair("default", draft="trained-int8", dtype="bfloat16", pack=True)
     result = {
-        "runs": [compile_costs(pair, n_max=args.n_max, context=args.context, reps=args.reps)],
+        "runs": compile_costs(pair, n_max=args.n_max, context=args.context, reps=args.reps),
         "isa_limits": {k: os.environ[k] for k in ISA_LIMITS if k in os.environ},
         "provenance": provenance(device="cpu", seed=0, settings=settings),
     }
     atomic_write_json(args.out, result)
-    r = result["runs"][0]
-    print(f"compiled {r['layers']} layers in {r['compile_s']:.0f} s")
-    for variant in ("eager", "compiled"):
-        ms = " ".join(f"{1e3 * x:.1f}" for x in r[variant]["t_target_s"])
-        print(f"{variant}: t(n) ms, n = 1..{len(r[variant]['t_target_s'])}: {ms}")
-    print("compiled / eager:", " ".join(f"{x:.2f}" for x in r["compiled_over_eager"]))
+    for r in result["runs"]:
+        print(f"{r['units']}: compiled {r['compiled_units']} units in {r['compile_s']:.0f} s")
+        for variant in ("eager", "compiled"):
+            ms = " ".join(f"{1e3 * x:.1f}" for x in r[variant]["t_target_s"])
+            print(f"  {variant}: t(n) ms, n = 1..{len(r[variant]['t_target_s'])}: {ms}")
+        print("  compiled / eager:", " ".join(f"{x:.2f}" for x in r["compiled_over_eager"]))
     return 0
 
 

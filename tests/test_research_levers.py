@@ -183,3 +183,41 @@ def test_compile_lever_times_both_variants_at_every_pass_size(tiny_pair, monkeyp
         for variant in ("eager", "compiled"):
             assert len(r[variant]["t_target_s"]) == 3 and r[variant]["t_n_over_t_1"][0] == 1.0
     assert all("forward" not in vars(m) for m in tiny_pair.target.modules())  # as loaded
+
+
+def test_compile_decoding_lever_switches_the_compiled_units_per_variant(
+    tiny_pair, random_head, monkeypatch
+):
+    import dataclasses
+
+    import torch
+
+    from specdec_lib.bench import BenchSettings
+    from specdec_lib.drafters import FeatureDrafter
+    from specdec_lib.research import levers
+
+    seen = []
+    real_switch = levers.CompiledLinears.switch
+
+    def switch(self, on):  # records which layers each cell ran with
+        seen.append(on)
+        real_switch(self, on)
+
+    monkeypatch.setattr(torch, "compile", lambda f, **_: f)  # the plumbing, not inductor
+    monkeypatch.setattr(levers.CompiledLinears, "switch", switch)
+    pair = dataclasses.replace(tiny_pair, draft=FeatureDrafter(random_head))
+    s = BenchSettings(
+        pair="tiny-random", K=[1, 2], tree=[2], max_new_tokens=6, cost_reps=2
+    ).validate()
+    prompts = [{"category": "a", "text": "hello world"}, {"category": "b", "text": "abc"}]
+    r = levers.compile_decoding_costs(pair, s, prompts)
+    assert r["units"] == "mlp+head" and [x["K"] for x in r["by_K"]] == [1, 2]
+    loaded, compiled = r["results"]["as loaded"], r["results"]["compiled"]
+    assert compiled["compiled"] == {"units": "mlp+head", "on": True}
+    assert loaded["costs"] is not compiled["costs"]  # each variant's own pass costs
+    base = {k: c for k, c in loaded["cells"].items() if k.startswith("autoregressive")}
+    assert len(base) == 2 and all(compiled["cells"][k] is c for k, c in base.items())
+    # costs twice, then before every cell: warm-ups (3 configs) and 2 prompts x 5 configs
+    assert seen[:2] == [False, True] and len(seen) == 2 + 5 + 2 * 5
+    assert seen.count(True) == 1 + 2 + 2 * 2
+    assert all("forward" not in vars(m) for m in tiny_pair.target.modules())  # as loaded

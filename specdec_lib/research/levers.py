@@ -40,6 +40,11 @@ per linear layer and then one per MLP block with one for the output layer: ``ben
 bfloat16 (prepacked where oneDNN packs it), the target's passes over ``n = 1..n_max`` tokens
 eager and compiled, in alternating blocks as for packing, with the time the compilation took.
 
+``--lever compile-decoding`` measures the same in decoding: ``bench``'s speculative cells with
+each MLP block and the output layer as loaded and compiled, side by side beside one
+autoregressive baseline, in one process (:func:`compile_decoding_costs`), with the tree of
+``--tree``.
+
 ``--lever head`` measures the draft's weights: ``bench``'s defaults with each head of ``--heads``
 (the committed head and its fine-tune by a training-time test, by default), decoding the same
 prompts in rotation beside one autoregressive baseline, in one process (:func:`head_costs`).
@@ -429,6 +434,33 @@ def draft_temperature_costs(
     return out | {"tree": list(settings.tree), "scales": list(variants)}
 
 
+def compile_decoding_costs(
+    pair: Any, settings: BenchSettings, prompts: Sequence[dict[str, Any]], units: str = "mlp+head"
+) -> dict[str, Any]:
+    """``bench``'s speculative cells with the target's ``units`` as loaded and compiled
+    (:func:`compile_linears`), side by side beside one autoregressive baseline (as loaded), in
+    one process (:func:`side_by_side`); each variant's pass costs timed with its own layers, so
+    that the cost model reads what each runs."""
+    installed = compile_linears(pair.target, units=units)
+    try:
+        costs = {}
+        for name, on in (("as loaded", False), ("compiled", True)):
+            installed.switch(on)
+            costs[name] = _run_costs(pair, settings, prompts)
+        variants = {
+            name: (pair, settings, None, lambda on=on: installed.switch(on))
+            for name, on in (("as loaded", False), ("compiled", True))
+        }
+        extra = {
+            name: {"costs": costs[name], "compiled": {"units": units, "on": name == "compiled"}}
+            for name in variants
+        }
+        out = side_by_side(variants, prompts, costs["as loaded"], extra)
+    finally:
+        installed.remove()
+    return out | {"tree": list(settings.tree), "units": units, "compile_s": installed.compile_s}
+
+
 def side_by_side(
     variants: dict[str, tuple[Any, BenchSettings, Any]],
     prompts: Sequence[dict[str, Any]],
@@ -439,20 +471,30 @@ def side_by_side(
     autoregressive baseline, in one process.
 
     ``variants`` maps a name to ``(pair, settings, trees)`` (:class:`~specdec_lib.bench.run.CellRunner`'s
-    arguments; the pairs share one target, the settings one ``K`` list, temperature and seed).
+    arguments; the pairs share one target, the settings one ``K`` list, temperature and seed),
+    optionally with a fourth element, a function called before each of the variant's cells
+    (the baseline's cells are the first variant's).
     The first variant's runner decodes the baseline. Each prompt is decoded by the baseline and
     by every variant at each ``K``, in an order rotated from prompt to prompt, as ``bench``
     orders its cells, after one short warm-up of each. The variants share the baseline's cells:
     each is stored as a ``bench`` run (``results``, with ``extra[name]``'s fields) and summarised
     as one, with the speedup's 95% bootstrap interval over prompts (``by_K``)."""
+    setups = {v: (spec[3] if len(spec) > 3 else None) for v, spec in variants.items()}
+    variants = {v: spec[:3] for v, spec in variants.items()}
     first = next(iter(variants))
     pair, settings, _ = variants[first]
     runners = {v: CellRunner(p, s, trees=t) for v, (p, s, t) in variants.items()}
+
+    def set_up(v: str) -> None:
+        if setups[v] is not None:
+            setups[v]()
+
     configs = [(first, "autoregressive", 0)]
     configs += [(v, "speculative", K) for K in settings.K for v in variants]
     ids = [pair.tokenizer(p["text"], return_tensors="pt").input_ids[0] for p in prompts]
     for v, method, K in configs:  # warm-up, not recorded
         p, s, t = variants[v]
+        set_up(v)
         CellRunner(p, dataclasses.replace(s, max_new_tokens=4), trees=t).run(
             method, K, ids[0], seed=0
         )
@@ -460,6 +502,7 @@ def side_by_side(
     for i, prompt_ids in enumerate(ids):
         shift = i % len(configs)
         for v, method, K in configs[shift:] + configs[:shift]:
+            set_up(v)
             cell = runners[v].run(method, K, prompt_ids, seed=settings.seed * 1_000_003 + i)
             for w in variants if method == "autoregressive" else [v]:
                 cells[w][cell_key(method, K, i, 0)] = cell
@@ -511,7 +554,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--lever",
-        choices=["packing", "attention", "support", "tree", "head", "draft-temperature", "compile"],
+        choices=[
+            "packing",
+            "attention",
+            "support",
+            "tree",
+            "head",
+            "draft-temperature",
+            "compile",
+            "compile-decoding",
+        ],
         default="packing",
     )
     p.add_argument("--dtype", nargs="+", default=["bfloat16", "float32"])
@@ -553,6 +605,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=[str(DEFAULT_HEAD), "data/drafter/feature_head_ttt_full.safetensors"],
         help="head: saved weights of the trained heads compared",
     )
+    p.add_argument(
+        "--tree",
+        type=int,
+        nargs="+",
+        default=None,
+        help="compile-decoding: the step's shape (default: bench's)",
+    )
     p.add_argument("--out", required=True, help="the JSON file to write")
     return p
 
@@ -572,6 +631,8 @@ def main(argv: list[str] | None = None) -> int:
         return _draft_temperature_main(args, settings)
     if args.lever == "compile":
         return _compile_main(args, settings)
+    if args.lever == "compile-decoding":
+        return _compile_decoding_main(args, settings)
     result = {
         "runs": [
             packing_costs(d, n_max=args.n_max, context=args.context, reps=args.reps)
@@ -661,6 +722,19 @@ def _head_main(args: argparse.Namespace, settings: dict[str, Any]) -> int:
     return _bench_lever_main(args, settings, load, head_costs, line)
 
 
+def _compile_decoding_main(args: argparse.Namespace, settings: dict[str, Any]) -> int:
+    """The compile lever in decoding: bench's pair in bfloat16 (prepacked where oneDNN packs it),
+    the tree of ``--tree``, each MLP block and the output layer compiled."""
+
+    def line(r: dict[str, Any]) -> str:
+        return ", ".join(f"{name} {v['speedup']:.3f}x" for name, v in r.items() if name != "K")
+
+    extra = {"dtype": "bfloat16", "pack": "on"} | ({"tree": args.tree} if args.tree else {})
+    return _bench_lever_main(
+        args, settings, _load_default_pair, compile_decoding_costs, line, extra
+    )
+
+
 def _draft_temperature_main(args: argparse.Namespace, settings: dict[str, Any]) -> int:
     """The draft-temperature lever, at the sampled temperatures of ``--temperature``."""
     args.temperature = [t for t in args.temperature if t > 0]
@@ -687,6 +761,7 @@ def _bench_lever_main(
     load: Callable[[BenchSettings], Any],
     measure: Callable[[Any, BenchSettings, Sequence[dict[str, Any]]], dict[str, Any]],
     line: Callable[[dict[str, Any]], str],
+    extra_settings: dict[str, Any] | None = None,
 ) -> int:
     """A lever measured with ``bench``'s defaults (the dtype and weight layout timed at start-up)
     at each temperature asked for: what ``load`` returns for the first temperature's settings
@@ -697,7 +772,10 @@ def _bench_lever_main(
     loaded = None
     for T in args.temperature:
         s = BenchSettings(
-            K=args.K, temperature=T, methods=["autoregressive", "speculative"]
+            K=args.K,
+            temperature=T,
+            methods=["autoregressive", "speculative"],
+            **(extra_settings or {}),
         ).validate()
         loaded = load(s) if loaded is None else loaded
         runs.append(measure(loaded, s, prompts))

@@ -148,8 +148,12 @@ def test_compiled_linears_take_passes_over_several_rows_only_while_on():
     from specdec_lib.research.levers import compile_linears
 
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(16, 24))
+    # two layers of one shape: each must run its own weights, frozen into its own code
+    model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.Linear(16, 16))
     m = model[0]
+    whole = torch.randn(1, 3, 16)
+    with torch.inference_mode():
+        expected = model(whole)
     x1, x3 = torch.randn(1, 1, 16), torch.randn(1, 3, 16)
     with pytest.raises(ValueError, match="units"):
         compile_linears(model, units="layers")
@@ -157,7 +161,8 @@ def test_compiled_linears_take_passes_over_several_rows_only_while_on():
         before1, before3 = m(x1), m(x3)
         installed = compile_linears(model)
         try:
-            assert len(installed.routes) == 1 and installed.compile_s > 0
+            assert len(installed.routes) == 2 and installed.compile_s > 0
+            torch.testing.assert_close(model(whole), expected)
             assert torch.equal(m(x1), before1)  # one row: the layer's own kernel
             torch.testing.assert_close(m(x3), before3)  # several: compiled, another rounding
             installed.switch(False)
@@ -180,6 +185,7 @@ def test_compile_lever_times_both_variants_at_every_pass_size(tiny_pair, monkeyp
     assert [r["compiled_units"] for r in runs] == [len(layers), n_layers + 1]
     for r in runs:
         assert r["options"]["freezing"] is True and len(r["compiled_over_eager"]) == 3
+        assert r["max_tv_compiled_vs_loaded"] == 0.0
         for variant in ("eager", "compiled"):
             assert len(r[variant]["t_target_s"]) == 3 and r[variant]["t_n_over_t_1"][0] == 1.0
     assert all("forward" not in vars(m) for m in tiny_pair.target.modules())  # as loaded
@@ -212,12 +218,14 @@ def test_compile_decoding_lever_switches_the_compiled_units_per_variant(
     prompts = [{"category": "a", "text": "hello world"}, {"category": "b", "text": "abc"}]
     r = levers.compile_decoding_costs(pair, s, prompts)
     assert r["units"] == "mlp+head" and [x["K"] for x in r["by_K"]] == [1, 2]
+    assert r["max_tv_compiled_vs_loaded"] == 0.0  # torch.compile stubbed: the same model
     loaded, compiled = r["results"]["as loaded"], r["results"]["compiled"]
     assert compiled["compiled"] == {"units": "mlp+head", "on": True}
     assert loaded["costs"] is not compiled["costs"]  # each variant's own pass costs
     base = {k: c for k, c in loaded["cells"].items() if k.startswith("autoregressive")}
     assert len(base) == 2 and all(compiled["cells"][k] is c for k, c in base.items())
-    # costs twice, then before every cell: warm-ups (3 configs) and 2 prompts x 5 configs
-    assert seen[:2] == [False, True] and len(seen) == 2 + 5 + 2 * 5
-    assert seen.count(True) == 1 + 2 + 2 * 2
+    # the agreement check and the costs (each off, on), then before every cell: the warm-ups
+    # (5 configs) and 2 prompts x 5 configs
+    assert seen[:4] == [False, True, False, True] and len(seen) == 4 + 5 + 2 * 5
+    assert seen.count(True) == 2 + 2 + 2 * 2
     assert all("forward" not in vars(m) for m in tiny_pair.target.modules())  # as loaded

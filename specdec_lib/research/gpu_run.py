@@ -522,13 +522,17 @@ def main(argv: list[str] | None = None) -> int:
             )
         )
         print(f"t_draft {c['t_draft_s'] * 1e3:.2f} ms, c = {c['c']:.3f}")
+
+    def cell(row: dict[str, Any]) -> str:
+        return row.get("shape", "autoregressive") + (f" K {row['K']}" if "K" in row else "")
+
     for row in result.get("decoder", {}).get("rows", []):
-        what = row.get("shape", "autoregressive") + (f" K {row['K']}" if "K" in row else "")
+        what = cell(row)
         print(f"T {row['temperature']:g} {what}: step {row['step_s'] * 1e3:.2f} ms")
     if "generate" in result:
         print(f"generate: {json.dumps(result['generate'])}")
     for row in result.get("profile", {}).get("rows", []):
-        what = row.get("shape", "autoregressive") + (f" K {row['K']}" if "K" in row else "")
+        what = cell(row)
         print(
             f"profile T {row['temperature']:g} {what}: per step {row['aten_ops_per_step']:.0f} "
             f"ops, {row['kernel_launches_per_step']:.0f} launches, "

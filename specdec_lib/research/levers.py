@@ -654,20 +654,17 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     settings = {k: v for k, v in vars(args).items() if k != "out"}
-    if args.lever == "attention":
-        return _attention_main(args, settings)
-    if args.lever == "support":
-        return _support_main(args, settings)
-    if args.lever == "tree":
-        return _tree_main(args, settings)
-    if args.lever == "head":
-        return _head_main(args, settings)
-    if args.lever == "draft-temperature":
-        return _draft_temperature_main(args, settings)
-    if args.lever == "compile":
-        return _compile_main(args, settings)
-    if args.lever == "compile-decoding":
-        return _compile_decoding_main(args, settings)
+    mains = {
+        "attention": _attention_main,
+        "support": _support_main,
+        "tree": _tree_main,
+        "head": _head_main,
+        "draft-temperature": _draft_temperature_main,
+        "compile": _compile_main,
+        "compile-decoding": _compile_decoding_main,
+    }
+    if args.lever in mains:
+        return mains[args.lever](args, settings)
     result = {
         "runs": [
             packing_costs(d, n_max=args.n_max, context=args.context, reps=args.reps)

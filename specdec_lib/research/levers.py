@@ -106,22 +106,34 @@ def packing_costs(
         "plain": load_pair(pair, draft=draft, dtype=dtype),
         "packed": load_pair(pair, draft=draft, dtype=dtype, pack=True),
     }
-    blocks: dict[str, list[dict[str, Any]]] = {"plain": [], "packed": []}
-    for variant in ("plain", "packed", "packed", "plain"):
-        blocks[variant].append(
-            measure_pass_costs(pairs[variant], n_max, context=context, reps=reps)
-        )
     out: dict[str, Any] = {
         "dtype": dtype,
         "pack_applied": pairs["packed"].notes.get("packed", False),
     }
+    return out | _alternating_blocks(
+        "plain",
+        "packed",
+        lambda v: measure_pass_costs(pairs[v], n_max, context=context, reps=reps),
+    )
+
+
+def _alternating_blocks(
+    first: str, second: str, measure: Callable[[str], dict[str, Any]]
+) -> dict[str, Any]:
+    """Two variants' pass costs, ``measure(variant)`` in alternating blocks (first, second,
+    second, first): each variant's :func:`_block_means` with ``t_n_over_t_1``, and the ratios
+    ``<second>_over_<first>`` pass by pass."""
+    blocks: dict[str, list[dict[str, Any]]] = {first: [], second: []}
+    for variant in (first, second, second, first):
+        blocks[variant].append(measure(variant))
+    out: dict[str, Any] = {}
     for variant, runs in blocks.items():
         out[variant] = _block_means(runs)
         out[variant]["t_n_over_t_1"] = [
             x / out[variant]["t_target_s"][0] for x in out[variant]["t_target_s"]
         ]
-    out["packed_over_plain"] = [
-        a / b for a, b in zip(out["packed"]["t_target_s"], out["plain"]["t_target_s"], strict=True)
+    out[f"{second}_over_{first}"] = [
+        a / b for a, b in zip(out[second]["t_target_s"], out[first]["t_target_s"], strict=True)
     ]
     return out
 
@@ -296,12 +308,14 @@ def compile_costs(
     out = []
     for unit in units:
         installed = compile_linears(pair.target, units=unit)
-        blocks: dict[str, list[dict[str, Any]]] = {"eager": [], "compiled": []}
+
+        def measure(variant: str, installed: CompiledLinears = installed) -> dict[str, Any]:
+            installed.switch(variant == "compiled")
+            return measure_pass_costs(pair, n_max, context=context, reps=reps)
+
         try:
             agreement = compiled_agreement(pair.target, installed)
-            for variant in ("eager", "compiled", "compiled", "eager"):
-                installed.switch(variant == "compiled")
-                blocks[variant].append(measure_pass_costs(pair, n_max, context=context, reps=reps))
+            timed = _alternating_blocks("eager", "compiled", measure)
         finally:
             installed.remove()
         rec: dict[str, Any] = {
@@ -312,16 +326,7 @@ def compile_costs(
             "options": COMPILE_OPTIONS | {"freezing": True, "min_rows": 2},
             "packed": getattr(pair, "notes", {}).get("packed", False),
         }
-        for variant, runs in blocks.items():
-            rec[variant] = _block_means(runs)
-            rec[variant]["t_n_over_t_1"] = [
-                x / rec[variant]["t_target_s"][0] for x in rec[variant]["t_target_s"]
-            ]
-        rec["compiled_over_eager"] = [
-            a / b
-            for a, b in zip(rec["compiled"]["t_target_s"], rec["eager"]["t_target_s"], strict=True)
-        ]
-        out.append(rec)
+        out.append(rec | timed)
     return out
 
 
@@ -748,22 +753,16 @@ def _head_main(args: argparse.Namespace, settings: dict[str, Any]) -> int:
             check_head(h, s.draft)
         return {Path(h).stem: _load_default_pair(s, head=h) for h in args.heads}
 
-    def line(r: dict[str, Any]) -> str:
-        return ", ".join(f"{name} {v['speedup']:.3f}x" for name, v in r.items() if name != "K")
-
-    return _bench_lever_main(args, settings, load, head_costs, line)
+    return _bench_lever_main(args, settings, load, head_costs, _variant_speedups)
 
 
 def _compile_decoding_main(args: argparse.Namespace, settings: dict[str, Any]) -> int:
     """The compile lever in decoding: bench's pair in bfloat16 (prepacked where oneDNN packs it),
     the tree of ``--tree``, each MLP block and the output layer compiled."""
 
-    def line(r: dict[str, Any]) -> str:
-        return ", ".join(f"{name} {v['speedup']:.3f}x" for name, v in r.items() if name != "K")
-
     extra = {"dtype": "bfloat16", "pack": "on"} | ({"tree": args.tree} if args.tree else {})
     return _bench_lever_main(
-        args, settings, _load_default_pair, compile_decoding_costs, line, extra
+        args, settings, _load_default_pair, compile_decoding_costs, _variant_speedups, extra
     )
 
 
@@ -776,10 +775,12 @@ def _draft_temperature_main(args: argparse.Namespace, settings: dict[str, Any]) 
     def measure(pair: Any, s: BenchSettings, prompts: Sequence[dict[str, Any]]) -> dict[str, Any]:
         return draft_temperature_costs(pair, s, prompts, args.scales)
 
-    def line(r: dict[str, Any]) -> str:
-        return ", ".join(f"{name} {v['speedup']:.3f}x" for name, v in r.items() if name != "K")
+    return _bench_lever_main(args, settings, _load_default_pair, measure, _variant_speedups)
 
-    return _bench_lever_main(args, settings, _load_default_pair, measure, line)
+
+def _variant_speedups(r: dict[str, Any]) -> str:
+    """A ``K``'s speedups, variant by variant, as the levers decoding side by side print them."""
+    return ", ".join(f"{name} {v['speedup']:.3f}x" for name, v in r.items() if name != "K")
 
 
 def _load_default_pair(s: BenchSettings, head: str | None = None) -> Any:

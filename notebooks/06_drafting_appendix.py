@@ -265,8 +265,7 @@ fig = figs.pilot_curves(
     {PILOT_LABELS.get(name, name): h for name, h in pilot_curves.items()},
     title=f"Pilot drafts during training ({pilot['train tokens'].iloc[0] / 1e3:.0f}k positions each)",
 )
-savefig("06_pilot_curves", fig);
-
+savefig("06_pilot_curves", fig)
 # %%
 P = pilot["alpha (T=1)"]
 C = pilot["c (bf16)"]
@@ -302,8 +301,7 @@ hist = pd.DataFrame(full_train["history"])
 steps_per_epoch = hist.step.max() / full_train["settings"]["epochs"]
 hist["tokens seen"] = hist.step / steps_per_epoch * full_train["train_tokens"]
 fig = figs.full_training(hist, alpha_decoding=full_eval["by_temperature"]["1"]["alpha"])
-savefig("06_full_training", fig);
-
+savefig("06_full_training", fig)
 # %% [markdown]
 # **Capacity against data.** The same recipe with two head layers instead of one, on the same
 # positions as the 92-shard run of notebook 05's learning curve
@@ -347,9 +345,8 @@ display(
 # A speculative step is paid in draft steps and in one target pass over several tokens (notebook
 # 05's $S(K)$), and what those cost depends on the dtype and on how the matrix library holds the
 # weights: read as loaded at every product, or **prepacked** once into the library's own blocked
-# layout (oneDNN in bfloat16, MKL's packed product in float32; `lm.pack_linears`). The campaign's
-# packing run
-# (`python -m specdec_lib.research.levers --dtype bfloat16 float32`) times, in one process, a
+# layout (`lm.pack_linears`; the table below names the library each dtype was packed for). The
+# campaign's packing run (`python -m specdec_lib.research.levers --dtype bfloat16 float32`) times, in one process, a
 # cached target pass over $n$ new tokens and a draft step, with both layouts, in alternating
 # blocks (as loaded, prepacked, prepacked, as loaded) so that a drift of the machine falls on both
 # alike. In bfloat16 the draft is the int8 head; in float32, the head with its own weights
@@ -366,7 +363,16 @@ pass_ms = pd.DataFrame(
 )
 pass_ms.index = pd.RangeIndex(1, len(pass_ms) + 1, name="tokens in the pass")
 pass_ms.columns.names = ["dtype", "weights"]
-print(f"target pass, ms (cache of {PACKING['provenance']['settings']['context']} tokens):")
+# a packing record without `packer` was packed by oneDNN in bfloat16 and MKL in float32
+packers = {
+    run["dtype"]: run.get("packer", "oneDNN" if run["dtype"] == "bfloat16" else "MKL")
+    for run in PACKING["runs"]
+}
+print(
+    f"target pass, ms (cache of {PACKING['provenance']['settings']['context']} tokens; "
+    + ", ".join(f"{d} prepacked for {lib}" for d, lib in packers.items())
+    + "):"
+)
 pass_ms.round(2)
 
 # %%
@@ -387,8 +393,7 @@ ax.set(
     title=f"Target pass costs, SmolLM2-135M-Instruct, {MACHINE_SHORT}",
 )
 ax.legend(loc="lower right", fontsize=9)
-savefig("06_dtype_pass_costs", fig);
-
+savefig("06_dtype_pass_costs", fig)
 # %% [markdown]
 # What each setting means for a draft: the relative cost of verification, the draft's $c$, and
 # the chain's speedup that notebook 05's $S(K)$ predicts at the best $K$ these pass costs cover,
@@ -712,8 +717,7 @@ fig = figs.tree_acceptance(
         f"{len(PROBES['T = 1'][0]['prompts'])} benchmark prompts)"
     ),
 )
-savefig("06_tree_acceptance", fig);
-
+savefig("06_tree_acceptance", fig)
 # %% [markdown]
 # The cost model ranks every chain tree these rates cover, each probe with its own pass costs
 # (measured in the same process): trees of depth 1 and 2 only, since the probes reach no deeper.
@@ -805,8 +809,7 @@ fig = speedup_intervals(
         f"(one run each, {REC['settings']['repeats']} repeat of each prompt)"
     ),
 )
-savefig("06_tree_speedup", fig);
-
+savefig("06_tree_speedup", fig)
 # %%
 TT, TC = (config for _, config in TREE_RUNS)
 by_K = tree_speed.pivot_table(index="K", columns="config", values=["speedup", "tau"])
@@ -969,8 +972,7 @@ fig = figs.tree_ceiling(
         f"(cost model, pass costs of {MACHINE_SHORT})"
     ),
 )
-savefig("06_tree_ceiling", fig);
-
+savefig("06_tree_ceiling", fig)
 # %% [markdown]
 # Past some number of nodes a node's $v$ is smaller than what it adds to the pass, so the ceiling
 # flattens and falls. What moves it is the draft's acceptance. The acceptance $\alpha$, the same

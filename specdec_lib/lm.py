@@ -25,7 +25,6 @@ __all__ = [
     "DECODE_ATTENTION",
     "DECODE_QUERIES",
     "KVState",
-    "MKL_ROWS",
     "PackedLinear",
     "pack_linears",
     "cache_kwargs",
@@ -211,53 +210,33 @@ class KVState:
         self.length = min(self.length, n_valid)
 
 
-# The row counts whose float32 products MKL packs the weights for (a pass over more rows than the
-# largest runs unpacked; over fewer, on the next count up, the extra rows zeros).
-MKL_ROWS = (2, 4, 8, 12, 16)
-
-
 class PackedLinear(torch.nn.Linear):
-    """A linear layer whose weight is also held prepacked for the CPU's matmul libraries: a pass
-    over a few tokens then streams the weights once, in the library's blocked layout, instead of a
-    general matrix product repacking them on every call (measured: about twice the time of a
-    one-token pass for two tokens in float32 on AVX2-only CPUs).
+    """A linear layer whose weight is also held prepacked, once, in oneDNN's blocked layout
+    (``torch.ops.mkldnn``, the library behind PyTorch's CPU convolutions and inductor's fused
+    linear layers): a pass over a few tokens then streams the weights once instead of a general
+    matrix product repacking them on every call.
 
-    bfloat16 runs oneDNN's packed product. float32 keeps the matrix-vector kernel for one row
-    (already at the memory bandwidth) and runs MKL's packed product (``cblas_sgemm_compute``)
-    for up to ``MKL_ROWS[-1]`` rows; MKL packs for a fixed row count, so a pass runs at the next
-    count of ``MKL_ROWS`` up, the extra rows zeros, which change nothing in the real rows. Same
-    maths, another order of the sums: a packed model is another floating-point rounding of the
-    same model, and decoding with it is exact with respect to it (the autoregressive baseline
-    runs the same packed model)."""
+    Measured on an AMD EPYC (Zen 4, 2 cores, the 135M target): in float32 a pass over 8 tokens
+    about 1.0-1.3 x a one-token pass with oneDNN's product, against 1.5 x with the loaded
+    kernels (MKL's, whose packed product was no faster there), and the one-token pass itself
+    faster; in bfloat16 oneDNN's product is the one that keeps the bandwidth bound (where the CPU
+    has AVX512-BW or AVX-NE-CONVERT). Same maths, another order of the sums: a packed model is
+    another floating-point rounding of the same model, and decoding with it is exact with
+    respect to it (the autoregressive baseline runs the same packed model)."""
 
     def pack(self) -> PackedLinear:
-        w = self.weight.detach()
-        self.by_rows: dict[int, torch.Tensor] = {}
-        if w.dtype != torch.float32:
-            self.packed = torch.ops.mkldnn._reorder_linear_weight(w)
-        elif torch.backends.mkl.is_available():
-            self.by_rows = {m: torch.ops.mkl._mkl_reorder_linear_weight(w, m) for m in MKL_ROWS}
+        self.packed = torch.ops.mkldnn._reorder_linear_weight(self.weight.detach())
         return self
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.weight.dtype == torch.float32:
-            rows = x.numel() // x.shape[-1]
-            m = next((m for m in self.by_rows if m >= rows), None)
-            if rows == 1 or m is None:
-                return torch.nn.functional.linear(x, self.weight, self.bias)
-            flat = x.reshape(rows, x.shape[-1])
-            if m > rows:
-                flat = torch.cat([flat, flat.new_zeros(m - rows, flat.shape[-1])])
-            out = torch.ops.mkl._mkl_linear(flat, self.by_rows[m], self.weight, self.bias, m)
-            return out[:rows].view(*x.shape[:-1], out.shape[-1])
         return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
 
 
 def pack_linears(model: torch.nn.Module) -> int:
     """Turn every ``nn.Linear`` of ``model`` (on a CPU, in float32 or bfloat16) into a
-    :class:`PackedLinear`, in place; returns how many. Where the library cannot pack the dtype on
-    this CPU (float32 without MKL; bfloat16 without oneDNN, or without AVX512-BW or
-    AVX-NE-CONVERT) nothing changes and 0 is returned."""
+    :class:`PackedLinear`, in place; returns how many. Where oneDNN cannot pack the dtype on this
+    CPU (no oneDNN; bfloat16 without AVX512-BW or AVX-NE-CONVERT) nothing changes and 0 is
+    returned."""
     layers = [
         m
         for m in model.modules()
@@ -265,16 +244,10 @@ def pack_linears(model: torch.nn.Module) -> int:
         and m.weight.device.type == "cpu"
         and m.weight.dtype in (torch.float32, torch.bfloat16)
     ]
-    if not layers:
+    if not layers or not torch.backends.mkldnn.is_available():
         return 0
-    w = layers[0].weight.detach()[:1]
     try:
-        if w.dtype == torch.float32 and torch.backends.mkl.is_available():
-            torch.ops.mkl._mkl_reorder_linear_weight(w, MKL_ROWS[0])
-        elif w.dtype != torch.float32 and torch.backends.mkldnn.is_available():
-            torch.ops.mkldnn._reorder_linear_weight(w)
-        else:
-            return 0
+        torch.ops.mkldnn._reorder_linear_weight(layers[0].weight.detach()[:1])
     except RuntimeError:  # no kernel for this dtype on this CPU
         return 0
     for m in layers:

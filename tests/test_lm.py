@@ -63,8 +63,8 @@ def test_packed_linears_compute_what_the_plain_ones_do():
     assert isinstance(packed.lm_head, PackedLinear) and pack_linears(packed) == 0  # once only
     ids = torch.arange(20).view(1, -1) % 11
     with torch.inference_mode():
-        # one row keeps the matrix-vector kernel; 2..16 rows MKL's packed product (3 and 6 on
-        # the next packed count up, zeros added); 20 rows, the plain product
+        # oneDNN's packed float32 product, for any row count: to float32 rounding (no product
+        # in a reduced precision behind float32's name)
         for rows in (1, 2, 3, 6, 16, 20):
             torch.testing.assert_close(
                 packed(ids[:, :rows]).logits, plain(ids[:, :rows]).logits, rtol=1e-5, atol=1e-5

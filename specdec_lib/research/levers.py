@@ -109,6 +109,7 @@ def packing_costs(
     out: dict[str, Any] = {
         "dtype": dtype,
         "pack_applied": pairs["packed"].notes.get("packed", False),
+        "packer": "oneDNN",  # lm.PackedLinear's library, in both dtypes
     }
     return out | _alternating_blocks(
         "plain",

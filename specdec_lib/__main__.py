@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .bench import BenchSettings, run_benchmark
+from .bench.settings import baseline_note
 from .config import RESULTS_DIR
 from .models import ModelUnavailableError
 from .research import commands as research_commands
@@ -112,6 +113,9 @@ def _print_table(result: dict) -> None:
             f"{fmt(r.get('target_share'), '.0%'):>8}{fmt(r.get('draft_share'), '.0%'):>7}"
             f"{fmt(r.get('host_share'), '.0%'):>6}{fmt(r.get('host_ms_per_step'), '.2f'):>9}"
         )
+    note = baseline_note(result.get("dtype_choice"))
+    if note:
+        print(f"note: {note}")
     if result.get("tuned_trees"):
         shapes = ", ".join(
             f"K = {K}: ({', '.join(map(str, t['tree']))})"

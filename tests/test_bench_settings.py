@@ -127,7 +127,19 @@ def test_the_dtype_auto_runs_in_is_timed_on_this_machine(monkeypatch):
     assert all(set(v) == {"1", "8"} for v in t.values())
     best = min(t, key=lambda v: t[v]["8"])
     assert (choice["dtype"], choice["pack"]) == (best.split()[0], best.endswith("packed"))
+    assert choice["fastest_one_token"] == min(t, key=lambda v: t[v]["1"])
     assert settings.fastest_dtype("tiny-random", "cuda")["dtype"] == "bfloat16"
+
+
+def test_a_faster_baseline_in_another_dtype_is_named():
+    t = {"float32 packed": {"1": 0.040, "8": 0.054}, "bfloat16 packed": {"1": 0.020, "8": 0.076}}
+    choice = {"dtype": "float32", "pack": True, "t_target_s": t}
+    assert settings.baseline_note(choice | {"fastest_one_token": "float32 packed"}) is None
+    assert settings.baseline_note(choice) is None  # a record from before the field
+    assert settings.baseline_note(None) is None
+    note = settings.baseline_note(choice | {"fastest_one_token": "bfloat16 packed"})
+    assert "faster in bfloat16 packed (one-token pass 20.0 ms)" in note
+    assert "float32 packed (40.0 ms)" in note and "--dtype bfloat16" in note
 
 
 def test_a_tuned_tree_replaces_the_fixed_shape():

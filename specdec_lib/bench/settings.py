@@ -36,6 +36,7 @@ __all__ = [
     "SCHEDULES",
     "SUPPLIED_BASELINES",
     "BenchSettings",
+    "baseline_note",
     "draft_runs",
     "load_presets",
     "fastest_dtype",
@@ -334,7 +335,8 @@ def fastest_dtype(pair: str, device: str, reps: int = 5) -> dict[str, Any]:
     as the benchmark times its passes (:func:`~specdec_lib.bench.measure_pass_costs`; a few
     seconds, once per process). Whether bfloat16 is native or emulated and what packing buys decide
     it; ``/proc/cpuinfo``'s flags do not tell the cost, so the run records the timings
-    (``dtype_choice``)."""
+    (``dtype_choice``), and which setting passes over one token fastest (``fastest_one_token``:
+    where it is another, the autoregressive baseline would be faster there, :func:`baseline_note`)."""
     if device == "cuda":
         return {"dtype": "bfloat16", "pack": False, "why": "a CUDA device (tensor cores)"}
     t = {}
@@ -348,4 +350,24 @@ def fastest_dtype(pair: str, device: str, reps: int = 5) -> dict[str, Any]:
         "pack": best.endswith("packed"),
         "why": f"the fastest target pass over {STEP_TOKENS} tokens on this CPU",
         "t_target_s": t,
+        "fastest_one_token": min(t, key=lambda v: t[v]["1"]),
     }
+
+
+def baseline_note(choice: dict[str, Any] | None) -> str | None:
+    """A sentence for a run whose timed dtype choice (``dtype_choice``) left a faster one-token
+    pass, hence a faster autoregressive decoder, in another setting (``None`` otherwise): the
+    speedups are then against the chosen setting's baseline, as both sides run one dtype."""
+    if not choice or "fastest_one_token" not in choice:
+        return None
+    chosen = f"{choice['dtype']} packed" if choice["pack"] else choice["dtype"]
+    other = choice["fastest_one_token"]
+    if other == chosen:
+        return None
+    t = choice["t_target_s"]
+    return (
+        f"autoregressive decoding is faster in {other} (one-token pass "
+        f"{t[other]['1'] * 1e3:.1f} ms) than in {chosen} ({t[chosen]['1'] * 1e3:.1f} ms), which "
+        f"passes over {STEP_TOKENS} tokens fastest: the speedups are against {chosen}'s baseline "
+        f"(one dtype on both sides); --dtype {other.split()[0]} measures against the other"
+    )

@@ -27,7 +27,7 @@ from ..costs import (
 )
 from ..results import check_same_machine, read_json
 from .passes import costs_among_cells
-from .settings import METHODS
+from .settings import METHODS, faster_baseline
 
 __all__ = [
     "against_baseline",
@@ -603,7 +603,8 @@ def machine_check(runs: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
     per second, the slowest ``K`` it ran (``worst_K``, ``worst_speedup``): whether the
     defaults ever lose to the baseline, and over every ``K`` the range of measured / predicted
     for the run's own cells (``efficiency``, ``None`` where a run predates that prediction) and of
-    the host's share of the time (``host_share``). The best
+    the host's share of the time (``host_share``), and where the start-up timing left the
+    autoregressive baseline faster in another dtype, which (:func:`~specdec_lib.bench.settings.faster_baseline`). The best
     ``K`` is chosen on the run it is reported from (one run per temperature: no replicate checks
     the choice, unlike the campaign's :func:`headline`). Runs from different machines are refused."""
     missing = set(MACHINE_CHECK_RUNS) - set(runs)
@@ -631,6 +632,7 @@ def machine_check(runs: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
             "tree": spec[K]["tree"],
             "efficiency": _span(r.get("efficiency_cells") for r in spec.values()),
             "host_share": _span(r.get("host_share") for r in spec.values()),
+            "faster_baseline": faster_baseline(result.get("dtype_choice")),
         }
     return out
 

@@ -38,6 +38,7 @@ __all__ = [
     "BenchSettings",
     "baseline_note",
     "draft_runs",
+    "faster_baseline",
     "load_presets",
     "fastest_dtype",
     "resolve_device",
@@ -354,10 +355,10 @@ def fastest_dtype(pair: str, device: str, reps: int = 5) -> dict[str, Any]:
     }
 
 
-def baseline_note(choice: dict[str, Any] | None) -> str | None:
-    """A sentence for a run whose timed dtype choice (``dtype_choice``) left a faster one-token
-    pass, hence a faster autoregressive decoder, in another setting (``None`` otherwise): the
-    speedups are then against the chosen setting's baseline, as both sides run one dtype."""
+def faster_baseline(choice: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Where a run's timed dtype choice (``dtype_choice``) left a faster one-token pass in another
+    setting than the one ``chosen``: that ``setting`` and both one-token passes (seconds), else
+    ``None``."""
     if not choice or "fastest_one_token" not in choice:
         return None
     chosen = f"{choice['dtype']} packed" if choice["pack"] else choice["dtype"]
@@ -365,9 +366,26 @@ def baseline_note(choice: dict[str, Any] | None) -> str | None:
     if other == chosen:
         return None
     t = choice["t_target_s"]
+    return {
+        "setting": other,
+        "chosen": chosen,
+        "t_one_token_s": t[other]["1"],
+        "chosen_t_one_token_s": t[chosen]["1"],
+    }
+
+
+def baseline_note(choice: dict[str, Any] | None) -> str | None:
+    """A sentence for a run whose timed dtype choice left a faster one-token pass, hence a faster
+    autoregressive decoder, in another setting (:func:`faster_baseline`; ``None`` otherwise):
+    the speedups are then against the chosen setting's baseline, as both sides run one dtype."""
+    f = faster_baseline(choice)
+    if f is None:
+        return None
+    other, chosen = f["setting"], f["chosen"]
     return (
         f"autoregressive decoding is faster in {other} (one-token pass "
-        f"{t[other]['1'] * 1e3:.1f} ms) than in {chosen} ({t[chosen]['1'] * 1e3:.1f} ms), which "
-        f"passes over {STEP_TOKENS} tokens fastest: the speedups are against {chosen}'s baseline "
+        f"{f['t_one_token_s'] * 1e3:.1f} ms) than in {chosen} "
+        f"({f['chosen_t_one_token_s'] * 1e3:.1f} ms), which passes over {STEP_TOKENS} tokens "
+        f"fastest: the speedups are against {chosen}'s baseline "
         f"(one dtype on both sides); --dtype {other.split()[0]} measures against the other"
     )

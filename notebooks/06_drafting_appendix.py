@@ -265,7 +265,8 @@ fig = figs.pilot_curves(
     {PILOT_LABELS.get(name, name): h for name, h in pilot_curves.items()},
     title=f"Pilot drafts during training ({pilot['train tokens'].iloc[0] / 1e3:.0f}k positions each)",
 )
-savefig("06_pilot_curves", fig)
+savefig("06_pilot_curves", fig);
+
 # %%
 P = pilot["alpha (T=1)"]
 C = pilot["c (bf16)"]
@@ -301,7 +302,8 @@ hist = pd.DataFrame(full_train["history"])
 steps_per_epoch = hist.step.max() / full_train["settings"]["epochs"]
 hist["tokens seen"] = hist.step / steps_per_epoch * full_train["train_tokens"]
 fig = figs.full_training(hist, alpha_decoding=full_eval["by_temperature"]["1"]["alpha"])
-savefig("06_full_training", fig)
+savefig("06_full_training", fig);
+
 # %% [markdown]
 # **Capacity against data.** The same recipe with two head layers instead of one, on the same
 # positions as the 92-shard run of notebook 05's learning curve
@@ -346,11 +348,12 @@ display(
 # 05's $S(K)$), and what those cost depends on the dtype and on how the matrix library holds the
 # weights: read as loaded at every product, or **prepacked** once into the library's own blocked
 # layout (`lm.pack_linears`; the table below names the library each dtype was packed for). The
-# campaign's packing run (`python -m specdec_lib.research.levers --dtype bfloat16 float32`) times, in one process, a
+# campaign's packing run (`python -m specdec_lib.research.levers --dtype bfloat16 float32`)
+# times, in one process, a
 # cached target pass over $n$ new tokens and a draft step, with both layouts, in alternating
 # blocks (as loaded, prepacked, prepacked, as loaded) so that a drift of the machine falls on both
-# alike. In bfloat16 the draft is the int8 head; in float32, the head with its own weights
-# (torch's int8 kernel runs on bfloat16 activations).
+# alike. Each dtype's draft is the one its record names (`draft`; a record that names none ran
+# the int8 head in bfloat16 and the head with its own weights in float32).
 
 # %%
 WEIGHTS = {"plain": "as loaded", "packed": "prepacked"}
@@ -393,13 +396,14 @@ ax.set(
     title=f"Target pass costs, SmolLM2-135M-Instruct, {MACHINE_SHORT}",
 )
 ax.legend(loc="lower right", fontsize=9)
-savefig("06_dtype_pass_costs", fig)
+savefig("06_dtype_pass_costs", fig);
+
 # %% [markdown]
 # What each setting means for a draft: the relative cost of verification, the draft's $c$, and
 # the chain's speedup that notebook 05's $S(K)$ predicts at the best $K$ these pass costs cover,
-# with the held-out acceptance at $T = 1$ of the head each setting runs (bfloat16: the int8 head;
-# float32: the head with its own weights, at the $\alpha$ measured for it in bfloat16, from which
-# its $q$ in float32 differs by rounding only).
+# with the held-out acceptance at $T = 1$ of the head each setting runs (the int8 head's, or the
+# head's with its own weights, as measured in bfloat16: its $q$ in float32 differs by rounding
+# only).
 
 # %%
 EVAL = {
@@ -407,20 +411,22 @@ EVAL = {
     "int8": CAMPAIGN.run("eval_trained_int8"),
 }
 head_alpha = {
-    "bfloat16": EVAL["int8"]["by_temperature"]["1"]["alpha"],
-    "float32": EVAL["bf16"]["by_temperature"]["1"]["alpha"],
+    "trained-int8": EVAL["int8"]["by_temperature"]["1"]["alpha"],
+    "trained": EVAL["bf16"]["by_temperature"]["1"]["alpha"],
 }
 rows = []
 for run in PACKING["runs"]:
+    draft = run.get("draft", "trained-int8" if run["dtype"] == "bfloat16" else "trained")
     for variant, label in WEIGHTS.items():
         t, t_draft = run[variant]["t_target_s"], run[variant]["t_draft_s"]
-        alpha = head_alpha[run["dtype"]]
+        alpha = head_alpha[draft]
         S = {K: predicted_speedup(alpha, K, t_draft, t) for K in range(1, len(t))}
         best_K = max(S, key=S.get)
         rows.append(
             {
                 "dtype": run["dtype"],
                 "weights": label,
+                "draft": draft,
                 "t(1) ms": t[0] * 1e3,
                 "t(2)/t(1)": t[1] / t[0],
                 f"t({len(t)})/t(1)": t[-1] / t[0],
@@ -717,7 +723,8 @@ fig = figs.tree_acceptance(
         f"{len(PROBES['T = 1'][0]['prompts'])} benchmark prompts)"
     ),
 )
-savefig("06_tree_acceptance", fig)
+savefig("06_tree_acceptance", fig);
+
 # %% [markdown]
 # The cost model ranks every chain tree these rates cover, each probe with its own pass costs
 # (measured in the same process): trees of depth 1 and 2 only, since the probes reach no deeper.
@@ -809,7 +816,8 @@ fig = speedup_intervals(
         f"(one run each, {REC['settings']['repeats']} repeat of each prompt)"
     ),
 )
-savefig("06_tree_speedup", fig)
+savefig("06_tree_speedup", fig);
+
 # %%
 TT, TC = (config for _, config in TREE_RUNS)
 by_K = tree_speed.pivot_table(index="K", columns="config", values=["speedup", "tau"])
@@ -972,7 +980,8 @@ fig = figs.tree_ceiling(
         f"(cost model, pass costs of {MACHINE_SHORT})"
     ),
 )
-savefig("06_tree_ceiling", fig)
+savefig("06_tree_ceiling", fig);
+
 # %% [markdown]
 # Past some number of nodes a node's $v$ is smaller than what it adds to the pass, so the ceiling
 # flattens and falls. What moves it is the draft's acceptance. The acceptance $\alpha$, the same

@@ -117,6 +117,30 @@ def test_head_lever_runs_every_head_beside_one_baseline(tiny_pair, random_head):
             assert x[v]["tree"] == [2] and {"speedup", "low", "high", "tau"} <= set(x[v])
 
 
+def test_draft_lever_runs_each_draft_with_its_own_costs_beside_one_baseline(tiny_pair, random_head):
+    import dataclasses
+
+    from specdec_lib.bench import BenchSettings
+    from specdec_lib.drafters import FeatureDrafter
+    from specdec_lib.research import levers
+
+    pairs = {"trained": dataclasses.replace(tiny_pair, draft=FeatureDrafter(random_head))}
+    pairs["model"] = tiny_pair
+    s = BenchSettings(
+        pair="tiny-random", draft="model", K=[1, 2], tree=[2], max_new_tokens=6, cost_reps=2
+    ).validate()
+    prompts = [{"category": "a", "text": "hello world"}, {"category": "b", "text": "abc"}]
+    r = levers.draft_costs(pairs, s, prompts)
+    assert r["drafts"] == ["trained", "model"] and r["tree"] == [2]
+    head, model = r["results"]["trained"], r["results"]["model"]
+    assert head["settings"]["draft"] == "trained" and model["settings"]["draft"] == "model"
+    assert head["costs"] is not model["costs"]  # each draft's step timed on its own pair
+    base = {k: c for k, c in head["cells"].items() if k.startswith("autoregressive")}
+    assert len(base) == 2 and all(model["cells"][k] is c for k, c in base.items())
+    for x in r["by_K"]:
+        assert {"speedup", "low", "high", "tau"} <= set(x["trained"]) & set(x["model"])
+
+
 def test_draft_temperature_lever_runs_each_scale_beside_one_baseline(tiny_pair, random_head):
     import dataclasses
 

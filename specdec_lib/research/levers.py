@@ -48,6 +48,11 @@ autoregressive baseline, in one process (:func:`compile_decoding_costs`), with t
 ``--lever head`` measures the draft's weights: ``bench``'s defaults with each head of ``--heads``
 (the committed head and its fine-tune by a training-time test, by default), decoding the same
 prompts in rotation beside one autoregressive baseline, in one process (:func:`head_costs`).
+
+``--lever draft`` measures the draft itself: ``bench``'s defaults with each draft of ``--drafts``
+(the head with int8 weights and with its own, by default), each with its own pass costs,
+decoding the same prompts in rotation beside one autoregressive baseline, in one process
+(:func:`draft_costs`).
 """
 
 from __future__ import annotations
@@ -76,7 +81,7 @@ from ..checks import one_of
 from ..config import DEFAULT_HEAD, DEFAULT_PROMPTS
 from ..decoding import SpeculativeDecoder
 from ..lm import use_decode_attention
-from ..models import check_head, load_pair
+from ..models import DRAFTS, check_head, load_pair
 from ..results import ISA_LIMITS, atomic_write_json, load_prompts, provenance
 
 __all__ = [
@@ -86,6 +91,7 @@ __all__ = [
     "compile_decoding_costs",
     "compile_linears",
     "compiled_agreement",
+    "draft_costs",
     "draft_temperature_costs",
     "head_costs",
     "packing_costs",
@@ -110,6 +116,7 @@ def packing_costs(
         "dtype": dtype,
         "pack_applied": pairs["packed"].notes.get("packed", False),
         "packer": "oneDNN",  # lm.PackedLinear's library, in both dtypes
+        "draft": draft or "the pair's first",
     }
     return out | _alternating_blocks(
         "plain",
@@ -450,6 +457,21 @@ def head_costs(
     return out | {"tree": list(settings.tree), "heads": heads}
 
 
+def draft_costs(
+    pairs: dict[str, Any], settings: BenchSettings, prompts: Sequence[dict[str, Any]]
+) -> dict[str, Any]:
+    """Drafts against each other, side by side in one process: ``pairs`` maps a draft's name
+    (:data:`~specdec_lib.models.DRAFTS`) to the pair loaded with it (one target: ``load_pair``
+    shares it), ``settings`` says what ``bench`` runs, the same shape for every draft. Each
+    variant's pass costs are timed on its own pair, so that the cost model reads its own draft
+    step; the first variant's pair decodes the autoregressive baseline."""
+    costs = {d: _run_costs(p, settings, prompts) for d, p in pairs.items()}
+    variants = {d: (p, dataclasses.replace(settings, draft=d), None) for d, p in pairs.items()}
+    extra = {d: {"costs": costs[d]} for d in pairs}
+    out = side_by_side(variants, prompts, costs[next(iter(pairs))], extra)
+    return out | {"tree": list(settings.tree), "drafts": list(pairs)}
+
+
 def draft_temperature_costs(
     pair: Any,
     settings: BenchSettings,
@@ -601,6 +623,7 @@ def build_parser() -> argparse.ArgumentParser:
             "support",
             "tree",
             "head",
+            "draft",
             "draft-temperature",
             "compile",
             "compile-decoding",
@@ -647,6 +670,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="head: saved weights of the trained heads compared",
     )
     p.add_argument(
+        "--drafts",
+        nargs="+",
+        default=["trained-int8", "trained"],
+        choices=DRAFTS,
+        help="draft: the drafts compared (the first decodes the baseline)",
+    )
+    p.add_argument(
         "--tree",
         type=int,
         nargs="+",
@@ -665,6 +695,7 @@ def main(argv: list[str] | None = None) -> int:
         "support": _support_main,
         "tree": _tree_main,
         "head": _head_main,
+        "draft": _draft_main,
         "draft-temperature": _draft_temperature_main,
         "compile": _compile_main,
         "compile-decoding": _compile_decoding_main,
@@ -755,6 +786,15 @@ def _head_main(args: argparse.Namespace, settings: dict[str, Any]) -> int:
         return {Path(h).stem: _load_default_pair(s, head=h) for h in args.heads}
 
     return _bench_lever_main(args, settings, load, head_costs, _variant_speedups)
+
+
+def _draft_main(args: argparse.Namespace, settings: dict[str, Any]) -> int:
+    """The draft lever: each draft of ``--drafts`` with bench's defaults otherwise."""
+
+    def load(s: BenchSettings) -> dict[str, Any]:
+        return {d: _load_default_pair(dataclasses.replace(s, draft=d)) for d in args.drafts}
+
+    return _bench_lever_main(args, settings, load, draft_costs, _variant_speedups)
 
 
 def _compile_decoding_main(args: argparse.Namespace, settings: dict[str, Any]) -> int:

@@ -51,3 +51,29 @@ def test_transformers_assisted_generation_is_an_arm_under_the_same_test(tiny_pai
     row = as_frame(result).set_index("name").loc["hf assisted"]
     assert row.kept == 600 and row.proposed == 0 and row.bins >= 2
     assert 0 <= row.p <= 1  # what it finds is reported, either way
+
+
+def test_a_packed_configuration_is_tested_against_its_own_target(tiny_pair):
+    from specdec_lib.models import load_pair
+
+    packed = load_pair("tiny-random", pack=True)
+    assert packed.notes["packed"]
+    loaded = []
+
+    def load(c):
+        loaded.append(c.pack)
+        return packed if c.pack else tiny_pair
+
+    result = shipped_grid(
+        {"plain": Config("model", "float32"), "packed": Config("model", "float32", pack=True)},
+        faults={},
+        n=600,
+        prompt="abc",
+        first=None,
+        K=2,
+        length=2,
+        load=load,
+    )
+    df = as_frame(result).set_index("name")
+    assert loaded == [False, True] and bool(df.loc["packed", "pack"])
+    assert (df.p > 1e-3).all() and (df.bins >= 2).all()

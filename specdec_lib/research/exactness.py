@@ -95,7 +95,9 @@ def decoder_continuations(
 @dataclass(frozen=True)
 class Config:
     """One shipped configuration: the default pair's draft by name (``head``: other saved weights
-    of a trained draft), dtype, the step's shape (``width``: a spelling of ``tree=(width,)``),
+    of a trained draft), dtype, whether both models' linear weights are prepacked for oneDNN
+    (``pack``, as ``bench`` runs on a CPU; the target's exact law is then the packed target's),
+    the step's shape (``width``: a spelling of ``tree=(width,)``),
     and warp; ``method`` is ``"speculative"`` (this library's decoder) or ``"hf_assisted"``
     (transformers' assisted generation with sampling, the pair's model draft as its assistant:
     the peer under the same test)."""
@@ -109,6 +111,7 @@ class Config:
     top_p: float | None = None
     head: str | None = None
     method: str = "speculative"
+    pack: bool = False
 
     @property
     def warp(self) -> Warp:
@@ -135,6 +138,8 @@ CONFIGS: dict[str, Config] = {
         "trained-int8", "bfloat16", width=2, head="data/drafter/feature_head_ttt.safetensors"
     ),
     "trained-int8-bf16-tree4-3": Config("trained-int8", "bfloat16", tree=(4, 3)),
+    "trained-int8-bf16-tree4-3-packed": Config("trained-int8", "bfloat16", tree=(4, 3), pack=True),
+    "trained-f32-tree4-3-packed": Config("trained", "float32", tree=(4, 3), pack=True),
     "ttt-full-int8-bf16-tree4-3": Config(
         "trained-int8",
         "bfloat16",
@@ -200,7 +205,7 @@ class HFAssisted:
 
 def _load_default(c: Config) -> Any:
     head = None if c.head is None else REPO_ROOT / c.head
-    return load_pair("default", draft=c.draft, dtype=c.dtype, head=head)
+    return load_pair("default", draft=c.draft, dtype=c.dtype, head=head, pack=c.pack)
 
 
 def shipped_grid(
@@ -240,12 +245,12 @@ def shipped_grid(
         one_of(name, "faults", FAULTS)
         if base not in configs and base not in CONFIGS:
             raise ValueError(f"faults: {name!r} runs on an unknown configuration {base!r}")
-    pairs: dict[tuple[str, str, str | None], Any] = {}
+    pairs: dict[tuple[str, str, str | None, bool], Any] = {}
 
     def pair_of(c: Config) -> Any:
-        if (c.draft, c.dtype, c.head) not in pairs:
-            pairs[c.draft, c.dtype, c.head] = load(c)
-        return pairs[c.draft, c.dtype, c.head]
+        if (c.draft, c.dtype, c.head, c.pack) not in pairs:
+            pairs[c.draft, c.dtype, c.head, c.pack] = load(c)
+        return pairs[c.draft, c.dtype, c.head, c.pack]
 
     any_pair = pair_of(next(iter(configs.values())))
     tok = any_pair.tokenizer
@@ -255,7 +260,7 @@ def shipped_grid(
         first_id = int(tok(prompt + first, return_tensors="pt").input_ids[0][len(prompt_ids)])
     ref_ids = prompt_ids if first_id is None else torch.cat([prompt_ids, torch.tensor([first_id])])
     ref_length = length if first_id is None else length - 1
-    laws: dict[tuple[str, Warp], dict[tuple[int, ...], float]] = {}
+    laws: dict[tuple[str, bool, Warp], dict[tuple[int, ...], float]] = {}
     arms = [(name, c, None) for name, c in configs.items()]
     arms += [
         (name, configs[base] if base in configs else CONFIGS[base], name)
@@ -264,7 +269,7 @@ def shipped_grid(
     rows = []
     for i, (name, c, fault) in enumerate(tqdm(arms, desc="exactness grid", disable=not progress)):
         pair = pair_of(c)
-        key = (c.dtype, Warp(c.temperature, c.top_k, c.top_p))
+        key = (c.dtype, c.pack, Warp(c.temperature, c.top_k, c.top_p))
         if key not in laws:
             laws[key] = exact_continuation_law(
                 pair.target, ref_ids, c.warp, ref_length, min_prob=min_prob

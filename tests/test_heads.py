@@ -173,3 +173,35 @@ def test_layer_draft_takes_the_cache_under_either_name_not_both(tiny_pair):
         draft(input_ids=ids, cache=DynamicCache(), past_key_values=DynamicCache())
     with pytest.raises(TypeError):
         draft(input_ids=ids, kv_cache=DynamicCache())  # an unknown name is an error, not dropped
+
+
+def test_a_head_in_bfloat16_drafts_over_a_float32_target(tiny_pair, random_head, tmp_path):
+    """The trained head loaded in bfloat16 over a float32 target: its frozen pieces in its own
+    dtype, its q close to the float32 head's, and greedy speculative decoding still the
+    target's."""
+    from specdec_lib.decoding import AutoregressiveDecoder, SpeculativeDecoder
+
+    path = tmp_path / "head.safetensors"
+    save_head(random_head, path, {})
+    f32 = load_head(path, tiny_pair.target)
+    bf16 = load_head(path, tiny_pair.target, torch.bfloat16)
+    assert next(f32.parameters()).dtype == torch.float32
+    assert {p.dtype for p in bf16.parameters()} == {torch.bfloat16}
+    assert bf16._w_subset.dtype == bf16._norm.weight.dtype == torch.bfloat16
+    assert tiny_pair.target.model.norm.weight.dtype == torch.float32  # the target's own untouched
+    prompt = torch.tensor([0, 5, 9, 3, 17, 4])
+    with torch.inference_mode():
+        H = random_head.fc.out_features
+        feats = torch.randn(1, 3, len(random_head.feature_layers) * H)
+        toks = torch.tensor([[3, 4, 5]])
+        h32, h16 = f32(feats, toks)[0], bf16(feats, toks)[0]
+        assert h16.dtype == torch.bfloat16
+        q32 = torch.softmax(f32.logits(h32).float(), -1)
+        q16 = torch.softmax(bf16.logits(h16).float(), -1)
+        assert float(0.5 * (q32 - q16).abs().sum(-1).max()) < 0.05
+    ar = AutoregressiveDecoder(tiny_pair.target, temperature=0).generate_ids(prompt, 16)
+    for tree in ((1,), (3, 2)):
+        sd = SpeculativeDecoder(
+            FeatureDrafter(bf16), tiny_pair.target, K=2, tree=tree, temperature=0
+        )
+        assert sd.generate_ids(prompt, 16).tokens == ar.tokens

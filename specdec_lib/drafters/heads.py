@@ -94,13 +94,20 @@ class _SubsetOutput(nn.Module):
         return self._target[0]
 
     def refresh_frozen(self) -> None:
-        """Re-read the frozen pieces (embedding, norm, the subset's output rows) from the target."""
+        """Re-read the frozen pieces (embedding, norm, the subset's output rows) from the target;
+        a draft in another dtype than the target's gets the norm and the output rows in its own
+        (the embedding's rows are cast as they are read)."""
         t = self.target
         w = t.get_output_embeddings().weight
+        dtype = next(self.parameters()).dtype
+        norm = final_norm(t)
+        if next(norm.parameters()).dtype != dtype:
+            norm = copy.deepcopy(norm).to(dtype).requires_grad_(False)
+        w_subset = w.detach().index_select(0, self.subset.to(w.device)).to(dtype)
         # object.__setattr__: the target's modules must not become (saved) submodules of the head.
         object.__setattr__(self, "_embed", t.get_input_embeddings())
-        object.__setattr__(self, "_norm", final_norm(t))
-        object.__setattr__(self, "_w_subset", w.detach().index_select(0, self.subset.to(w.device)))
+        object.__setattr__(self, "_norm", norm)
+        object.__setattr__(self, "_w_subset", w_subset)
 
     def frozen_float32(self) -> None:
         """Use float32 copies of the frozen pieces (training in float32 over a bf16 target)."""
@@ -196,6 +203,7 @@ class FeatureHead(_SubsetOutput):
         replaces the causal mask over the cached and new positions (the training-time test's
         unrolled steps, :func:`specdec_lib.training.distill.unrolled_mask`)."""
         H = self.fc.out_features
+        features = features.to(self.w_in.dtype)  # a target in another dtype than the head's
         if features.shape[-1] != H:  # the target's features of several layers: fuse them
             blocks = rms_normalise(features.unflatten(-1, (-1, H))) * self.w_in
             x = self.fuse(blocks.flatten(-2))
@@ -341,9 +349,9 @@ def save_head(head: nn.Module, path: str | Path, card: dict[str, Any]) -> None:
     atomic_write(path, lambda f: f.write(data), binary=True)  # a unique temporary name
 
 
-def load_head(path: str | Path, target: Any) -> nn.Module:
-    """Load a draft saved by :func:`save_head` onto ``target`` (its dtype and device): a
-    :class:`FeatureHead` or a :class:`LayerDraft`."""
+def load_head(path: str | Path, target: Any, dtype: torch.dtype | None = None) -> nn.Module:
+    """Load a draft saved by :func:`save_head` onto ``target`` (its device; ``dtype``, default the
+    target's): a :class:`FeatureHead` or a :class:`LayerDraft` (in the target's dtype only)."""
     from safetensors import safe_open
 
     path = Path(path)
@@ -367,7 +375,13 @@ def load_head(path: str | Path, target: Any) -> nn.Module:
             feature_layers=tuple(cfg.get("feature_layers", (-1,))),
             scale=cfg.get("scale", 1.0),
         )
-    dtype = next(target.parameters()).dtype
+    own = next(target.parameters()).dtype
+    if dtype is None or dtype == own:
+        dtype = own
+    elif isinstance(head, FeatureHead):  # the head in its own dtype; the frozen pieces follow
+        head.to(dtype)
+    else:
+        raise ValueError(f"dtype: a {type(head).__name__} runs in its target's dtype ({own})")
     head.load_state_dict({k: v.to(dtype) if v.is_floating_point() else v for k, v in state.items()})
     head.to(next(target.parameters()).device)
     head.refresh_frozen()

@@ -413,6 +413,7 @@ EVAL = {
 head_alpha = {
     "trained-int8": EVAL["int8"]["by_temperature"]["1"]["alpha"],
     "trained": EVAL["bf16"]["by_temperature"]["1"]["alpha"],
+    "trained-bf16": EVAL["bf16"]["by_temperature"]["1"]["alpha"],  # the same head, in bfloat16
 }
 rows = []
 for run in PACKING["runs"]:

@@ -140,6 +140,7 @@ CONFIGS: dict[str, Config] = {
     "trained-int8-bf16-tree4-3": Config("trained-int8", "bfloat16", tree=(4, 3)),
     "trained-int8-bf16-tree4-3-packed": Config("trained-int8", "bfloat16", tree=(4, 3), pack=True),
     "trained-f32-tree4-3-packed": Config("trained", "float32", tree=(4, 3), pack=True),
+    "trained-bf16-f32-tree4-3-packed": Config("trained-bf16", "float32", tree=(4, 3), pack=True),
     "ttt-full-int8-bf16-tree4-3": Config(
         "trained-int8",
         "bfloat16",

@@ -107,7 +107,10 @@ def packing_costs(
 ) -> dict[str, Any]:
     """The pass costs of ``pair`` in ``dtype`` with plain and with prepacked linear weights
     (``t_target_s`` for n = 1..n_max, ``t_draft_s``), and their ratios packed / plain."""
-    draft = "trained-int8" if dtype == "bfloat16" and pair == "default" else None
+    # bench's draft: the int8 head in bfloat16, the head in bfloat16 over another dtype
+    draft = (
+        ("trained-int8" if dtype == "bfloat16" else "trained-bf16") if pair == "default" else None
+    )
     pairs = {
         "plain": load_pair(pair, draft=draft, dtype=dtype),
         "packed": load_pair(pair, draft=draft, dtype=dtype, pack=True),

@@ -20,6 +20,14 @@ def _tiny_grid(pair, name, faults, n):
     )
 
 
+def _two_token_grid(configs, load):
+    """``configs`` on the tiny pair(s) ``load`` gives, no failing arms: 600 outputs of two tokens
+    after "abc", K = 2."""
+    return shipped_grid(
+        configs, faults={}, n=600, prompt="abc", first=None, K=2, length=2, load=load
+    )
+
+
 def test_grid_passes_the_right_decoder_and_rejects_the_faults(tiny_pair):
     faults = ("prototype's correction", "uncropped target cache", "bonus from the wrong row")
     # At n = 800 the faults' p-values were all below 1e-8.
@@ -38,15 +46,8 @@ def test_grid_refuses_an_unknown_failing_arm(tiny_pair):
 
 
 def test_transformers_assisted_generation_is_an_arm_under_the_same_test(tiny_pair):
-    result = shipped_grid(
-        {"hf assisted": Config("model", "float32", method="hf_assisted")},
-        faults={},
-        n=600,
-        prompt="abc",
-        first=None,
-        K=2,
-        length=2,
-        load=lambda c: tiny_pair,
+    result = _two_token_grid(
+        {"hf assisted": Config("model", "float32", method="hf_assisted")}, lambda c: tiny_pair
     )
     row = as_frame(result).set_index("name").loc["hf assisted"]
     assert row.kept == 600 and row.proposed == 0 and row.bins >= 2
@@ -64,15 +65,8 @@ def test_a_packed_configuration_is_tested_against_its_own_target(tiny_pair):
         loaded.append(c.pack)
         return packed if c.pack else tiny_pair
 
-    result = shipped_grid(
-        {"plain": Config("model", "float32"), "packed": Config("model", "float32", pack=True)},
-        faults={},
-        n=600,
-        prompt="abc",
-        first=None,
-        K=2,
-        length=2,
-        load=load,
+    result = _two_token_grid(
+        {"plain": Config("model", "float32"), "packed": Config("model", "float32", pack=True)}, load
     )
     df = as_frame(result).set_index("name")
     assert loaded == [False, True] and bool(df.loc["packed", "pack"])

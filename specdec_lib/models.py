@@ -6,8 +6,9 @@
   by transformers (``gguf_file=``). Drafts: ``"trained"`` (the default: the feature-level head of
   notebook 05, which reads the target's hidden states), ``"trained-int8"`` (the same with int8
   weights), ``"trained-bf16"`` (the same in bfloat16 over a target in any dtype: half the bytes of
-  a float32 head per draft step), ``"early-exit"`` (the target's first ``DEFAULT_EXIT_LAYERS`` layers, its final norm
-  and output head, sharing its weights: untrained and weak, notebook 03) and ``"ngram"``.
+  a float32 head per draft step), ``"early-exit"`` (the target's first ``DEFAULT_EXIT_LAYERS``
+  layers, its final norm and output head, sharing its weights: untrained and weak, notebook 03)
+  and ``"ngram"``.
 * ``"gpt2"`` — the original prototype's pair, gpt2 -> gpt2-medium, from the Hugging Face Hub by
   name (or a local cache holding both); offline it fails with :class:`ModelUnavailableError`.
 * ``"tiny-random"`` — two seeded, randomly initialised Llama models over a 32-token vocabulary

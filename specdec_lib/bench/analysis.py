@@ -604,7 +604,8 @@ def machine_check(runs: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
     defaults ever lose to the baseline, and over every ``K`` the range of measured / predicted
     for the run's own cells (``efficiency``, ``None`` where a run predates that prediction) and of
     the host's share of the time (``host_share``), and where the start-up timing left the
-    autoregressive baseline faster in another dtype, which (:func:`~specdec_lib.bench.settings.faster_baseline`). The best
+    autoregressive baseline faster in another dtype, which
+    (:func:`~specdec_lib.bench.settings.faster_baseline`). The best
     ``K`` is chosen on the run it is reported from (one run per temperature: no replicate checks
     the choice, unlike the campaign's :func:`headline`). Runs from different machines are refused."""
     missing = set(MACHINE_CHECK_RUNS) - set(runs)

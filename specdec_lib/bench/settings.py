@@ -337,14 +337,15 @@ def fastest_dtype(pair: str, device: str, reps: int = 5) -> dict[str, Any]:
     seconds, once per process). Whether bfloat16 is native or emulated and what packing buys decide
     it; ``/proc/cpuinfo``'s flags do not tell the cost, so the run records the timings
     (``dtype_choice``), and which setting passes over one token fastest (``fastest_one_token``:
-    where it is another, the autoregressive baseline would be faster there, :func:`baseline_note`)."""
+    where it is another, the autoregressive baseline would be faster there,
+    :func:`baseline_note`)."""
     if device == "cuda":
         return {"dtype": "bfloat16", "pack": False, "why": "a CUDA device (tensor cores)"}
     t = {}
     for d, pack in (("float32", False), ("float32", True), ("bfloat16", True)):
         costs = measure_pass_costs(load_pair(pair, dtype=d, pack=pack), STEP_TOKENS, reps=reps)
         t_n = costs["t_target_s"]
-        t[f"{d} packed" if pack else d] = {"1": t_n[0], str(STEP_TOKENS): t_n[-1]}
+        t[_setting(d, pack)] = {"1": t_n[0], str(STEP_TOKENS): t_n[-1]}
     best = min(t, key=lambda v: t[v][str(STEP_TOKENS)])
     return {
         "dtype": best.split()[0],
@@ -355,13 +356,18 @@ def fastest_dtype(pair: str, device: str, reps: int = 5) -> dict[str, Any]:
     }
 
 
+def _setting(dtype: str, pack: bool) -> str:
+    """The name :func:`fastest_dtype` times a dtype and weight layout under."""
+    return f"{dtype} packed" if pack else dtype
+
+
 def faster_baseline(choice: dict[str, Any] | None) -> dict[str, Any] | None:
     """Where a run's timed dtype choice (``dtype_choice``) left a faster one-token pass in another
     setting than the one ``chosen``: that ``setting`` and both one-token passes (seconds), else
     ``None``."""
     if not choice or "fastest_one_token" not in choice:
         return None
-    chosen = f"{choice['dtype']} packed" if choice["pack"] else choice["dtype"]
+    chosen = _setting(choice["dtype"], choice["pack"])
     other = choice["fastest_one_token"]
     if other == chosen:
         return None

@@ -20,8 +20,8 @@ Both are exact; what differs is the host's time per step.
 ``n = 1..`` tokens (each a pass of the default tree, as decoding checks it) and the draft's
 proposals, with :func:`~specdec_lib.lm.decode_attention` (taking passes of up to 16 tokens, where
 decoding gives it one-token passes only) and with transformers' ``sdpa``, at each context of
-``--contexts``, in alternating blocks as for packing, with ``bench``'s pair (the int8 head,
-bfloat16, prepacked).
+``--contexts``, in alternating blocks as for packing, with ``bench``'s pair in each dtype of
+``--dtype`` (prepacked, with the draft the defaults run in that dtype, :func:`bench_draft`).
 
 ``--lever tree`` measures the step's shape: ``bench``'s defaults with the default tree and with
 the tree tuned on this machine (``bench --tune-tree``), decoding the same prompts in rotation
@@ -86,6 +86,7 @@ from ..results import ISA_LIMITS, atomic_write_json, load_prompts, provenance
 
 __all__ = [
     "attention_costs",
+    "bench_draft",
     "build_parser",
     "compile_costs",
     "compile_decoding_costs",
@@ -102,15 +103,18 @@ __all__ = [
 ]
 
 
+def bench_draft(dtype: str) -> str:
+    """The draft ``bench``'s defaults run with the default pair in ``dtype``: the int8 head in
+    bfloat16, the head in bfloat16 over another dtype (int8 weights run in bfloat16 only)."""
+    return "trained-int8" if dtype == "bfloat16" else "trained-bf16"
+
+
 def packing_costs(
     dtype: str, *, n_max: int = 9, context: int = 64, reps: int = 8, pair: str = "default"
 ) -> dict[str, Any]:
     """The pass costs of ``pair`` in ``dtype`` with plain and with prepacked linear weights
     (``t_target_s`` for n = 1..n_max, ``t_draft_s``), and their ratios packed / plain."""
-    # bench's draft: the int8 head in bfloat16, the head in bfloat16 over another dtype
-    draft = (
-        ("trained-int8" if dtype == "bfloat16" else "trained-bf16") if pair == "default" else None
-    )
+    draft = bench_draft(dtype) if pair == "default" else None
     pairs = {
         "plain": load_pair(pair, draft=draft, dtype=dtype),
         "packed": load_pair(pair, draft=draft, dtype=dtype, pack=True),
@@ -720,16 +724,25 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _attention_main(args: argparse.Namespace, settings: dict[str, Any]) -> int:
-    """The attention lever on bench's pair: the int8 head, bfloat16, packed."""
-    pair = load_pair("default", draft="trained-int8", dtype="bfloat16", pack=True)
+    """The attention lever on bench's pair in each dtype of ``--dtype``, packed, with the draft
+    the defaults run in it (the int8 head in bfloat16, the head in bfloat16 over float32)."""
+    runs = []
+    for dtype in args.dtype:
+        draft = bench_draft(dtype)
+        pair = load_pair("default", draft=draft, dtype=dtype, pack=True)
+        runs += [
+            {"dtype": dtype, "draft": draft} | r
+            for r in attention_costs(pair, args.contexts, reps=args.reps)
+        ]
     result = {
-        "runs": attention_costs(pair, args.contexts, reps=args.reps),
+        "runs": runs,
+        "isa_limits": {k: os.environ[k] for k in ISA_LIMITS if k in os.environ},
         "provenance": provenance(seed=0, settings=settings),
     }
     atomic_write_json(args.out, result)
     for r in result["runs"]:
         ratios = " ".join(f"{x:.2f}" for x in r["decode_over_sdpa"])
-        print(f"context {r['context']}: decode / sdpa by pass size:", ratios)
+        print(f"{r['dtype']}, context {r['context']}: decode / sdpa by pass size:", ratios)
     return 0
 
 

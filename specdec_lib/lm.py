@@ -31,6 +31,7 @@ __all__ = [
     "capture_features",
     "context_length",
     "decode_attention",
+    "decode_queries",
     "final_norm",
     "last_rows",
     "model_device",
@@ -98,11 +99,23 @@ def model_forward(
     return out.logits[0, -n_logits:], output_cache(out)
 
 
-# Attention for decoding's passes of at most DECODE_QUERIES new tokens over the cached ones: one
-# (the baseline's pass and a draft step). Over more queries (a tree's pass), sdpa's kernel was as
-# fast or faster (research.levers --lever attention times the products at up to 16 queries).
+# The passes (new tokens over the cached ones) that decode_attention computes itself, by dtype;
+# the others go to sdpa. research.levers --lever attention times both at 1..16 queries, in each
+# dtype, at contexts of 64, 300 and 1000 tokens. Measured on an AMD EPYC (Zen 4, 2 cores):
+# - bfloat16: one query (the baseline's pass and a draft step), 0.77-1.0 of sdpa's pass, most
+#   saved at the longest context; over more queries sdpa's kernel was as fast (0.92-1.07).
+# - float32: two queries and more (a tree's pass, a chain's over the cache: under a mask sdpa copies
+#   the keys and values once per query head), 0.89-0.97 of sdpa's pass with the CPU's own kernels
+#   and 0.83-1.03 with them limited to AVX2 (0.83-0.90 at 1000 tokens); one query is sdpa's, whose
+#   unmasked call reads the shared keys in place (the products took 0.98-1.06 of it).
 DECODE_ATTENTION = "specdec_decode"
-DECODE_QUERIES = 1
+DECODE_QUERIES: dict[torch.dtype, range] = {torch.float32: range(2, 17)}
+
+
+def decode_queries(dtype: torch.dtype) -> range:
+    """The pass lengths (new tokens) :func:`decode_attention` computes itself in ``dtype``
+    (the others are sdpa's): ``DECODE_QUERIES``'s entry, else one token only."""
+    return DECODE_QUERIES.get(dtype, range(1, 2))
 
 
 def decode_attention(
@@ -116,8 +129,9 @@ def decode_attention(
     **kwargs: Any,
 ) -> tuple[torch.Tensor, None]:
     """Attention as a transformers attention function (registered as ``DECODE_ATTENTION``), for
-    decoding's passes on a CPU: a new token (``query`` ``[B, H, n, D]``, ``n <= DECODE_QUERIES``)
-    over the cache (``key``, ``value`` ``[B, H_kv, m, D]``), computed as two float32 products
+    decoding's passes on a CPU: a few new tokens (``query`` ``[B, H, n, D]``, ``n`` one of
+    :func:`decode_queries` of its dtype) over the cache (``key``, ``value`` ``[B, H_kv, m, D]``),
+    computed as two float32 products
     and a softmax, each group of query heads against its key-value head (no copies of the keys
     and values per head).
 
@@ -133,7 +147,7 @@ def decode_attention(
     B, H, n, D = query.shape
     H_kv, m = key.shape[1], key.shape[-2]
     if (
-        n > DECODE_QUERIES
+        n not in decode_queries(query.dtype)
         or query.device.type != "cpu"
         or (attention_mask is None and n > 1)  # causal: sdpa's is_causal
         or dropout

@@ -104,7 +104,8 @@ def test_decode_attention_computes_what_sdpa_does(monkeypatch):
     from specdec_lib import lm
     from specdec_lib.lm import decode_attention
 
-    monkeypatch.setattr(lm, "DECODE_QUERIES", 16)  # the products for every case below
+    every = dict.fromkeys((torch.float32, torch.bfloat16), range(1, 17))
+    monkeypatch.setattr(lm, "DECODE_QUERIES", every)  # the products for every case below
     gen = torch.Generator().manual_seed(0)
     module = SimpleNamespace(num_key_value_groups=3, is_causal=True, training=False)
 
@@ -139,13 +140,40 @@ def test_decode_attention_computes_what_sdpa_does(monkeypatch):
     ref, _ = sdpa_attention_forward(module, q, k, v, tree, scaling=0.3)
     assert got.dtype == torch.bfloat16
     torch.testing.assert_close(got.float(), ref.float(), atol=2e-2, rtol=2e-2)
-    monkeypatch.setattr(lm, "DECODE_QUERIES", 1)
+    monkeypatch.setattr(lm, "DECODE_QUERIES", {})  # one query in every dtype
     for n, mask, training in ((2, tree[..., :2, -2:], False), (4, None, False), (1, None, True)):
         module.training = training
         q, k, v = qkv(n, n)
         got, _ = decode_attention(module, q, k, v, mask, scaling=0.3)
         ref, _ = sdpa_attention_forward(module, q, k, v, mask, scaling=0.3)
         assert torch.equal(got, ref)
+
+
+def test_decode_attention_takes_the_passes_its_dtype_names():
+    """As loaded: in float32 a tree's masked pass over several tokens is the products' (what
+    sdpa gives, to rounding) and one query is sdpa's own call; in bfloat16 the reverse."""
+    from types import SimpleNamespace
+
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    from specdec_lib.lm import decode_attention, decode_queries
+
+    assert list(decode_queries(torch.float32)) == list(range(2, 17))
+    assert list(decode_queries(torch.bfloat16)) == [1]
+    gen = torch.Generator().manual_seed(1)
+    module = SimpleNamespace(num_key_value_groups=3, is_causal=True, training=False)
+    tree = torch.ones(1, 1, 5, 12, dtype=torch.bool).tril(7)
+    for dtype in (torch.float32, torch.bfloat16):
+        for n, mask in ((5, tree), (1, None)):
+            q = torch.randn(1, 6, n, 8, generator=gen).to(dtype)
+            k, v = (torch.randn(1, 2, 12, 8, generator=gen).to(dtype) for _ in range(2))
+            got, _ = decode_attention(module, q, k, v, mask, scaling=0.3)
+            ref, _ = sdpa_attention_forward(module, q, k, v, mask, scaling=0.3)
+            if (n > 1) == (dtype == torch.float32):  # the products, not sdpa's kernel
+                assert not torch.equal(got, ref)
+                torch.testing.assert_close(got.float(), ref.float(), atol=2e-2, rtol=2e-2)
+            else:
+                assert torch.equal(got, ref)
 
 
 def test_pairs_on_a_cpu_decode_with_decode_attention():

@@ -19,7 +19,7 @@ Both are exact; what differs is the host's time per step.
 ``--lever attention`` measures the attention of decoding's passes: the target's passes over
 ``n = 1..`` tokens (each a pass of the default tree, as decoding checks it) and the draft's
 proposals, with :func:`~specdec_lib.lm.decode_attention` (taking passes of up to 16 tokens, where
-decoding gives it one-token passes only) and with transformers' ``sdpa``, at each context of
+decoding gives it those of :func:`~specdec_lib.lm.decode_queries`) and with transformers' ``sdpa``, at each context of
 ``--contexts``, in alternating blocks as for packing, with ``bench``'s pair in each dtype of
 ``--dtype`` (prepacked, with the draft the defaults run in that dtype, :func:`bench_draft`).
 
@@ -159,9 +159,9 @@ def attention_costs(
     """At each context of ``contexts``, the pass costs of ``pair`` (``t_target_s`` over the
     passes of the default tree at ``K = 1..K_max``, ``t_draft_s``) with
     :func:`~specdec_lib.lm.decode_attention` taking passes of up to ``queries`` new tokens
-    (decoding's ``DECODE_QUERIES`` is 1) and with transformers' ``sdpa`` in both models, in
-    alternating blocks (sdpa, decode, decode, sdpa), and their ratios decode / sdpa: where the
-    products pay, pass size by pass size."""
+    (decoding's :func:`~specdec_lib.lm.decode_queries` for the dtype) and with transformers'
+    ``sdpa`` in both models, in alternating blocks (sdpa, decode, decode, sdpa), and their ratios
+    decode / sdpa: where the products pay, pass size by pass size."""
     trees = {K: DEFAULT_TREE for K in range(1, K_max + 1)}
     shapes = pass_shapes(trees)
     n_max = max(shapes)
@@ -169,7 +169,10 @@ def attention_costs(
     modules = [m for m in (pair.target, draft) if isinstance(m, torch.nn.Module)]
     loaded = getattr(pair, "notes", {}).get("attention") == lm.DECODE_ATTENTION
     out = []
-    decoding_queries, lm.DECODE_QUERIES = lm.DECODE_QUERIES, queries
+    every_dtype = dict.fromkeys(
+        (torch.float32, torch.bfloat16, torch.float16), range(1, queries + 1)
+    )
+    decoding_queries, lm.DECODE_QUERIES = lm.DECODE_QUERIES, every_dtype
     try:
         for context in contexts:
             blocks: dict[str, list[dict[str, Any]]] = {"sdpa": [], "decode": []}

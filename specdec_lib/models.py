@@ -39,7 +39,13 @@ import torch
 from .checks import one_of, positive_int
 from .config import DEFAULT_HEAD, MODEL_CACHE
 from .drafters import NgramDrafter, drafter_for, load_head, quantize_int8
-from .lm import DECODE_ATTENTION, PackedLinear, pack_linears, use_decode_attention
+from .lm import (
+    DECODE_ATTENTION,
+    PackedLinear,
+    decode_queries,
+    pack_linears,
+    use_decode_attention,
+)
 from .results import repo_relative
 from .tiny import CharTokenizer, tiny_random_llama
 
@@ -507,4 +513,6 @@ def load_pair(
             if module is not None:
                 use_decode_attention(module)
         pair.notes["attention"] = DECODE_ATTENTION
+        q = decode_queries(pair.target.dtype)  # the target passes it computes itself
+        pair.notes["decode_queries"] = [q.start, q.stop - 1]
     return pair

@@ -183,3 +183,4 @@ def test_pairs_on_a_cpu_decode_with_decode_attention():
     pair = load_pair("tiny-random")
     assert pair.notes["attention"] == DECODE_ATTENTION
     assert pair.target.config._attn_implementation == DECODE_ATTENTION
+    assert pair.notes["decode_queries"] == [2, 16]  # float32: the passes of a step, not one token

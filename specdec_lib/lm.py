@@ -105,7 +105,7 @@ def model_forward(
 # - bfloat16: one query (the baseline's pass and a draft step), 0.77-1.0 of sdpa's pass, most
 #   saved at the longest context; over more queries sdpa's kernel was as fast (0.92-1.07).
 # - float32: two queries and more (a tree's pass, a chain's over the cache: under a mask sdpa copies
-#   the keys and values once per query head), 0.89-0.97 of sdpa's pass with the CPU's own kernels
+#   the keys and values once per query head), 0.88-0.97 of sdpa's pass with the CPU's own kernels
 #   and 0.83-1.03 with them limited to AVX2 (0.83-0.90 at 1000 tokens); one query is sdpa's, whose
 #   unmasked call reads the shared keys in place (the products took 0.98-1.06 of it).
 DECODE_ATTENTION = "specdec_decode"

@@ -131,9 +131,8 @@ def decode_attention(
     """Attention as a transformers attention function (registered as ``DECODE_ATTENTION``), for
     decoding's passes on a CPU: a few new tokens (``query`` ``[B, H, n, D]``, ``n`` one of
     :func:`decode_queries` of its dtype) over the cache (``key``, ``value`` ``[B, H_kv, m, D]``),
-    computed as two float32 products
-    and a softmax, each group of query heads against its key-value head (no copies of the keys
-    and values per head).
+    computed as two float32 products and a softmax, each group of query heads against its
+    key-value head (no copies of the keys and values per head).
 
     PyTorch's fused CPU attention (``scaled_dot_product_attention``) is built for long queries:
     measured for one query, nine heads over three key-value heads and 64 dimensions in bfloat16

@@ -19,9 +19,10 @@ Both are exact; what differs is the host's time per step.
 ``--lever attention`` measures the attention of decoding's passes: the target's passes over
 ``n = 1..`` tokens (each a pass of the default tree, as decoding checks it) and the draft's
 proposals, with :func:`~specdec_lib.lm.decode_attention` (taking passes of up to 16 tokens, where
-decoding gives it those of :func:`~specdec_lib.lm.decode_queries`) and with transformers' ``sdpa``, at each context of
-``--contexts``, in alternating blocks as for packing, with ``bench``'s pair in each dtype of
-``--dtype`` (prepacked, with the draft the defaults run in that dtype, :func:`bench_draft`).
+decoding gives it those of :func:`~specdec_lib.lm.decode_queries`) and with transformers'
+``sdpa``, at each context of ``--contexts``, in alternating blocks as for packing, with
+``bench``'s pair in each dtype of ``--dtype`` (prepacked, with the draft the defaults run in that
+dtype, :func:`bench_draft`).
 
 ``--lever tree`` measures the step's shape: ``bench``'s defaults with the default tree and with
 the tree tuned on this machine (``bench --tune-tree``), decoding the same prompts in rotation

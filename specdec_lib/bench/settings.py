@@ -41,6 +41,7 @@ __all__ = [
     "faster_baseline",
     "load_presets",
     "fastest_dtype",
+    "preset_draft",
     "resolve_device",
     "settings_record",
 ]
@@ -248,10 +249,8 @@ class BenchSettings:
         if self.pack == "auto":  # as timed with the dtype, else prepacked in bfloat16 on a CPU
             default = self.device == "cpu" and self.dtype == "bfloat16"
             self.pack = "on" if (self.dtype_choice or {}).get("pack", default) else "off"
-        if self.draft is None:  # the preset's first draft that runs here, else the pair's first
-            drafts = [d for d in preset.get("drafts", []) if d in PAIRS[self.pair]]
-            runs = [d for d in drafts if draft_runs(d, self.device, self.dtype)]
-            self.draft = runs[0] if runs else default_draft(self.pair)
+        if self.draft is None:
+            self.draft = preset_draft(self.pair, preset, self.device, self.dtype)
         one_of(self.draft, "draft", PAIRS[self.pair])
         self.warp.for_draft(self.draft_temperature_scale)  # validates the scale
         self.draft_temperature_scale = float(self.draft_temperature_scale)
@@ -304,6 +303,15 @@ def settings_record(s: BenchSettings) -> dict[str, Any]:
     if d["tree"] is not None and d["width"] is None:
         d["width"] = d["tree"][0] if len(d["tree"]) == 1 else 1
     return d
+
+
+def preset_draft(pair: str, preset: dict[str, Any], device: str, dtype: str) -> str:
+    """The draft a ``preset`` (a table of :data:`PRESETS`) runs with ``pair`` on ``device`` in
+    ``dtype``: its first draft of the pair's that runs there (:func:`draft_runs`), else the
+    pair's first."""
+    drafts = [d for d in preset.get("drafts", []) if d in PAIRS[pair]]
+    runs = [d for d in drafts if draft_runs(d, device, dtype)]
+    return runs[0] if runs else default_draft(pair)
 
 
 def draft_runs(draft: str, device: str, dtype: str) -> bool:

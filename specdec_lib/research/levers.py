@@ -76,7 +76,7 @@ from ..bench import BenchSettings, speedup_interval, summarize, tuning
 from ..bench.analysis import cell_key
 from ..bench.passes import measure_pass_costs
 from ..bench.run import CellRunner, pass_shapes, timing_context
-from ..bench.settings import DEFAULT_TREE, settings_record
+from ..bench.settings import DEFAULT_TREE, PRESETS, preset_draft, settings_record
 from ..bench.tuning import pass_tokens
 from ..checks import one_of
 from ..config import DEFAULT_HEAD, DEFAULT_PROMPTS
@@ -105,9 +105,9 @@ __all__ = [
 
 
 def bench_draft(dtype: str) -> str:
-    """The draft ``bench``'s defaults run with the default pair in ``dtype``: the int8 head in
-    bfloat16, the head in bfloat16 over another dtype (int8 weights run in bfloat16 only)."""
-    return "trained-int8" if dtype == "bfloat16" else "trained-bf16"
+    """The draft ``bench``'s defaults run with the default pair on a CPU in ``dtype`` (the
+    default preset's: the int8 head in bfloat16, the head in bfloat16 over another dtype)."""
+    return preset_draft("default", PRESETS["default"], "cpu", dtype)
 
 
 def packing_costs(

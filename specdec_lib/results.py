@@ -30,6 +30,7 @@ __all__ = [
     "check_same_machine",
     "device_info",
     "git_commit",
+    "isa_limits",
     "load_prompts",
     "machine_info",
     "describe_machine",
@@ -100,6 +101,11 @@ ISA_FLAGS = ("avx2", "avx512f", "avx512bw", "avx512_bf16", "amx_bf16", "amx_tile
 ISA_LIMITS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS")
 
 
+def isa_limits() -> dict[str, str]:
+    """The :data:`ISA_LIMITS` set in this process's environment, with their values."""
+    return {k: os.environ[k] for k in ISA_LIMITS if k in os.environ}
+
+
 def _cpuinfo() -> dict[str, str]:
     """The first processor's fields of /proc/cpuinfo (empty where there is none), and ``cpu``, its
     model's name (else what ``platform`` knows)."""
@@ -149,7 +155,7 @@ def machine_info() -> dict[str, Any]:
         ),
         "cores": cores,
         "isa": sorted(f for f in ISA_FLAGS if f in flags),
-        "isa_limits": {k: os.environ[k] for k in ISA_LIMITS if k in os.environ},
+        "isa_limits": isa_limits(),
         "torch_threads": torch.get_num_threads(),
         "memory_bandwidth_gbs": memory_bandwidth_gbs(),
     }

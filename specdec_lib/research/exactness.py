@@ -249,9 +249,10 @@ def shipped_grid(
     pairs: dict[tuple[str, str, str | None, bool], Any] = {}
 
     def pair_of(c: Config) -> Any:
-        if (c.draft, c.dtype, c.head, c.pack) not in pairs:
-            pairs[c.draft, c.dtype, c.head, c.pack] = load(c)
-        return pairs[c.draft, c.dtype, c.head, c.pack]
+        key = (c.draft, c.dtype, c.head, c.pack)
+        if key not in pairs:
+            pairs[key] = load(c)
+        return pairs[key]
 
     any_pair = pair_of(next(iter(configs.values())))
     tok = any_pair.tokenizer

@@ -61,7 +61,6 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
-import os
 import statistics
 import sys
 import time
@@ -83,7 +82,7 @@ from ..config import DEFAULT_HEAD, DEFAULT_PROMPTS
 from ..decoding import SpeculativeDecoder
 from ..lm import use_decode_attention
 from ..models import DRAFTS, check_head, load_pair
-from ..results import ISA_LIMITS, atomic_write_json, load_prompts, provenance
+from ..results import atomic_write_json, isa_limits, load_prompts, provenance
 
 __all__ = [
     "attention_costs",
@@ -718,7 +717,7 @@ def main(argv: list[str] | None = None) -> int:
             packing_costs(d, n_max=args.n_max, context=args.context, reps=args.reps)
             for d in args.dtype
         ],
-        "isa_limits": {k: os.environ[k] for k in ISA_LIMITS if k in os.environ},
+        "isa_limits": isa_limits(),
         "provenance": provenance(seed=0, settings=settings),
     }
     atomic_write_json(args.out, result)
@@ -740,7 +739,7 @@ def _attention_main(args: argparse.Namespace, settings: dict[str, Any]) -> int:
         ]
     result = {
         "runs": runs,
-        "isa_limits": {k: os.environ[k] for k in ISA_LIMITS if k in os.environ},
+        "isa_limits": isa_limits(),
         "provenance": provenance(seed=0, settings=settings),
     }
     atomic_write_json(args.out, result)
@@ -756,7 +755,7 @@ def _compile_main(args: argparse.Namespace, settings: dict[str, Any]) -> int:
     pair = load_pair("default", draft="trained-int8", dtype="bfloat16", pack=True)
     result = {
         "runs": compile_costs(pair, n_max=args.n_max, context=args.context, reps=args.reps),
-        "isa_limits": {k: os.environ[k] for k in ISA_LIMITS if k in os.environ},
+        "isa_limits": isa_limits(),
         "provenance": provenance(device="cpu", seed=0, settings=settings),
     }
     atomic_write_json(args.out, result)
@@ -877,7 +876,7 @@ def _bench_lever_main(
             print(f"T = {T:g}, K = {r['K']}: {line(r)}")
     result = {
         "runs": runs,
-        "isa_limits": {k: os.environ[k] for k in ISA_LIMITS if k in os.environ},
+        "isa_limits": isa_limits(),
         "provenance": provenance(device="cpu", seed=0, settings=settings),
     }
     atomic_write_json(args.out, result)

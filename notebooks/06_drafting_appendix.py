@@ -349,11 +349,11 @@ display(
 # weights: read as loaded at every product, or **prepacked** once into the library's own blocked
 # layout (`lm.pack_linears`; the table below names the library each dtype was packed for). The
 # campaign's packing run (`python -m specdec_lib.research.levers --dtype bfloat16 float32`)
-# times, in one process, a
-# cached target pass over $n$ new tokens and a draft step, with both layouts, in alternating
-# blocks (as loaded, prepacked, prepacked, as loaded) so that a drift of the machine falls on both
-# alike. Each dtype's draft is the one its record names (`draft`; a record that names none ran
-# the int8 head in bfloat16 and the head with its own weights in float32).
+# times, in one process, a cached target pass over $n$ new tokens and a draft step, with both
+# layouts, in alternating blocks (as loaded, prepacked, prepacked, as loaded) so that a drift of
+# the machine falls on both alike. Each dtype's draft is the one its record names (`draft`; a
+# record that names none ran the int8 head in bfloat16 and the head with its own weights in
+# float32).
 
 # %%
 WEIGHTS = {"plain": "as loaded", "packed": "prepacked"}

@@ -184,3 +184,55 @@ def test_pairs_on_a_cpu_decode_with_decode_attention():
     assert pair.notes["attention"] == DECODE_ATTENTION
     assert pair.target.config._attn_implementation == DECODE_ATTENTION
     assert pair.notes["decode_queries"] == [2, 16]  # float32: the passes of a step, not one token
+
+
+def test_a_buffer_cache_holds_what_a_dynamic_cache_holds(tiny_pair, monkeypatch):
+    """Passes, crops and growth past the buffers' capacity: the same keys, values and logits as
+    transformers' concatenating cache; writes into the views land in the cache."""
+    from transformers import DynamicCache
+
+    from specdec_lib.lm import BufferCache, BufferLayer
+
+    monkeypatch.setattr(BufferLayer, "MIN_CAPACITY", 4)
+    gen = torch.Generator().manual_seed(0)
+    caches = {"buffer": BufferCache(), "dynamic": DynamicCache()}
+    for n_new, n_crop in [(3, 0), (2, 1), (5, 3), (1, 0), (9, 2), (1, 0)]:
+        ids = torch.randint(0, 32, (n_new,), generator=gen)
+        got = {}
+        for name, cache in caches.items():
+            logits, out = model_forward(tiny_pair.target, ids, cache, n_new)
+            assert out is cache
+            got[name] = logits
+            if n_crop:
+                cache.crop(-n_crop)
+        torch.testing.assert_close(got["buffer"], got["dynamic"], atol=0, rtol=0)
+        assert caches["buffer"].get_seq_length() == caches["dynamic"].get_seq_length()
+        for b, d in zip(caches["buffer"].layers, caches["dynamic"].layers, strict=True):
+            torch.testing.assert_close(b.keys, d.keys, atol=0, rtol=0)
+            torch.testing.assert_close(b.values, d.values, atol=0, rtol=0)
+    layer = caches["buffer"].layers[0]
+    assert layer._k.shape[-2] > layer.get_seq_length()  # room to spare, grown past 4
+    layer.keys[..., 0:1, :] = 7.0
+    assert (layer._k[..., 0, :] == 7.0).all()
+    with pytest.raises(ValueError, match="tokens_to_remove"):
+        layer.crop(1)
+    caches["buffer"].batch_repeat_interleave(2)  # a tensor assigned becomes the buffer
+    assert layer.keys.shape[0] == 2 and layer.get_seq_length() == layer.keys.shape[-2]
+    caches["buffer"].reset()
+    assert layer.get_seq_length() == 0 and layer.keys is None
+
+
+def test_decoders_run_with_either_cache(tiny_pair, monkeypatch):
+    from specdec_lib import lm
+    from specdec_lib.decoding import AutoregressiveDecoder, SpeculativeDecoder
+
+    ids = torch.tensor([0, 5, 9, 3])
+    got = {}
+    for buffered in (True, False):
+        monkeypatch.setattr(lm, "BUFFERED_CACHE", buffered)
+        ar = AutoregressiveDecoder(tiny_pair.target, temperature=1.0).generate_ids(ids, 20, seed=1)
+        spec = SpeculativeDecoder(
+            tiny_pair.draft, tiny_pair.target, K=3, tree=(3, 2), temperature=1.0
+        ).generate_ids(ids, 20, seed=1)
+        got[buffered] = (ar.tokens, spec.tokens)
+    assert got[True] == got[False]

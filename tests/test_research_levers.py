@@ -26,6 +26,21 @@ def test_attention_lever_times_both_attentions_at_each_context(tiny_pair):
     assert tiny_pair.target.config._attn_implementation == DECODE_ATTENTION  # as loaded
 
 
+def test_cache_lever_times_both_caches_at_each_context(tiny_pair):
+    from specdec_lib import lm
+    from specdec_lib.research.levers import cache_costs
+
+    runs = cache_costs(tiny_pair, [8, 20], K_max=2, reps=1)
+    assert [r["context"] for r in runs] == [8, 20]
+    for r in runs:
+        n = len(r["buffer_over_dynamic"])
+        assert n == len(r["dynamic"]["t_target_s"]) == len(r["buffer"]["t_target_s"]) > 1
+        assert all(x > 0 for x in r["buffer_over_dynamic"])
+        for variant in ("dynamic", "buffer"):
+            assert set(r[variant]["t_host_s"]) == {"0", "1", "2"}
+    assert lm.BUFFERED_CACHE  # as set
+
+
 def test_support_lever_decodes_with_the_subset_named_and_hidden(tiny_pair, random_head):
     from types import SimpleNamespace
 

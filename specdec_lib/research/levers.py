@@ -24,6 +24,13 @@ decoding gives it those of :func:`~specdec_lib.lm.decode_queries`) and with tran
 ``bench``'s pair in each dtype of ``--dtype`` (prepacked, with the draft the defaults run in that
 dtype, :func:`bench_draft`).
 
+``--lever cache`` measures the KV cache: the same passes as the attention lever, and each ``K``'s
+host work (whose keeping of a path crops the cache), with the cache in buffers written in place
+(:class:`~specdec_lib.lm.BufferCache`) and in transformers' ``DynamicCache`` (which concatenates
+the whole cache into new tensors at every pass), at each context of ``--contexts``, in alternating
+blocks, in each dtype of ``--dtype`` with the draft the defaults run in it. Both sides of every
+comparison run the cache :data:`~specdec_lib.lm.BUFFERED_CACHE` names.
+
 ``--lever tree`` measures the step's shape: ``bench``'s defaults with the default tree and with
 the tree tuned on this machine (``bench --tune-tree``), decoding the same prompts in rotation
 beside one autoregressive baseline, in one process (:func:`tree_costs`).
@@ -193,6 +200,40 @@ def attention_costs(
         lm.DECODE_QUERIES = decoding_queries
         for m in modules:
             use_decode_attention(m, on=loaded)
+    return out
+
+
+def cache_costs(
+    pair: Any, contexts: Sequence[int], *, K_max: int = 5, reps: int = 8
+) -> list[dict[str, Any]]:
+    """At each context of ``contexts``, the pass costs of ``pair`` (``t_target_s`` over the
+    passes of the default tree at ``K = 1..K_max``, ``t_draft_s``) and each ``K``'s host work
+    (``t_host_s``; ``"0"``, the baseline's draw) with the KV cache in transformers'
+    ``DynamicCache`` and in :class:`~specdec_lib.lm.BufferCache`, in alternating blocks (dynamic,
+    buffer, buffer, dynamic), and the ratios buffer / dynamic, pass size by pass size."""
+    trees = {K: DEFAULT_TREE for K in range(1, K_max + 1)}
+    shapes = pass_shapes(trees)
+    n_max = max(shapes)
+    buffered = lm.BUFFERED_CACHE
+    out = []
+    try:
+        for context in contexts:
+            hosts: dict[str, list[dict[str, float]]] = {"dynamic": [], "buffer": []}
+
+            def measure(variant: str, context: int = context, hosts=hosts) -> dict[str, Any]:
+                lm.BUFFERED_CACHE = variant == "buffer"
+                r = measure_pass_costs(
+                    pair, n_max, context=context, reps=reps, shapes=shapes, trees=trees
+                )
+                hosts[variant].append(r["t_host_s"])
+                return r
+
+            rec = {"context": context} | _alternating_blocks("dynamic", "buffer", measure)
+            for variant, runs in hosts.items():
+                rec[variant]["t_host_s"] = {k: sum(r[k] for r in runs) / len(runs) for k in runs[0]}
+            out.append(rec)
+    finally:
+        lm.BUFFERED_CACHE = buffered
     return out
 
 
@@ -630,6 +671,7 @@ def build_parser() -> argparse.ArgumentParser:
         choices=[
             "packing",
             "attention",
+            "cache",
             "support",
             "tree",
             "head",
@@ -649,7 +691,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         nargs="+",
         default=[64, 300, 1000],
-        help="attention: the contexts (tokens in the cache) timed",
+        help="attention, cache: the contexts (tokens in the cache) timed",
     )
     p.add_argument(
         "--temperature",
@@ -702,6 +744,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = {k: v for k, v in vars(args).items() if k != "out"}
     mains = {
         "attention": _attention_main,
+        "cache": _cache_main,
         "support": _support_main,
         "tree": _tree_main,
         "head": _head_main,
@@ -746,6 +789,34 @@ def _attention_main(args: argparse.Namespace, settings: dict[str, Any]) -> int:
     for r in result["runs"]:
         ratios = " ".join(f"{x:.2f}" for x in r["decode_over_sdpa"])
         print(f"{r['dtype']}, context {r['context']}: decode / sdpa by pass size:", ratios)
+    return 0
+
+
+def _cache_main(args: argparse.Namespace, settings: dict[str, Any]) -> int:
+    """The cache lever on bench's pair in each dtype of ``--dtype``, packed, with the draft the
+    defaults run in it."""
+    runs = []
+    for dtype in args.dtype:
+        draft = bench_draft(dtype)
+        pair = load_pair("default", draft=draft, dtype=dtype, pack=True)
+        runs += [
+            {"dtype": dtype, "draft": draft} | r
+            for r in cache_costs(pair, args.contexts, reps=args.reps)
+        ]
+    result = {
+        "runs": runs,
+        "isa_limits": isa_limits(),
+        "provenance": provenance(seed=0, settings=settings),
+    }
+    atomic_write_json(args.out, result)
+    for r in result["runs"]:
+        ratios = " ".join(f"{x:.3f}" for x in r["buffer_over_dynamic"])
+        host = " ".join(
+            f"{r['buffer']['t_host_s'][k] * 1e3:.2f}/{r['dynamic']['t_host_s'][k] * 1e3:.2f}"
+            for k in r["buffer"]["t_host_s"]
+        )
+        print(f"{r['dtype']}, context {r['context']}: buffer / dynamic by pass size:", ratios)
+        print(f"  host ms buffer/dynamic by K (0: the baseline): {host}")
     return 0
 
 

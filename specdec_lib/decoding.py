@@ -352,9 +352,10 @@ class TargetState(KVState):
         before it is read."""
         moves = [(s, base + j) for j, s in enumerate(src) if s != base + j]
         for layer in self.cache.layers:
+            keys, values = layer.keys, layer.values  # read once: a BufferLayer makes views
             for s, d in moves:
-                layer.keys[..., d : d + 1, :] = layer.keys[..., s : s + 1, :]
-                layer.values[..., d : d + 1, :] = layer.values[..., s : s + 1, :]
+                keys[..., d : d + 1, :] = keys[..., s : s + 1, :]
+                values[..., d : d + 1, :] = values[..., s : s + 1, :]
 
     def rollback(self, n_valid: int) -> None:
         super().rollback(n_valid)

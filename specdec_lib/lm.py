@@ -251,6 +251,13 @@ class BufferLayer(DynamicLayer):
     def get_seq_length(self) -> int:
         return self._n if self.is_initialized else 0
 
+    def reset(self) -> None:
+        """Empty, the buffers dropped (as transformers 5.2x's ``DynamicLayer.reset``; earlier
+        releases zero the tensors and keep their length)."""
+        self._k = self._v = None
+        self._n = 0
+        self.is_initialized = False
+
     def crop(self, tokens_to_remove: int) -> None:
         """Drop the last ``-tokens_to_remove`` entries (a count of 0 or less, as transformers'
         ``DynamicLayer.crop`` takes it): the buffers keep their memory."""

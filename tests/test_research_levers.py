@@ -41,6 +41,26 @@ def test_cache_lever_times_both_caches_at_each_context(tiny_pair):
     assert lm.BUFFERED_CACHE  # as set
 
 
+def test_cache_lever_in_decoding_gives_each_cache_its_own_baseline(tiny_pair, monkeypatch):
+    from specdec_lib import lm
+    from specdec_lib.bench import BenchSettings
+    from specdec_lib.research import levers
+
+    seen = []  # the cache each decoder's state starts with
+    new_cache = lm.new_cache
+    monkeypatch.setattr(lm, "new_cache", lambda: seen.append(lm.BUFFERED_CACHE) or new_cache())
+    s = BenchSettings(
+        pair="tiny-random", draft="model", K=[1, 2], max_new_tokens=6, cost_reps=2
+    ).validate()
+    prompts = [{"category": "a", "text": "hello world"}, {"category": "b", "text": "abc"}]
+    r = levers.cache_decoding_costs(tiny_pair, s, prompts)
+    dynamic, buffer = r["results"]["dynamic"], r["results"]["buffer"]
+    base = [k for k in dynamic["cells"] if k.startswith("autoregressive")]
+    assert len(base) == 2 and all(dynamic["cells"][k] is not buffer["cells"][k] for k in base)
+    assert set(r["baselines"]) == {"dynamic", "buffer"} and [x["K"] for x in r["by_K"]] == [1, 2]
+    assert True in seen and False in seen and lm.BUFFERED_CACHE  # as set
+
+
 def test_support_lever_decodes_with_the_subset_named_and_hidden(tiny_pair, random_head):
     from types import SimpleNamespace
 

@@ -31,6 +31,11 @@ the whole cache into new tensors at every pass), at each context of ``--contexts
 blocks, in each dtype of ``--dtype`` with the draft the defaults run in it. Both sides of every
 comparison run the cache :data:`~specdec_lib.lm.BUFFERED_CACHE` names.
 
+``--lever cache-decoding`` measures the same in decoding: ``bench``'s defaults with each cache,
+each with its own autoregressive baseline under that cache, decoding the same prompts in rotation
+in one process (:func:`cache_decoding_costs`): the tokens per second of both sides and the
+speedup.
+
 ``--lever tree`` measures the step's shape: ``bench``'s defaults with the default tree and with
 the tree tuned on this machine (``bench --tune-tree``), decoding the same prompts in rotation
 beside one autoregressive baseline, in one process (:func:`tree_costs`).
@@ -575,11 +580,37 @@ def compile_decoding_costs(
     }
 
 
+def cache_decoding_costs(
+    pair: Any, settings: BenchSettings, prompts: Sequence[dict[str, Any]]
+) -> dict[str, Any]:
+    """``bench``'s cells with the KV cache in transformers' ``DynamicCache`` and in
+    :class:`~specdec_lib.lm.BufferCache`, side by side in one process, each with its own
+    autoregressive baseline under the same cache (the cache is both sides' lever): what it
+    changes in the tokens per second of each side and in the speedup. The pass costs are timed
+    once, with the cache :data:`~specdec_lib.lm.BUFFERED_CACHE` names."""
+    buffered = lm.BUFFERED_CACHE
+
+    def use(on: bool) -> Callable[[], None]:
+        return lambda: setattr(lm, "BUFFERED_CACHE", on)
+
+    try:
+        costs = _run_costs(pair, settings, prompts)
+        variants = {
+            "dynamic": (pair, settings, None, use(False)),
+            "buffer": (pair, settings, None, use(True)),
+        }
+        out = side_by_side(variants, prompts, costs, own_baselines=True)
+    finally:
+        lm.BUFFERED_CACHE = buffered
+    return out | {"tree": list(settings.tree)}
+
+
 def side_by_side(
     variants: dict[str, tuple[Any, BenchSettings, Any]],
     prompts: Sequence[dict[str, Any]],
     costs: dict[str, Any],
     extra: dict[str, dict[str, Any]] | None = None,
+    own_baselines: bool = False,
 ) -> dict[str, Any]:
     """Variants of ``bench``'s speculative cells decoding the same prompts beside one
     autoregressive baseline, in one process.
@@ -592,7 +623,9 @@ def side_by_side(
     by every variant at each ``K``, in an order rotated from prompt to prompt, as ``bench``
     orders its cells, after one short warm-up of each. The variants share the baseline's cells:
     each is stored as a ``bench`` run (``results``, with ``extra[name]``'s fields) and summarised
-    as one, with the speedup's 95% bootstrap interval over prompts (``by_K``)."""
+    as one, with the speedup's 95% bootstrap interval over prompts (``by_K``). With
+    ``own_baselines`` each variant decodes its own baseline instead, after its own set-up (a
+    lever of both sides), and ``baselines`` gives each one's tokens per second."""
     setups = {v: (spec[3] if len(spec) > 3 else None) for v, spec in variants.items()}
     variants = {v: spec[:3] for v, spec in variants.items()}
     first = next(iter(variants))
@@ -603,7 +636,7 @@ def side_by_side(
         if setups[v] is not None:
             setups[v]()
 
-    configs = [(first, "autoregressive", 0)]
+    configs = [(v, "autoregressive", 0) for v in (variants if own_baselines else [first])]
     configs += [(v, "speculative", K) for K in settings.K for v in variants]
     ids = [pair.tokenizer(p["text"], return_tensors="pt").input_ids[0] for p in prompts]
     for v, method, K in configs:  # warm-up, not recorded
@@ -618,7 +651,7 @@ def side_by_side(
         for v, method, K in configs[shift:] + configs[:shift]:
             set_up(v)
             cell = runners[v].run(method, K, prompt_ids, seed=settings.seed * 1_000_003 + i)
-            for w in variants if method == "autoregressive" else [v]:
+            for w in variants if method == "autoregressive" and not own_baselines else [v]:
                 cells[w][cell_key(method, K, i, 0)] = cell
     results, by_K = {}, {K: {"K": K} for K in settings.K}
     for v, (_, s, _) in variants.items():
@@ -650,11 +683,15 @@ def side_by_side(
                     "alpha_by_position",
                 )
             } | {"low": low, "high": high, "host_share": r.get("host_share")}
-    base = next(r for r in results[first]["runs"] if r["method"] == "autoregressive")
+    base = {
+        v: next(r for r in res["runs"] if r["method"] == "autoregressive")["tokens_per_s"]
+        for v, res in results.items()
+    }
     return {
         "temperature": settings.temperature,
         "K": list(settings.K),
-        "baseline_tokens_per_s": base["tokens_per_s"],
+        "baseline_tokens_per_s": base[first],
+        **({"baselines": base} if own_baselines else {}),
         "by_K": list(by_K.values()),
         "results": results,
     }
@@ -672,6 +709,7 @@ def build_parser() -> argparse.ArgumentParser:
             "packing",
             "attention",
             "cache",
+            "cache-decoding",
             "support",
             "tree",
             "head",
@@ -745,6 +783,7 @@ def main(argv: list[str] | None = None) -> int:
     mains = {
         "attention": _attention_main,
         "cache": _cache_main,
+        "cache-decoding": _cache_decoding_main,
         "support": _support_main,
         "tree": _tree_main,
         "head": _head_main,
@@ -885,6 +924,18 @@ def _draft_main(args: argparse.Namespace, settings: dict[str, Any]) -> int:
         return {d: _load_default_pair(dataclasses.replace(s, draft=d)) for d in args.drafts}
 
     return _bench_lever_main(args, settings, load, draft_costs, _variant_speedups)
+
+
+def _cache_decoding_main(args: argparse.Namespace, settings: dict[str, Any]) -> int:
+    """The cache lever in decoding: bench's defaults with each cache on both sides."""
+
+    def line(r: dict[str, Any]) -> str:
+        return ", ".join(
+            f"{v} {r[v]['speedup']:.3f}x ({r[v]['tokens_per_s']:.1f} tokens/s)"
+            for v in ("dynamic", "buffer")
+        )
+
+    return _bench_lever_main(args, settings, _load_default_pair, cache_decoding_costs, line)
 
 
 def _compile_decoding_main(args: argparse.Namespace, settings: dict[str, Any]) -> int:

@@ -808,16 +808,22 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _attention_main(args: argparse.Namespace, settings: dict[str, Any]) -> int:
-    """The attention lever on bench's pair in each dtype of ``--dtype``, packed, with the draft
-    the defaults run in it (the int8 head in bfloat16, the head in bfloat16 over float32)."""
+def _by_dtype_main(
+    args: argparse.Namespace,
+    settings: dict[str, Any],
+    costs: Callable[..., list[dict[str, Any]]],
+    report: Callable[[dict[str, Any]], None],
+) -> int:
+    """A lever timed at each context of ``--contexts`` on bench's pair in each dtype of
+    ``--dtype``, packed, with the draft the defaults run in it (the int8 head in bfloat16, the
+    head in bfloat16 over float32): ``costs(pair, contexts, reps=...)``'s records, each printed by
+    ``report``."""
     runs = []
     for dtype in args.dtype:
         draft = bench_draft(dtype)
         pair = load_pair("default", draft=draft, dtype=dtype, pack=True)
         runs += [
-            {"dtype": dtype, "draft": draft} | r
-            for r in attention_costs(pair, args.contexts, reps=args.reps)
+            {"dtype": dtype, "draft": draft} | r for r in costs(pair, args.contexts, reps=args.reps)
         ]
     result = {
         "runs": runs,
@@ -826,29 +832,24 @@ def _attention_main(args: argparse.Namespace, settings: dict[str, Any]) -> int:
     }
     atomic_write_json(args.out, result)
     for r in result["runs"]:
-        ratios = " ".join(f"{x:.2f}" for x in r["decode_over_sdpa"])
-        print(f"{r['dtype']}, context {r['context']}: decode / sdpa by pass size:", ratios)
+        report(r)
     return 0
 
 
+def _attention_main(args: argparse.Namespace, settings: dict[str, Any]) -> int:
+    """The attention lever, decode_attention against sdpa."""
+
+    def report(r: dict[str, Any]) -> None:
+        ratios = " ".join(f"{x:.2f}" for x in r["decode_over_sdpa"])
+        print(f"{r['dtype']}, context {r['context']}: decode / sdpa by pass size:", ratios)
+
+    return _by_dtype_main(args, settings, attention_costs, report)
+
+
 def _cache_main(args: argparse.Namespace, settings: dict[str, Any]) -> int:
-    """The cache lever on bench's pair in each dtype of ``--dtype``, packed, with the draft the
-    defaults run in it."""
-    runs = []
-    for dtype in args.dtype:
-        draft = bench_draft(dtype)
-        pair = load_pair("default", draft=draft, dtype=dtype, pack=True)
-        runs += [
-            {"dtype": dtype, "draft": draft} | r
-            for r in cache_costs(pair, args.contexts, reps=args.reps)
-        ]
-    result = {
-        "runs": runs,
-        "isa_limits": isa_limits(),
-        "provenance": provenance(seed=0, settings=settings),
-    }
-    atomic_write_json(args.out, result)
-    for r in result["runs"]:
+    """The cache lever, BufferCache against DynamicCache."""
+
+    def report(r: dict[str, Any]) -> None:
         ratios = " ".join(f"{x:.3f}" for x in r["buffer_over_dynamic"])
         host = " ".join(
             f"{r['buffer']['t_host_s'][k] * 1e3:.2f}/{r['dynamic']['t_host_s'][k] * 1e3:.2f}"
@@ -856,7 +857,8 @@ def _cache_main(args: argparse.Namespace, settings: dict[str, Any]) -> int:
         )
         print(f"{r['dtype']}, context {r['context']}: buffer / dynamic by pass size:", ratios)
         print(f"  host ms buffer/dynamic by K (0: the baseline): {host}")
-    return 0
+
+    return _by_dtype_main(args, settings, cache_costs, report)
 
 
 def _compile_main(args: argparse.Namespace, settings: dict[str, Any]) -> int:

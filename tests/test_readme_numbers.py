@@ -69,6 +69,11 @@ def test_data_readme_describes_each_campaign_run_as_it_ran():
 MACHINES = sorted((RESULTS_DIR / "machines").glob("*/manifest.json"))
 
 
+def spread(xs: list[float], fmt: str) -> tuple[str, str]:
+    """The smallest and largest of ``xs`` as the README writes them (format ``fmt``)."""
+    return f"{min(xs):{fmt}}", f"{max(xs):{fmt}}"
+
+
 def machine_line(m: dict) -> str:
     """The README's line for one machine check (``bench.machine_check``): the defaults, then
     with the tree tuned on the machine; a run whose start-up timing chose another dtype or weight
@@ -330,10 +335,10 @@ def test_the_readme_reads_the_zen4_check_with_avx2_kernels_as_measured():
         best = 1e3 / max(r["tokens_per_s"] for r in spec)
         per_token.append(best)
         assert t["bfloat16 packed"]["1"] * 1e3 < best
-    assert (f"{min(f32):.1f}", f"{max(f32):.1f}") == ("1.3", "1.4")
-    assert (f"{min(bf16):.1f}", f"{max(bf16):.1f}") == ("3.5", "3.7")
-    assert (f"{min(per_token):.1f}", f"{max(per_token):.1f}") == ("30.7", "32.7")
-    assert (f"{min(half):.2f}", f"{max(half):.2f}") == ("0.43", "0.52")
+    assert spread(f32, ".1f") == ("1.3", "1.4")
+    assert spread(bf16, ".1f") == ("3.5", "3.7")
+    assert spread(per_token, ".1f") == ("30.7", "32.7")
+    assert spread(half, ".2f") == ("0.43", "0.52")
 
 
 def test_the_readme_reads_the_draft_lever_with_avx2_kernels_as_measured():
@@ -438,9 +443,9 @@ def test_the_readme_reads_the_cache_lever_in_decoding_as_measured():
             for x in run["by_K"]:
                 spec.append(x["buffer"]["tokens_per_s"] / x["dynamic"]["tokens_per_s"])
                 moved.append(x["buffer"]["speedup"] - x["dynamic"]["speedup"])
-    assert (f"{min(base):.3f}", f"{max(base):.3f}") == ("0.982", "0.995")
-    assert (f"{min(spec):.3f}", f"{max(spec):.3f}") == ("0.989", "1.009")
-    assert (f"{min(moved):.3f}", f"{max(moved):.3f}") == ("-0.007", "0.032")
+    assert spread(base, ".3f") == ("0.982", "0.995")
+    assert spread(spec, ".3f") == ("0.989", "1.009")
+    assert spread(moved, ".3f") == ("-0.007", "0.032")
 
 
 def test_the_readme_reads_the_tree_lever_with_avx2_kernels_as_measured():

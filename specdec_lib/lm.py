@@ -288,7 +288,9 @@ def _fits(buffer: torch.Tensor | None, new: torch.Tensor, end: int) -> bool:
     )
 
 
-def _regrown(buffer: torch.Tensor | None, new: torch.Tensor, held: int, capacity: int):
+def _regrown(
+    buffer: torch.Tensor | None, new: torch.Tensor, held: int, capacity: int
+) -> torch.Tensor:
     """A buffer of ``capacity`` entries shaped like ``new``, holding ``buffer``'s first ``held``."""
     out = new.new_empty((*new.shape[:-2], capacity, new.shape[-1]))
     if held:

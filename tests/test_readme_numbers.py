@@ -384,7 +384,7 @@ def test_the_readme_reads_the_attention_lever_as_measured():
             if r["dtype"] == "float32" and r["context"] in contexts
             for x in r["decode_over_sdpa"][1:]  # passes over two tokens and more
         ]
-        return f"{min(xs):.2f}–{max(xs):.2f}"
+        return "–".join(spread(xs, ".2f"))
 
     limited = "levers_attention_avx2_kernels.json"
     assert read_json(folder / limited)["isa_limits"]["ONEDNN_MAX_CPU_ISA"] == "AVX2"
@@ -408,8 +408,7 @@ def test_the_readme_reads_the_cache_lever_as_measured():
 
     def span(rec: dict, dtype: str, context: int) -> str:
         (r,) = [r for r in rec["runs"] if r["dtype"] == dtype and r["context"] == context]
-        xs = r["buffer_over_dynamic"]
-        return f"{min(xs):.2f}–{max(xs):.2f}"
+        return "–".join(spread(r["buffer_over_dynamic"], ".2f"))
 
     assert span(native, "bfloat16", 300) == "0.96–0.99"
     assert span(native, "bfloat16", 1000) == "0.93–0.97"

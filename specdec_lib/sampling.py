@@ -134,6 +134,8 @@ class Warp:
             probs = torch.zeros(logits.shape, dtype=torch.float32, device=logits.device)
             probs.scatter_(-1, idx.unsqueeze(-1), 1.0)
             return probs.masked_fill_(bad.unsqueeze(-1), float("nan"))  # this call's own tensor
+        if not self._processors:  # one kernel: softmax converts to float32 (exactly) as it reads
+            return torch.softmax(logits, dim=-1, dtype=torch.float32)
         probs = torch.softmax(self.logits(logits), dim=-1)
         if len(self._processors) <= (self.temperature != 1.0):
             # No truncation: softmax itself makes a row holding NaN or +inf a row of NaN (its

@@ -552,7 +552,7 @@ def _verify_on_support(
     children = _children(parents)
     path: list[int] = []
     node = -1
-    left, p, mass_off = _support_row(target_probs, 0, S)
+    left, p, mass_off = _support_row(target_probs, 0, S, walk.ids)
     off = 1.0
     while True:
         for c in children[node + 1]:
@@ -560,7 +560,7 @@ def _verify_on_support(
             if us[c] < a:
                 path.append(c)
                 node = c
-                left, p, mass_off = _support_row(target_probs, c + 1, S)
+                left, p, mass_off = _support_row(target_probs, c + 1, S, walk.ids)
                 off = 1.0
                 break
             left, off = rest, rest_off
@@ -576,13 +576,23 @@ def _verify_on_support(
 
 
 def _support_row(
-    target_probs: torch.Tensor | WarpedRows, r: int, S: torch.Tensor
+    target_probs: torch.Tensor | WarpedRows, r: int, S: torch.Tensor, ids: np.ndarray
 ) -> tuple[np.ndarray, torch.Tensor, float]:
-    """Target row ``r``: its values on the support ``S`` (float64, on the host), the row itself,
-    and its mass off ``S``; a row holding NaN raises."""
+    """Target row ``r``: its values on the support ``S`` (``ids`` on the host), in float64 on the
+    host, the row itself, and its mass off ``S`` (the float64 sum of the row less that of its
+    values on ``S``); a row holding NaN raises. On a CPU the row is read in NumPy, on its own
+    memory: right after a target's pass, which has evicted the code of every operation from the
+    CPU's caches, a NumPy gather and sum cost less than PyTorch's dispatch of the same (measured
+    in decoding on a 2-core AMD EPYC, about 35 us a row); elsewhere the row is reduced on its
+    device and only its values on ``S`` are read."""
     p = target_probs[r]
-    on = _host_array(p.index_select(0, S)).astype(np.float64)
-    total = float(p.sum(dtype=torch.float64))
+    if p.device.type == "cpu":
+        row = _host_array(p)
+        on = row[ids].astype(np.float64)
+        total = float(row.sum(dtype=np.float64))
+    else:
+        on = _host_array(p.index_select(0, S)).astype(np.float64)
+        total = float(p.sum(dtype=torch.float64))
     if total != total:
         raise ValueError(NAN_MESSAGE)
     return on, p, max(0.0, total - float(on.sum()))

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .bench import BenchSettings, run_benchmark
+from .bench.analysis import DISTURBED_PACE, disturbed_cells
 from .bench.settings import baseline_note
 from .config import RESULTS_DIR
 from .models import ModelUnavailableError
@@ -112,6 +113,13 @@ def _print_table(result: dict) -> None:
             f"{r['latency_p50_ms']:>9.0f}{r['latency_p95_ms']:>9.0f}"
             f"{fmt(r.get('target_share'), '.0%'):>8}{fmt(r.get('draft_share'), '.0%'):>7}"
             f"{fmt(r.get('host_share'), '.0%'):>6}{fmt(r.get('host_ms_per_step'), '.2f'):>9}"
+        )
+    disturbed = disturbed_cells(result)
+    if disturbed:
+        cells = ", ".join(f"{key} ({pace:.1f}x)" for key, pace in sorted(disturbed.items()))
+        print(
+            f"warning: {len(disturbed)} cells ran at more than {DISTURBED_PACE:g}x the run's "
+            f"median pace, where the machine ran slow: {cells}; rerun before citing the run"
         )
     note = baseline_note(result.get("dtype_choice"))
     if note:

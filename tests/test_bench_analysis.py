@@ -6,7 +6,10 @@ import numpy as np
 import pytest
 
 from specdec_lib.bench import (
+    DISTURBED_PACE,
+    cell_paces,
     depth_counts,
+    disturbed_cells,
     identical_outputs,
     pool_repeats,
     runs_frame,
@@ -200,3 +203,58 @@ def test_a_machine_check_reads_each_runs_own_best_and_slowest_K():
     with pytest.raises(ValueError, match="runs: the machine check needs greedy"):
         machine_check({"T1": runs["T1"]})
     assert set(MACHINE_CHECK_RUNS) == set(runs)
+
+
+def test_cells_run_while_the_machine_ran_slow_are_flagged():
+    # a chain's pass costs: one-token pass 30 ms, the draft 2 ms (+1 ms a further token), host work
+    costs = {
+        "t_target_s": [0.030, 0.031, 0.032],
+        "t_draft_by_k_s": [0.002, 0.003],
+        "t_host_s": {"0": 0.0005, "1": 0.001, "2": 0.0015},
+    }
+    steps = [[0, 0, [1]], [2, 2, [1, 2, 3]], [2, 0, [4]], [1, 1, [5, 6]], [0, 0, [7]]]
+    # what the model charges each cell: its prompt's pass, then each step (a baseline token
+    # where it drafted none)
+    spec_ms = 40 + (3 + 1.5 + 32) * 2 + (2 + 1 + 31) + 30.5
+    ar_ms = 40 + 6 * 30.5
+    paces = {"autoregressive": [1.0, 1.6, 1.02, 0.98, 1.0], "speculative": [1.0, 1.4, 0.97, 2.0, 1]}
+    cells = {}
+    for p in range(5):
+        cells[f"autoregressive|0|{p}|0"] = {
+            "tokens": [0] * 7,
+            "elapsed_s": ar_ms * paces["autoregressive"][p] / 1e3,
+            "n_steps": 7,
+            "n_proposed": 0,
+            "n_accepted": 0,
+            "prefill_ms": 40.0,
+        }
+        cells[f"speculative|2|{p}|0"] = {
+            "tokens": [0] * 7,
+            "elapsed_s": spec_ms * paces["speculative"][p] / 1e3,
+            "n_steps": 5,
+            "n_proposed": 5,
+            "n_accepted": 3,
+            "prefill_ms": 40.0,
+            "steps": steps,
+        }
+    settings = {"seed": 0, "repeats": 1, "tree": [1], "temperature": 1.0, "K": [2]}
+    res = {"settings": settings, "prompts": [{"category": "x"}] * 5, "cells": cells, "costs": costs}
+    pace = cell_paces(res)
+    assert pace["autoregressive|0|0|0"] == pytest.approx(1.0)  # the median: 1.0
+    assert pace["speculative|2|3|0"] == pytest.approx(2.0)
+    assert disturbed_cells(res) == pytest.approx(
+        {"autoregressive|0|1|0": 1.6, "speculative|2|3|0": 2.0}
+    )
+    assert DISTURBED_PACE == 1.5 and disturbed_cells(res, factor=1.3).keys() == {
+        "autoregressive|0|1|0",
+        "speculative|2|1|0",
+        "speculative|2|3|0",
+    }
+    assert {(r["method"], r["disturbed_cells"]) for r in summarize(res)} == {
+        ("autoregressive", 1),
+        ("speculative", 1),
+    }
+    # nothing to charge: no pass costs, or cells of transformers' generation
+    assert cell_paces({**res, "costs": None}) == {}
+    hf = {"hf_assisted|2|0|0": {**cells["speculative|2|0|0"]}}
+    assert cell_paces({**res, "cells": hf}) == {}

@@ -5,17 +5,21 @@
 * :mod:`~specdec_lib.bench.run`: running the cells (our decoders and transformers' generation);
 * :mod:`~specdec_lib.bench.passes`: the pass costs of the cost model;
 * :mod:`~specdec_lib.bench.analysis`: what a stored run says: the summary, acceptance by position
-  and by depth, outputs against the baseline's, bootstrap intervals, frames.
+  and by depth, outputs against the baseline's, bootstrap intervals, frames, and the cells that
+  ran while the machine ran slow.
 
 The cost model they predict with is :mod:`specdec_lib.costs`.
 """
 
 from .analysis import (
+    DISTURBED_PACE,
     HEADLINE_RUNS,
     MACHINE_CHECK_RUNS,
     against_baseline,
     best_K,
+    cell_paces,
     depth_counts,
+    disturbed_cells,
     headline,
     identical_outputs,
     machine_check,
@@ -42,6 +46,7 @@ from .settings import (
 
 __all__ = [
     "DEFAULT_METHODS",
+    "DISTURBED_PACE",
     "HEADLINE_RUNS",
     "MACHINE_CHECK_RUNS",
     "DEFAULT_TREE",
@@ -51,7 +56,9 @@ __all__ = [
     "BenchSettings",
     "against_baseline",
     "best_K",
+    "cell_paces",
     "depth_counts",
+    "disturbed_cells",
     "headline",
     "identical_outputs",
     "machine_check",

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..checks import positive_int
 from ..costs import (
+    base_cost,
     draft_cost,
     drafted_tokens,
     drafted_widths,
@@ -31,9 +32,12 @@ from .settings import METHODS, faster_baseline
 
 __all__ = [
     "against_baseline",
+    "DISTURBED_PACE",
     "best_K",
     "cell_key",
+    "cell_paces",
     "depth_counts",
+    "disturbed_cells",
     "headline",
     "identical_outputs",
     "machine_check",
@@ -207,11 +211,73 @@ def model_costs(result: Mapping[str, Any]) -> dict[str, Any] | None:
     return result.get("costs_during") or result.get("costs")
 
 
+# A cell is disturbed when it ran at more than this many times the run's median pace
+# (:func:`cell_paces`). Over the 2,880 cells of the machine checks stored on the Zen 4 and Zen 5
+# EPYCs, 98% ran within 0.90-1.32 of their run's median pace and four at 1.50-1.91; the two
+# cells of one prompt that a transient of the machine slowed 2.6-3.3x in every part, their
+# prompt's pass included, ran at 2.57 and 2.69.
+DISTURBED_PACE = 1.5
+
+
+def cell_paces(result: Mapping[str, Any]) -> dict[str, float]:
+    """Each autoregressive and speculative cell's pace, by key: its time over what the cost model
+    charges for the steps it ran, relative to the median over the run's cells.
+
+    A cell is charged its prompt's pass as timed (``prefill_ms``) and for each later step what
+    :func:`~specdec_lib.costs.step_cost` charges the drafts it made (with the run's tree at its
+    ``K``), or a baseline token (:func:`~specdec_lib.costs.base_cost`) where it drafted none, at
+    the run's pass costs (:func:`model_costs`). Acceptance is the cell's own, so a cell whose
+    prompt drafts badly is charged for its short steps; what moves a cell's pace is the machine:
+    a stretch of the run where it ran slow shows as the cells decoded then, on either side, well
+    above 1 (:func:`disturbed_cells`). Cells of other methods, and runs without the costs or
+    the prompt's pass, have none."""
+    costs = model_costs(result)
+    if not costs:
+        return {}
+    base_ms = base_cost(costs) * 1e3
+    t_ms = [t * 1e3 for t in costs["t_target_s"]]
+    charged: dict[str, float] = {}
+    for key, cell in result["cells"].items():
+        method, K, _, _ = key.split("|")
+        if method not in ("autoregressive", "speculative") or "prefill_ms" not in cell:
+            continue
+        ms = cell["prefill_ms"]
+        if method == "autoregressive":
+            ms += (cell["n_steps"] - 1) * base_ms
+        else:
+            tree = run_tree(result["settings"], result.get("tuned_trees"), int(K))
+            drafted = [d for d, _, _ in cell["steps"][1:]]
+            sizes = [drafted_tokens(d, tree) for d in drafted if d]
+            if sizes and max(sizes) >= len(t_ms):
+                continue  # a pass the costs did not time
+            ms += sum(
+                (draft_cost(d, costs) + host_cost(d, costs)) * 1e3 + t_ms[drafted_tokens(d, tree)]
+                if d
+                else base_ms
+                for d in drafted
+            )
+        charged[key] = cell["elapsed_s"] * 1e3 / ms
+    if not charged:
+        return {}
+    median = float(np.median(list(charged.values())))
+    return {key: pace / median for key, pace in charged.items()}
+
+
+def disturbed_cells(result: Mapping[str, Any], factor: float = DISTURBED_PACE) -> dict[str, float]:
+    """The cells of a run that ran at more than ``factor`` times its median pace
+    (:func:`cell_paces`), with their paces: where the machine ran slow, which sums over the
+    cells (the speedups) take in. Rerun such a run (a campaign reruns a run whose output is
+    missing)."""
+    return {key: pace for key, pace in cell_paces(result).items() if pace > factor}
+
+
 def summarize(result: dict[str, Any]) -> list[dict[str, Any]]:
     """One record per (method, K): throughput, speedup vs the baseline of the same run, alpha,
-    tau, per-request latency percentiles, predicted speedup and per-prompt records."""
+    tau, per-request latency percentiles, predicted speedup, per-prompt records, and how many of
+    its cells ran while the machine ran slow (``disturbed_cells``, :func:`disturbed_cells`)."""
     costs = model_costs(result)
     identical = identical_outputs(result)
+    disturbed = disturbed_cells(result)
     groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for key, cell in result["cells"].items():
         method, K, p, rep = key.split("|")
@@ -246,6 +312,9 @@ def summarize(result: dict[str, Any]) -> list[dict[str, Any]]:
             rec |= _speculative(cells, K, tree, costs, n_tok, secs, rec["speedup"])
         if (method, K) in identical:
             rec["identical_to_autoregressive"] = identical[method, K]["fraction"]
+        if method in ("autoregressive", "speculative"):
+            keys = (cell_key(method, K, c["prompt"], c["repeat"]) for c in cells)
+            rec["disturbed_cells"] = sum(key in disturbed for key in keys)
         rec["per_prompt"] = _per_prompt(cells, result["prompts"], method)
         runs.append(rec)
     return runs
@@ -603,9 +672,11 @@ def machine_check(runs: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
     per second, the slowest ``K`` it ran (``worst_K``, ``worst_speedup``): whether the
     defaults ever lose to the baseline, and over every ``K`` the range of measured / predicted
     for the run's own cells (``efficiency``, ``None`` where a run predates that prediction) and of
-    the host's share of the time (``host_share``), and where the start-up timing left the
+    the host's share of the time (``host_share``), where the start-up timing left the
     autoregressive baseline faster in another dtype, which
-    (:func:`~specdec_lib.bench.settings.faster_baseline`). The best
+    (:func:`~specdec_lib.bench.settings.faster_baseline`), and how many of the run's cells ran
+    while the machine ran slow (``disturbed_cells``, :func:`disturbed_cells`: rerun a run with
+    any before citing it). The best
     ``K`` is chosen on the run it is reported from (one run per temperature: no replicate checks
     the choice, unlike the campaign's :func:`headline`). Runs from different machines are refused."""
     missing = set(MACHINE_CHECK_RUNS) - set(runs)
@@ -634,6 +705,7 @@ def machine_check(runs: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
             "efficiency": _span(r.get("efficiency_cells") for r in spec.values()),
             "host_share": _span(r.get("host_share") for r in spec.values()),
             "faster_baseline": faster_baseline(result.get("dtype_choice")),
+            "disturbed_cells": len(disturbed_cells(result)),
         }
     return out
 

@@ -31,8 +31,8 @@ from .passes import costs_among_cells
 from .settings import METHODS, faster_baseline
 
 __all__ = [
-    "against_baseline",
     "DISTURBED_PACE",
+    "against_baseline",
     "best_K",
     "cell_key",
     "cell_paces",

@@ -218,25 +218,17 @@ def test_cells_run_while_the_machine_ran_slow_are_flagged():
     spec_ms = 40 + (3 + 1.5 + 32) * 2 + (2 + 1 + 31) + 30.5
     ar_ms = 40 + 6 * 30.5
     paces = {"autoregressive": [1.0, 1.6, 1.02, 0.98, 1.0], "speculative": [1.0, 1.4, 0.97, 2.0, 1]}
+    ar = {"n_steps": 7, "n_proposed": 0, "n_accepted": 0}
+    spec = {"n_steps": 5, "n_proposed": 5, "n_accepted": 3, "steps": steps}
     cells = {}
     for p in range(5):
-        cells[f"autoregressive|0|{p}|0"] = {
-            "tokens": [0] * 7,
-            "elapsed_s": ar_ms * paces["autoregressive"][p] / 1e3,
-            "n_steps": 7,
-            "n_proposed": 0,
-            "n_accepted": 0,
-            "prefill_ms": 40.0,
-        }
-        cells[f"speculative|2|{p}|0"] = {
-            "tokens": [0] * 7,
-            "elapsed_s": spec_ms * paces["speculative"][p] / 1e3,
-            "n_steps": 5,
-            "n_proposed": 5,
-            "n_accepted": 3,
-            "prefill_ms": 40.0,
-            "steps": steps,
-        }
+        for key, ms, fields in (
+            (f"autoregressive|0|{p}|0", ar_ms, ar),
+            (f"speculative|2|{p}|0", spec_ms, spec),
+        ):
+            rate = paces[key.split("|")[0]][p]
+            cells[key] = {"tokens": [0] * 7, "elapsed_s": ms * rate / 1e3, "prefill_ms": 40.0}
+            cells[key] |= fields
     settings = {"seed": 0, "repeats": 1, "tree": [1], "temperature": 1.0, "K": [2]}
     res = {"settings": settings, "prompts": [{"category": "x"}] * 5, "cells": cells, "costs": costs}
     pace = cell_paces(res)

@@ -213,7 +213,7 @@ def model_costs(result: Mapping[str, Any]) -> dict[str, Any] | None:
 
 # A cell is disturbed when it ran at more than this many times the run's median pace
 # (:func:`cell_paces`). Over the 2,880 cells of the machine checks stored on the Zen 4 and Zen 5
-# EPYCs, 98% ran within 0.90-1.32 of their run's median pace and four at 1.50-1.91; the two
+# EPYCs, 98% ran within 0.88-1.34 of their run's median pace and four at 1.50-1.91; the two
 # cells of one prompt that a transient of the machine slowed 2.6-3.3x in every part, their
 # prompt's pass included, ran at 2.57 and 2.69.
 DISTURBED_PACE = 1.5
@@ -225,8 +225,8 @@ def cell_paces(result: Mapping[str, Any]) -> dict[str, float]:
 
     A cell is charged its prompt's pass as timed (``prefill_ms``) and for each later step what
     :func:`~specdec_lib.costs.step_cost` charges the drafts it made (with the run's tree at its
-    ``K``), or a baseline token (:func:`~specdec_lib.costs.base_cost`) where it drafted none, at
-    the run's pass costs (:func:`model_costs`). Acceptance is the cell's own, so a cell whose
+    ``K``; a baseline token, :func:`~specdec_lib.costs.base_cost`, where it drafted none), at the
+    run's pass costs (:func:`model_costs`). Acceptance is the cell's own, so a cell whose
     prompt drafts badly is charged for its short steps; what moves a cell's pace is the machine:
     a stretch of the run where it ran slow shows as the cells decoded then, on either side, well
     above 1 (:func:`disturbed_cells`). Cells of other methods, and runs without the costs or
@@ -234,29 +234,21 @@ def cell_paces(result: Mapping[str, Any]) -> dict[str, float]:
     costs = model_costs(result)
     if not costs:
         return {}
-    base_ms = base_cost(costs) * 1e3
-    t_ms = [t * 1e3 for t in costs["t_target_s"]]
+    base_ms, passes = base_cost(costs) * 1e3, len(costs["t_target_s"])
     charged: dict[str, float] = {}
     for key, cell in result["cells"].items():
         method, K, _, _ = key.split("|")
         if method not in ("autoregressive", "speculative") or "prefill_ms" not in cell:
             continue
-        ms = cell["prefill_ms"]
         if method == "autoregressive":
-            ms += (cell["n_steps"] - 1) * base_ms
+            drafted, tree = [0] * (cell["n_steps"] - 1), [1]
         else:
-            tree = run_tree(result["settings"], result.get("tuned_trees"), int(K))
             drafted = [d for d, _, _ in cell["steps"][1:]]
-            sizes = [drafted_tokens(d, tree) for d in drafted if d]
-            if sizes and max(sizes) >= len(t_ms):
+            tree = run_tree(result["settings"], result.get("tuned_trees"), int(K))
+            if drafted_tokens(max(drafted, default=0), tree) >= passes:
                 continue  # a pass the costs did not time
-            ms += sum(
-                (draft_cost(d, costs) + host_cost(d, costs)) * 1e3 + t_ms[drafted_tokens(d, tree)]
-                if d
-                else base_ms
-                for d in drafted
-            )
-        charged[key] = cell["elapsed_s"] * 1e3 / ms
+        steps = sum(step_cost(d, costs, tree) for d in drafted)  # in baseline tokens
+        charged[key] = cell["elapsed_s"] * 1e3 / (cell["prefill_ms"] + steps * base_ms)
     if not charged:
         return {}
     median = float(np.median(list(charged.values())))

@@ -39,6 +39,7 @@ import torch
 from .checks import one_of, positive_int
 from .config import DEFAULT_HEAD, MODEL_CACHE
 from .drafters import NgramDrafter, drafter_for, load_head, quantize_int8
+from .kernels import AVX2Linear, pack_avx2
 from .lm import (
     DECODE_ATTENTION,
     PackedLinear,
@@ -54,6 +55,7 @@ __all__ = [
     "DRAFTS",
     "ModelPair",
     "ModelUnavailableError",
+    "PACKINGS",
     "PAIRS",
     "check_head",
     "check_same_tokenizer",
@@ -250,8 +252,29 @@ def _smollm2_converted() -> Path | None:
     return folder if (folder / "complete").is_file() else None
 
 
+# How a CPU model's linear weights are held: as loaded; prepacked for oneDNN (``"on"``,
+# :func:`~specdec_lib.lm.pack_linears`); packed for the library's AVX2 bfloat16 product
+# (``"avx2"``, :func:`~specdec_lib.kernels.pack_avx2`).
+PACKINGS = ("off", "on", "avx2")
+
+
+def packing(pack: bool | str | None) -> str:
+    """A ``pack`` argument as one of :data:`PACKINGS` (``True`` is ``"on"``, ``False`` and
+    ``None`` are ``"off"``)."""
+    if pack is None or isinstance(pack, bool):
+        return "on" if pack else "off"
+    return one_of(pack, "pack", PACKINGS)
+
+
+def _pack(model: torch.nn.Module, pack: str) -> int:
+    """Pack ``model``'s linear layers as ``pack`` says (a layer already packed stays as it is)."""
+    if pack == "avx2":
+        return pack_avx2(model)
+    return pack_linears(model) if pack == "on" else 0
+
+
 @functools.lru_cache(maxsize=4)
-def _load_smollm2(dtype: torch.dtype, pack: bool = False) -> tuple[Any, Any]:
+def _load_smollm2(dtype: torch.dtype, pack: str = "off") -> tuple[Any, Any]:
     from transformers import AutoModelForCausalLM
 
     folder = _smollm2_converted()
@@ -262,8 +285,7 @@ def _load_smollm2(dtype: torch.dtype, pack: bool = False) -> tuple[Any, Any]:
             model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype)
     model.eval()
     model.requires_grad_(False)
-    if pack:  # a model of its own in the cache: the plain one stays plain
-        pack_linears(model)
+    _pack(model, pack)  # a model of its own in the cache: the plain one stays plain
     return model, load_tokenizer("default")
 
 
@@ -321,7 +343,7 @@ def early_exit_draft(target: Any, n_layers: int = DEFAULT_EXIT_LAYERS) -> Any:
 
 
 def _load_default(
-    dtype: torch.dtype, exit_layers: int, draft: str, head: Any, pack: bool = False
+    dtype: torch.dtype, exit_layers: int, draft: str, head: Any, pack: str = "off"
 ) -> ModelPair:
     target, tokenizer = _load_smollm2(dtype, pack)
     early = early_exit_draft(target, exit_layers)
@@ -462,7 +484,7 @@ def load_pair(
     device: str | torch.device | None = None,
     head: str | Path | None = None,
     device_map: Any = None,
-    pack: bool = False,
+    pack: bool | str = False,
 ) -> ModelPair:
     """Load a named pair (the module's docstring describes each) and its draft.
 
@@ -472,17 +494,22 @@ def load_pair(
     bfloat16 on a CPU. ``dtype`` applies to both models (float32 by default, the safest for exact
     greedy checks; bfloat16 is much faster on CPUs with avx512_bf16). ``device`` moves both models
     there; ``device_map`` (Hub pairs only, e.g. ``"auto"``) spreads the target over several devices
-    (:func:`load_hub_pair`). ``pack`` prepacks both models' linear weights for the CPU matmul
-    library (:func:`~specdec_lib.lm.pack_linears`; on a CPU only).
+    (:func:`load_hub_pair`). ``pack`` holds both models' linear weights packed for a CPU's
+    product (on a CPU only): ``True`` or ``"on"`` prepacked for oneDNN
+    (:func:`~specdec_lib.lm.pack_linears`), ``"avx2"`` for the library's AVX2 bfloat16 product
+    (:func:`~specdec_lib.kernels.pack_avx2`; bfloat16 only).
     """
+    pack = packing(pack)
     draft = default_draft(name) if draft is None else one_of(draft, "draft", PAIRS[name])
     dtype = _resolve_dtype(dtype)
     if device_map is not None and name != "gpt2":
         raise ValueError(f"device_map is for Hub pairs ('gpt2'), not {name!r}: use device=")
     if device is not None and device_map is not None:
         raise ValueError("give device (one device) or device_map (several), not both")
-    if pack and device is not None and torch.device(device).type != "cpu":
+    if pack != "off" and device is not None and torch.device(device).type != "cpu":
         raise ValueError(f"pack prepacks weights for a CPU's matmul library, not for {device}")
+    if pack == "avx2" and dtype != torch.bfloat16:
+        raise ValueError(f"pack='avx2' is a bfloat16 product; dtype is {dtype}")
     if name == "default":
         pair = _load_default(dtype, exit_layers, draft, head, pack)
     elif name == "gpt2":
@@ -503,11 +530,13 @@ def load_pair(
             draft_module.to(device)
             if hasattr(draft_module, "refresh_frozen"):  # trained drafts borrow target pieces
                 draft_module.refresh_frozen()
-    if pack:  # the cached default target is packed already; a layer is packed only once
-        pack_linears(pair.target)
+    if pack != "off":  # the cached default target is packed already; a layer is packed only once
+        _pack(pair.target, pack)
         if draft_module is not None:
-            pack_linears(draft_module)
-        pair.notes["packed"] = any(isinstance(x, PackedLinear) for x in pair.target.modules())
+            _pack(draft_module, pack)
+        kind = AVX2Linear if pack == "avx2" else PackedLinear
+        pair.notes["packed"] = any(isinstance(x, kind) for x in pair.target.modules())
+        pair.notes["pack"] = pack
     if device is None or torch.device(device).type == "cpu":  # both sides, and any HF peer
         for module in (pair.target, draft_module):
             if module is not None:

@@ -262,7 +262,7 @@ def run_benchmark(
             dtype=settings.dtype,
             device=settings.device,
             head=settings.head,
-            pack=settings.pack == "on",
+            pack=settings.pack,
         )
     if pair.tokenizer is None:
         raise ValueError(f"pair {settings.pair!r} has no tokenizer; the benchmark needs one")

@@ -22,7 +22,16 @@ import torch
 from ..checks import one_of, positive_int, probability
 from ..config import DEFAULT_PROMPTS
 from ..costs import as_tree
-from ..models import DRAFTS, PAIRS, TRAINED_DRAFTS, check_head, default_draft, load_pair
+from ..kernels import unavailable as avx2_unavailable
+from ..models import (
+    DRAFTS,
+    PAIRS,
+    TRAINED_DRAFTS,
+    check_head,
+    default_draft,
+    load_pair,
+    packing,
+)
 from ..results import repo_relative
 from ..sampling import Warp
 from ..settings import setting
@@ -60,7 +69,7 @@ DEFAULT_METHODS = METHODS[:4]
 SUPPLIED_BASELINES = ("autoregressive_inverse_cdf",)
 SCHEDULES = ("fixed", "heuristic", "threshold")
 DTYPES = ("float32", "bfloat16", "float16")
-PACKING = ("auto", "on", "off")
+PACKING = ("auto", "on", "off", "avx2")
 COST_TIMINGS = ("spread", "start")
 DEVICES = ("auto", "cpu", "cuda")
 PRESETS_FILE = Path(__file__).with_name("presets.toml")
@@ -127,8 +136,9 @@ class BenchSettings:
     )
     pack: str = setting(
         "auto",
-        "prepack both models' linear weights for the CPU matmul library, both sides of every "
-        "comparison (auto: the preset's; on in bfloat16 on a CPU)",
+        "prepack both models' linear weights for a CPU's product, both sides of every "
+        "comparison: on (oneDNN's), avx2 (the library's AVX2 bfloat16 product) or off "
+        "(auto: the preset's; else as timed with the dtype; on in bfloat16 on a CPU)",
         choices=PACKING,
     )
     K: list[int] = setting(list(range(1, 9)), "draft lengths (tokens drafted per step)")
@@ -248,7 +258,7 @@ class BenchSettings:
             self.pack = preset.get("pack", "auto")
         if self.pack == "auto":  # as timed with the dtype, else prepacked in bfloat16 on a CPU
             default = self.device == "cpu" and self.dtype == "bfloat16"
-            self.pack = "on" if (self.dtype_choice or {}).get("pack", default) else "off"
+            self.pack = packing((self.dtype_choice or {}).get("pack", default))
         if self.draft is None:
             self.draft = preset_draft(self.pair, preset, self.device, self.dtype)
         one_of(self.draft, "draft", PAIRS[self.pair])
@@ -331,42 +341,64 @@ def resolve_device(device: str) -> str:
     return device
 
 
-# The pass the dtype is chosen on, besides the one-token pass: the last token and a step's drafts
-# (the default tree (4, 3) at K = 2 checks 1 + 7 tokens).
+# The pass the dtype is chosen on, besides the one-token pass (the baseline's): the last token and
+# a step's drafts (the default tree (4, 3) at K = 2 checks 1 + 7 tokens).
 STEP_TOKENS = 8
 
 
 @functools.cache
 def fastest_dtype(pair: str, device: str, reps: int = 5) -> dict[str, Any]:
     """The dtype (and packing) ``--dtype auto`` resolves to, measured: bfloat16 on a CUDA device
-    (its tensor cores); on a CPU, the fastest of float32 as loaded, float32 prepacked and bfloat16
-    prepacked (:func:`~specdec_lib.lm.pack_linears`) over a step's tokens (``STEP_TOKENS``), timed
-    as the benchmark times its passes (:func:`~specdec_lib.bench.measure_pass_costs`; a few
-    seconds, once per process). Whether bfloat16 is native or emulated and what packing buys decide
-    it; ``/proc/cpuinfo``'s flags do not tell the cost, so the run records the timings
+    (its tensor cores); on a CPU, of float32 as loaded, float32 prepacked and bfloat16 prepacked
+    for oneDNN (:func:`~specdec_lib.lm.pack_linears`), and bfloat16 packed for the library's AVX2
+    product where it runs (:mod:`~specdec_lib.kernels`; where it does not, the reason is
+    recorded, ``not_timed``), the one whose target passes over one token (the baseline's) and
+    over a step's tokens (``STEP_TOKENS``, a step's verification) take least time together,
+    timed as the benchmark times its passes (:func:`~specdec_lib.bench.measure_pass_costs`; a few
+    seconds each, once per process). Whether bfloat16 is native or emulated and what packing buys
+    decide it; ``/proc/cpuinfo``'s flags do not tell the cost, so the run records the timings
     (``dtype_choice``), and which setting passes over one token fastest (``fastest_one_token``:
     where it is another, the autoregressive baseline would be faster there,
     :func:`baseline_note`)."""
     if device == "cuda":
-        return {"dtype": "bfloat16", "pack": False, "why": "a CUDA device (tensor cores)"}
+        return {"dtype": "bfloat16", "pack": "off", "why": "a CUDA device (tensor cores)"}
+    candidates = [("float32", "off"), ("float32", "on"), ("bfloat16", "on")]
+    not_timed = {}
+    if (why := avx2_unavailable()) is None:
+        candidates.append(("bfloat16", "avx2"))
+    else:
+        not_timed[_setting("bfloat16", "avx2")] = why
     t = {}
-    for d, pack in (("float32", False), ("float32", True), ("bfloat16", True)):
+    for d, pack in candidates:
         costs = measure_pass_costs(load_pair(pair, dtype=d, pack=pack), STEP_TOKENS, reps=reps)
         t_n = costs["t_target_s"]
         t[_setting(d, pack)] = {"1": t_n[0], str(STEP_TOKENS): t_n[-1]}
-    best = min(t, key=lambda v: t[v][str(STEP_TOKENS)])
+    best = min(t, key=lambda v: t[v]["1"] + t[v][str(STEP_TOKENS)])
+    dtype, pack = next((d, p) for d, p in candidates if _setting(d, p) == best)
     return {
-        "dtype": best.split()[0],
-        "pack": best.endswith("packed"),
-        "why": f"the fastest target pass over {STEP_TOKENS} tokens on this CPU",
+        "dtype": dtype,
+        "pack": pack,
+        "why": f"the fastest target passes over 1 and {STEP_TOKENS} tokens on this CPU",
         "t_target_s": t,
         "fastest_one_token": min(t, key=lambda v: t[v]["1"]),
-    }
+    } | ({"not_timed": not_timed} if not_timed else {})
 
 
-def _setting(dtype: str, pack: bool) -> str:
+# What fastest_dtype names each weight layout (a stored choice's ``pack`` may be a bool: True is
+# oneDNN's).
+_LAYOUT_NAMES = {"off": "", "on": " packed", "avx2": " avx2"}
+
+
+def _setting(dtype: str, pack: bool | str) -> str:
     """The name :func:`fastest_dtype` times a dtype and weight layout under."""
-    return f"{dtype} packed" if pack else dtype
+    return dtype + _LAYOUT_NAMES[packing(pack)]
+
+
+def _flags(setting: str) -> str:
+    """``bench``'s flags for a setting :func:`_setting` named."""
+    dtype, _, layout = setting.partition(" ")
+    pack = {"": "off", "packed": "on", "avx2": "avx2"}[layout]
+    return f"--dtype {dtype} --pack {pack}"
 
 
 def faster_baseline(choice: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -399,7 +431,7 @@ def baseline_note(choice: dict[str, Any] | None) -> str | None:
     return (
         f"autoregressive decoding is faster in {other} (one-token pass "
         f"{f['t_one_token_s'] * 1e3:.1f} ms) than in {chosen} "
-        f"({f['chosen_t_one_token_s'] * 1e3:.1f} ms), which passes over {STEP_TOKENS} tokens "
-        f"fastest: the speedups are against {chosen}'s baseline "
-        f"(one dtype on both sides); --dtype {other.split()[0]} measures against the other"
+        f"({f['chosen_t_one_token_s'] * 1e3:.1f} ms), whose passes over 1 and {STEP_TOKENS} "
+        f"tokens take least time together: the speedups are against {chosen}'s baseline "
+        f"(one dtype on both sides); {_flags(other)} measures against the other"
     )

@@ -95,8 +95,9 @@ def decoder_continuations(
 @dataclass(frozen=True)
 class Config:
     """One shipped configuration: the default pair's draft by name (``head``: other saved weights
-    of a trained draft), dtype, whether both models' linear weights are prepacked for oneDNN
-    (``pack``, as ``bench`` runs on a CPU; the target's exact law is then the packed target's),
+    of a trained draft), dtype, how both models' linear weights are packed for a CPU's product
+    (``pack``, as ``load_pair`` takes it: ``True`` for oneDNN, ``"avx2"`` for the library's AVX2
+    product, as ``bench`` runs on a CPU; the target's exact law is then the packed target's),
     the step's shape (``width``: a spelling of ``tree=(width,)``),
     and warp; ``method`` is ``"speculative"`` (this library's decoder) or ``"hf_assisted"``
     (transformers' assisted generation with sampling, the pair's model draft as its assistant:
@@ -111,7 +112,7 @@ class Config:
     top_p: float | None = None
     head: str | None = None
     method: str = "speculative"
-    pack: bool = False
+    pack: bool | str = False
 
     @property
     def warp(self) -> Warp:
@@ -141,6 +142,7 @@ CONFIGS: dict[str, Config] = {
     "trained-int8-bf16-tree4-3-packed": Config("trained-int8", "bfloat16", tree=(4, 3), pack=True),
     "trained-f32-tree4-3-packed": Config("trained", "float32", tree=(4, 3), pack=True),
     "trained-bf16-f32-tree4-3-packed": Config("trained-bf16", "float32", tree=(4, 3), pack=True),
+    "trained-int8-bf16-tree4-3-avx2": Config("trained-int8", "bfloat16", tree=(4, 3), pack="avx2"),
     "ttt-full-int8-bf16-tree4-3": Config(
         "trained-int8",
         "bfloat16",

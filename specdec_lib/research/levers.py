@@ -968,7 +968,7 @@ def _variant_speedups(r: dict[str, Any]) -> str:
 
 def _load_default_pair(s: BenchSettings, head: str | None = None) -> Any:
     """The pair ``bench`` loads for settings ``s`` (its dtype and weight layout resolved)."""
-    return load_pair(s.pair, draft=s.draft, dtype=s.dtype, pack=s.pack == "on", head=head)
+    return load_pair(s.pair, draft=s.draft, dtype=s.dtype, pack=s.pack, head=head)
 
 
 def _bench_lever_main(

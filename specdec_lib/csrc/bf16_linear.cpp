@@ -1,0 +1,148 @@
+// A bfloat16 linear layer for CPUs with AVX2 and FMA: y = x W^T, bfloat16 in and out, float32
+// arithmetic. Built at first use by specdec_lib.kernels (torch.utils.cpp_extension).
+//
+// Why by hand: on a CPU without AVX512-BF16 or AMX, PyTorch's bfloat16 product (oneDNN's or
+// ATen's) computes a pass over several tokens in emulated arithmetic, about n one-token passes
+// for n tokens. This product reads each weight once per pass, widens it to float32 in registers
+// and multiplies it into every token of the pass with fused multiply-adds.
+//
+// Layout: the weight [N, K] is packed once into blocks of 16 outputs, [N / 16][K][16], so that a
+// pass streams the weights in order. Every output is one float32 lane that accumulates its K
+// products in order of k, whichever tile computes it: a row of the output does not depend on how
+// many rows the call has (the product is batch invariant), and it is the float32 sum of the
+// bfloat16 products, rounded once to bfloat16 at the end (to nearest, ties to even).
+#include <torch/extension.h>
+#include <ATen/Parallel.h>
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+namespace {
+
+constexpr int64_t BLOCK = 16;  // outputs a block: two 8-lane float32 registers
+
+inline void widen16(const uint16_t* p, __m256& lo, __m256& hi) {
+  __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  lo = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(h)), 16));
+  hi = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(h, 1)), 16));
+}
+
+inline uint16_t to_bf16(float f) {  // round to nearest, ties to even; NaN stays NaN
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+// T tokens x NB blocks of 16 outputs: T * NB * 2 accumulators (at most 12 of AVX2's 16 registers).
+template <int T, int NB>
+inline void tile(const float* x, int64_t K, const uint16_t* w, uint16_t* y, int64_t ldy) {
+  __m256 acc[T][NB][2];
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t)
+#pragma GCC unroll 8
+    for (int b = 0; b < NB; ++b) acc[t][b][0] = acc[t][b][1] = _mm256_setzero_ps();
+  const int64_t stride = K * BLOCK;
+  for (int64_t k = 0; k < K; ++k) {
+#pragma GCC unroll 8
+    for (int b = 0; b < NB; ++b) {
+      __m256 lo, hi;
+      widen16(w + b * stride + k * BLOCK, lo, hi);
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        __m256 xv = _mm256_broadcast_ss(x + t * K + k);
+        acc[t][b][0] = _mm256_fmadd_ps(xv, lo, acc[t][b][0]);
+        acc[t][b][1] = _mm256_fmadd_ps(xv, hi, acc[t][b][1]);
+      }
+    }
+  }
+  alignas(32) float out[BLOCK];
+  for (int t = 0; t < T; ++t)
+    for (int b = 0; b < NB; ++b) {
+      _mm256_store_ps(out, acc[t][b][0]);
+      _mm256_store_ps(out + 8, acc[t][b][1]);
+      uint16_t* dst = y + t * ldy + b * BLOCK;
+      for (int i = 0; i < BLOCK; ++i) dst[i] = to_bf16(out[i]);
+    }
+}
+
+template <int T>
+void tiles(const float* x, int64_t K, const uint16_t* w, uint16_t* y, int64_t ldy, int64_t blocks) {
+  constexpr int NB = T == 1 ? 4 : (T == 2 ? 2 : 1);  // no spills: at most 12 accumulators
+  int64_t b = 0;
+  for (; b + NB <= blocks; b += NB) tile<T, NB>(x, K, w + b * K * BLOCK, y + b * BLOCK, ldy);
+  for (; b < blocks; ++b) tile<T, 1>(x, K, w + b * K * BLOCK, y + b * BLOCK, ldy);
+}
+
+// Every token of the call against a run of blocks, in tiles of up to 6 tokens: the run's weights
+// stay in cache while the tiles after the first read them again.
+void run(const float* x, int64_t M, int64_t K, const uint16_t* w, uint16_t* y, int64_t N, int64_t blocks) {
+  for (int64_t m = 0; m < M;) {
+    const int64_t left = M - m;
+    const int T = static_cast<int>(left <= 6 ? left : (left <= 8 ? 4 : 6));
+    const float* xm = x + m * K;
+    uint16_t* ym = y + m * N;
+    switch (T) {
+      case 1: tiles<1>(xm, K, w, ym, N, blocks); break;
+      case 2: tiles<2>(xm, K, w, ym, N, blocks); break;
+      case 3: tiles<3>(xm, K, w, ym, N, blocks); break;
+      case 4: tiles<4>(xm, K, w, ym, N, blocks); break;
+      case 5: tiles<5>(xm, K, w, ym, N, blocks); break;
+      default: tiles<6>(xm, K, w, ym, N, blocks); break;
+    }
+    m += T;
+  }
+}
+
+}  // namespace
+
+// [N, K] bfloat16 -> [N / 16, K, 16] bfloat16.
+torch::Tensor pack(const torch::Tensor& w) {
+  TORCH_CHECK(w.dim() == 2 && w.scalar_type() == torch::kBFloat16, "pack: a 2-d bfloat16 weight");
+  const int64_t N = w.size(0), K = w.size(1);
+  TORCH_CHECK(N % BLOCK == 0, "pack: the weight's rows (", N, ") are not a multiple of 16");
+  return w.reshape({N / BLOCK, BLOCK, K}).permute({0, 2, 1}).contiguous();
+}
+
+// x [..., K] bfloat16, packed [N / 16, K, 16] -> [..., N] bfloat16.
+torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& packed) {
+  TORCH_CHECK(x.scalar_type() == torch::kBFloat16 && packed.scalar_type() == torch::kBFloat16,
+              "linear: bfloat16 input and weight");
+  TORCH_CHECK(packed.dim() == 3 && packed.size(2) == BLOCK && packed.is_contiguous(),
+              "linear: a weight packed by pack()");
+  const int64_t K = packed.size(1), N = packed.size(0) * BLOCK;
+  TORCH_CHECK(x.size(-1) == K, "linear: input has ", x.size(-1), " features, the weight ", K);
+  auto sizes = x.sizes().vec();
+  sizes.back() = N;
+  auto y = torch::empty(sizes, x.options());
+  const int64_t M = K ? x.numel() / K : 0;
+  if (M == 0) return y;
+  auto xc = x.contiguous();
+  std::vector<float> xf(M * K);  // the tokens widened once
+  const uint16_t* xb = reinterpret_cast<const uint16_t*>(xc.data_ptr<at::BFloat16>());
+  for (int64_t i = 0; i < M * K; ++i) {
+    const uint32_t u = static_cast<uint32_t>(xb[i]) << 16;
+    std::memcpy(&xf[i], &u, 4);
+  }
+  const uint16_t* w = reinterpret_cast<const uint16_t*>(packed.data_ptr<at::BFloat16>());
+  uint16_t* yp = reinterpret_cast<uint16_t*>(y.data_ptr<at::BFloat16>());
+  const int64_t blocks = N / BLOCK;
+  const int64_t run_blocks = blocks >= 64 ? 4 : 1;  // small layers: enough runs for every thread
+  const int64_t runs = (blocks + run_blocks - 1) / run_blocks;
+  at::parallel_for(0, runs, 1, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t b0 = r * run_blocks, nb = std::min(blocks, b0 + run_blocks) - b0;
+      run(xf.data(), M, K, w + b0 * K * BLOCK, yp + b0 * BLOCK, N, nb);
+    }
+  });
+  return y;
+}
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("pack", &pack, "pack a [N, K] bfloat16 weight into blocks of 16 outputs");
+  m.def("linear", &linear, "x W^T in float32 arithmetic on bfloat16 weights packed by pack()");
+}

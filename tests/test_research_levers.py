@@ -1,7 +1,10 @@
 """Levers measured side by side (``specdec_lib.research.levers``), on the tiny pair: the record's
 shape only (speed is a benchmark, not a test)."""
 
-from specdec_lib.research.levers import packing_costs
+import pytest
+
+from specdec_lib.kernels import unavailable
+from specdec_lib.research.levers import avx2_costs, packing_costs
 
 
 def test_packing_costs_time_both_variants_at_every_pass_size():
@@ -11,6 +14,21 @@ def test_packing_costs_time_both_variants_at_every_pass_size():
         assert len(r[variant]["t_target_s"]) == 3 and r[variant]["t_draft_s"] > 0
         assert r[variant]["t_n_over_t_1"][0] == 1.0
     assert len(r["packed_over_plain"]) == 3 and all(x > 0 for x in r["packed_over_plain"])
+
+
+@pytest.mark.skipif(unavailable() is not None, reason="no AVX2 product here")
+def test_avx2_lever_times_both_products_and_leaves_the_handover_as_it_was():
+    r = avx2_costs(pair="tiny-random", n_max=3, reps=1)
+    assert r["dtype"] == "bfloat16" and r["avx2_layers"] > 0
+    for variant in ("onednn", "avx2"):
+        assert len(r[variant]["t_target_s"]) == 3 and r[variant]["t_draft_s"] > 0
+    assert len(r["avx2_over_onednn"]) == 3
+    from specdec_lib.kernels import ONEDNN_FROM, AVX2Linear, onednn_packs_bfloat16
+    from specdec_lib.models import load_pair
+
+    target = load_pair("tiny-random", dtype="bfloat16", pack="avx2").target
+    handover = {m.onednn_from for m in target.modules() if isinstance(m, AVX2Linear)}
+    assert handover == ({ONEDNN_FROM} if onednn_packs_bfloat16() else {None})
 
 
 def test_attention_lever_times_both_attentions_at_each_context(tiny_pair):

@@ -39,6 +39,7 @@ inline uint16_t to_bf16(float f) {  // round to nearest, ties to even; NaN stays
 }
 
 // T tokens x NB blocks of 16 outputs: T * NB * 2 accumulators (at most 12 of AVX2's 16 registers).
+// x holds the tile's tokens interleaved, x[k * T + t]: the T values a step broadcasts are adjacent.
 template <int T, int NB>
 inline void tile(const float* x, int64_t K, const uint16_t* w, uint16_t* y, int64_t ldy) {
   __m256 acc[T][NB][2];
@@ -54,7 +55,7 @@ inline void tile(const float* x, int64_t K, const uint16_t* w, uint16_t* y, int6
       widen16(w + b * stride + k * BLOCK, lo, hi);
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
-        __m256 xv = _mm256_broadcast_ss(x + t * K + k);
+        __m256 xv = _mm256_broadcast_ss(x + k * T + t);
         acc[t][b][0] = _mm256_fmadd_ps(xv, lo, acc[t][b][0]);
         acc[t][b][1] = _mm256_fmadd_ps(xv, hi, acc[t][b][1]);
       }
@@ -78,12 +79,14 @@ void tiles(const float* x, int64_t K, const uint16_t* w, uint16_t* y, int64_t ld
   for (; b < blocks; ++b) tile<T, 1>(x, K, w + b * K * BLOCK, y + b * BLOCK, ldy);
 }
 
+// How many tokens the tile at a call's next ``left`` tokens takes.
+inline int64_t tile_tokens(int64_t left) { return left <= 6 ? left : (left <= 8 ? 4 : 6); }
+
 // Every token of the call against a run of blocks, in tiles of up to 6 tokens: the run's weights
-// stay in cache while the tiles after the first read them again.
+// stay in cache while the tiles after the first read them again. Tile m's tokens start at m * K.
 void run(const float* x, int64_t M, int64_t K, const uint16_t* w, uint16_t* y, int64_t N, int64_t blocks) {
   for (int64_t m = 0; m < M;) {
-    const int64_t left = M - m;
-    const int T = static_cast<int>(left <= 6 ? left : (left <= 8 ? 4 : 6));
+    const int T = static_cast<int>(tile_tokens(M - m));
     const float* xm = x + m * K;
     uint16_t* ym = y + m * N;
     switch (T) {
@@ -122,11 +125,16 @@ torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& packed) {
   const int64_t M = K ? x.numel() / K : 0;
   if (M == 0) return y;
   auto xc = x.contiguous();
-  std::vector<float> xf(M * K);  // the tokens widened once
+  std::vector<float> xf(M * K);  // the tokens widened once, each tile's interleaved
   const uint16_t* xb = reinterpret_cast<const uint16_t*>(xc.data_ptr<at::BFloat16>());
-  for (int64_t i = 0; i < M * K; ++i) {
-    const uint32_t u = static_cast<uint32_t>(xb[i]) << 16;
-    std::memcpy(&xf[i], &u, 4);
+  for (int64_t m = 0; m < M;) {
+    const int64_t T = tile_tokens(M - m);
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t k = 0; k < K; ++k) {
+        const uint32_t u = static_cast<uint32_t>(xb[(m + t) * K + k]) << 16;
+        std::memcpy(&xf[m * K + k * T + t], &u, 4);
+      }
+    m += T;
   }
   const uint16_t* w = reinterpret_cast<const uint16_t*>(packed.data_ptr<at::BFloat16>());
   uint16_t* yp = reinterpret_cast<uint16_t*>(y.data_ptr<at::BFloat16>());

@@ -10,6 +10,13 @@ sets can be limited for a run (``ATEN_CPU_CAPABILITY``, ``ONEDNN_MAX_CPU_ISA``,
 ``MKL_ENABLE_INSTRUCTIONS``, set before Python starts): the run records them, and such a run
 imitates an older CPU's kernels on this machine's memory, not that CPU.
 
+``--lever avx2`` measures the library's AVX2 bfloat16 product (:mod:`~specdec_lib.kernels`)
+against oneDNN's: ``bench``'s pair in bfloat16 with the draft the defaults run in it, the target's
+passes over ``n = 1..n_max`` tokens and the draft's proposals with every linear layer on the AVX2
+product (no pass handed to oneDNN) and on oneDNN's product (prepacked where oneDNN packs
+bfloat16, as loaded where it does not), in alternating blocks as for packing
+(:func:`avx2_costs`).
+
 ``--lever support`` measures the host's work instead: the same decoder and draft, decoding the
 same prompts in alternation, with the draft's token subset named (``q`` kept on it from the
 proposal on, alternatives drawn and verified on it, :func:`~specdec_lib.trees.support_stage`) and
@@ -92,12 +99,14 @@ from ..bench.tuning import pass_tokens
 from ..checks import one_of
 from ..config import DEFAULT_HEAD, DEFAULT_PROMPTS
 from ..decoding import SpeculativeDecoder
+from ..kernels import AVX2Linear
 from ..lm import use_decode_attention
 from ..models import DRAFTS, check_head, load_pair
 from ..results import atomic_write_json, isa_limits, load_prompts, provenance
 
 __all__ = [
     "attention_costs",
+    "avx2_costs",
     "bench_draft",
     "build_parser",
     "compile_costs",
@@ -142,6 +151,42 @@ def packing_costs(
         "packed",
         lambda v: measure_pass_costs(pairs[v], n_max, context=context, reps=reps),
     )
+
+
+def avx2_costs(
+    *, n_max: int = 9, context: int = 64, reps: int = 8, pair: str = "default"
+) -> dict[str, Any]:
+    """The pass costs of ``pair`` in bfloat16 (``t_target_s`` for n = 1..n_max, ``t_draft_s``;
+    the default pair with the draft ``bench``'s defaults run) with every linear layer on the
+    library's AVX2 product and on oneDNN's, and their ratios avx2 / oneDNN
+    (``avx2_over_onednn``)."""
+    draft = bench_draft("bfloat16") if pair == "default" else None
+    pairs = {
+        "onednn": load_pair(pair, draft=draft, dtype="bfloat16", pack=True),
+        "avx2": load_pair(pair, draft=draft, dtype="bfloat16", pack="avx2"),
+    }
+    d = pairs["avx2"].draft
+    models = [pairs["avx2"].target, getattr(d, "head", None), getattr(d, "model", None), d]
+    modules = [m for x in models if isinstance(x, torch.nn.Module) for m in x.modules()]
+    layers = list({id(m): m for m in modules if isinstance(m, AVX2Linear)}.values())
+    handover = [m.onednn_from for m in layers]
+    out: dict[str, Any] = {
+        "dtype": "bfloat16",
+        "draft": draft or "the pair's first",
+        "onednn_packed": pairs["onednn"].notes.get("packed", False),
+        "avx2_layers": len(layers),
+    }
+    try:
+        for m in layers:  # every pass on the AVX2 product (the cached pair: restored below)
+            m.onednn_from = None
+        return out | _alternating_blocks(
+            "onednn",
+            "avx2",
+            lambda v: measure_pass_costs(pairs[v], n_max, context=context, reps=reps),
+        )
+    finally:
+        for m, n in zip(layers, handover, strict=True):
+            m.onednn_from = n
 
 
 def _alternating_blocks(
@@ -706,6 +751,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--lever",
         choices=[
             "packing",
+            "avx2",
             "attention",
             "cache",
             "cache-decoding",
@@ -793,17 +839,26 @@ def main(argv: list[str] | None = None) -> int:
     }
     if args.lever in mains:
         return mains[args.lever](args, settings)
-    result = {
-        "runs": [
+    if args.lever == "avx2":
+        runs = [avx2_costs(n_max=args.n_max, context=args.context, reps=args.reps)]
+    else:
+        runs = [
             packing_costs(d, n_max=args.n_max, context=args.context, reps=args.reps)
             for d in args.dtype
-        ],
+        ]
+    result = {
+        "runs": runs,
         "isa_limits": isa_limits(),
         "provenance": provenance(seed=0, settings=settings),
     }
     atomic_write_json(args.out, result)
     for r in result["runs"]:
-        print(r["dtype"], "packed / plain:", " ".join(f"{x:.2f}" for x in r["packed_over_plain"]))
+        key, name = (
+            ("avx2_over_onednn", "avx2 / oneDNN")
+            if args.lever == "avx2"
+            else ("packed_over_plain", "packed / plain")
+        )
+        print(r["dtype"], f"{name}:", " ".join(f"{x:.2f}" for x in r[key]))
     return 0
 
 

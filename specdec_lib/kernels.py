@@ -1,32 +1,34 @@
-"""A bfloat16 linear layer for CPUs with AVX2 and FMA, built from ``csrc/bf16_linear.cpp`` at
-first use.
+"""The library's bfloat16 linear layer for CPUs, built from ``csrc/bf16_linear.cpp`` at first use.
 
-Why by hand: where a CPU has neither AVX512-BF16 nor AMX (an AVX2-only CPU, or any CPU whose
-kernels are limited to AVX2), PyTorch's bfloat16 products compute every token of a pass after the
-first in emulated arithmetic: a pass over 8 tokens costs about four one-token passes, and no
-library we know of offers another bfloat16 product for such CPUs. This one reads each weight
-once per pass, widens it to float32 in registers and multiplies it into every token of the pass
-with fused multiply-adds; its cost per pass grows with the tokens only where the CPU's float32
-arithmetic, not its memory, is the bound.
+Why by hand: PyTorch's bfloat16 products on a CPU either emulate the arithmetic of every token of
+a pass after the first (where the CPU has neither AVX512-BF16 nor AMX: a pass over 8 tokens costs
+about four one-token passes), or, where they do not, read the weights well below the memory's
+pace in the passes decoding makes (measured on an AMD EPYC, Zen 4, 2 cores: oneDNN's prepacked
+product at 17-25 GB/s over 1-8 tokens, a sum over the same weights at 25-30). No library we know
+of offers another. This product reads each weight once per pass and multiplies it into every
+token of the pass: with AVX512-BF16, two bfloat16 products a lane an instruction (``VDPBF16PS``);
+with AVX2 and FMA only, each weight widened to float32 in registers and one fused multiply-add a
+token, where a pass over more tokens costs more only where the CPU's float32 arithmetic, not its
+memory, is the bound. On that Zen 4 it read the weights at 26-32 GB/s over 1-4 tokens and 22-26
+over 6-8 with AVX512-BF16, and with AVX2 at 27-30 over one token, down to 10-14 over 6-8.
 
-Its rounding: every output is the float32 sum of its bfloat16 products, accumulated in order of
-the input features in one float32 lane and rounded once to bfloat16 (to nearest, ties to even).
-That sum does not depend on how many tokens a call holds: a token's row is the same bit for bit
-in a pass over one token and in a pass over eight (the product is batch invariant; the rest of a
-pass, attention included, need not be). A model whose linear layers run it is another
-floating-point rounding of the same model, as a model prepacked for oneDNN is
+Its rounding: every output accumulates its products in float32 in a fixed order of the input
+features, in one lane (with AVX2: one fused multiply-add a feature, in order; with AVX512-BF16:
+per pair of features, the second's product then the first's, each addition rounded to float32,
+subnormals flushed to zero), and is rounded once to bfloat16 (to nearest, ties to even). That sum
+does not depend on how many tokens a call holds: a token's row is the same bit for bit in a pass
+over one token and in a pass over eight (the product is batch invariant; the rest of a pass,
+attention included, need not be). A model whose linear layers run it is another floating-point
+rounding of the same model, as a model prepacked for oneDNN is
 (:class:`~specdec_lib.lm.PackedLinear`), and decoding with it is exact with respect to it: both
 sides of every comparison run the same layers.
 
-Where oneDNN packs bfloat16 for this CPU (its arithmetic is native: AVX512-BF16 or AMX), oneDNN's
-product is the faster one for passes over many tokens, and an :class:`AVX2Linear` hands the
-passes of ``ONEDNN_FROM`` tokens or more to it (its weight then held in both layouts): measured
-on an AMD EPYC (Zen 4, 2 cores, the 135M target in bfloat16), a pass over 1-4 tokens took 18-27
-ms with this product against 28-29 with oneDNN's, and one over 5-10 tokens 31-49 against 28-32.
-
 It is compiled by ``torch.utils.cpp_extension`` (a C++ compiler and ninja; about 30 s, once per
 machine and source, cached under ``TORCH_EXTENSIONS_DIR``). :func:`unavailable` says why it cannot
-run where it cannot (no AVX2, no compiler), and nothing else changes there.
+run where it cannot (no AVX2, no compiler), and nothing else changes there. Which of its two ways
+a layer runs is decided when it is packed (:func:`pairs_here`): AVX512-BF16 where the CPU has it
+and PyTorch's own kernels are not limited below AVX-512 (``ATEN_CPU_CAPABILITY``), so that a run
+limited to AVX2 imitates an AVX2 CPU here too.
 """
 
 from __future__ import annotations
@@ -37,25 +39,17 @@ from typing import Any
 
 import torch
 
-__all__ = [
-    "AVX2Linear",
-    "ONEDNN_FROM",
-    "SOURCE",
-    "avx2_linear",
-    "onednn_packs_bfloat16",
-    "pack_avx2",
-    "unavailable",
-]
+__all__ = ["Bf16Linear", "SOURCE", "bf16_linear", "pack_bf16", "pairs_here", "unavailable"]
 
 SOURCE = Path(__file__).with_name("csrc") / "bf16_linear.cpp"
-_FLAGS = ["-O3", "-mavx2", "-mfma", "-fopenmp"]  # OpenMP: ATen's thread pool, as PyTorch's own
-# Passes over this many tokens or more go to oneDNN's product where it packs bfloat16 here.
-ONEDNN_FROM = 5
+# AVX2 for the file; its AVX512-BF16 functions say so themselves (run only where the CPU has it).
+# OpenMP: ATen's thread pool, as PyTorch's own kernels use it.
+_FLAGS = ["-O3", "-mavx2", "-mfma", "-fopenmp"]
 
 
 def unavailable() -> str | None:
-    """Why the AVX2 product cannot run here (a sentence), or ``None`` where it can (it is built
-    on the first call)."""
+    """Why the library's product cannot run here (a sentence), or ``None`` where it can (it is
+    built on the first call)."""
     return _built()[1]
 
 
@@ -76,7 +70,7 @@ def _built() -> tuple[Any, str | None]:
         )
     except Exception as e:  # no compiler, no ninja, a failed build: say so, run without it
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        return None, f"the AVX2 bfloat16 product could not be built here ({first[:200]})"
+        return None, f"the library's bfloat16 product could not be built here ({first[:200]})"
     return module, None
 
 
@@ -87,51 +81,40 @@ def _module() -> Any:
     return module
 
 
-def avx2_linear(x: torch.Tensor, packed: torch.Tensor) -> torch.Tensor:
-    """``x @ W.T`` for a bfloat16 ``x [..., K]`` and ``packed`` = :meth:`AVX2Linear.pack`'s form of a
-    bfloat16 weight ``W [N, K]``: ``[..., N]`` in bfloat16, float32 arithmetic."""
+def pairs_here() -> bool:
+    """Whether layers packed here run the AVX512-BF16 way (pairs of features a lane): the CPU
+    has AVX512-BF16 and PyTorch's kernels run at AVX-512 (not limited to AVX2)."""
+    return torch.backends.cpu.get_cpu_capability() == "AVX512" and _module().has_avx512_bf16()
+
+
+def bf16_linear(x: torch.Tensor, packed: torch.Tensor) -> torch.Tensor:
+    """``x @ W.T`` for a bfloat16 ``x [..., K]`` and ``packed`` = :meth:`Bf16Linear.pack`'s form
+    of a bfloat16 weight ``W [N, K]``: ``[..., N]`` in bfloat16, float32 accumulation."""
     return _module().linear(x, packed)
 
 
-class AVX2Linear(torch.nn.Linear):
-    """A bfloat16 linear layer on a CPU whose product is the AVX2 kernel of this module, its
-    weight held packed once in blocks of 16 outputs (``[N / 16, K, 16]``) beside the loaded one
-    (which training, saving and other devices still read); where ``onednn_from`` is set, passes
-    over that many tokens or more run oneDNN's product on the weight prepacked for it."""
+class Bf16Linear(torch.nn.Linear):
+    """A bfloat16 linear layer on a CPU whose product is this module's, its weight held packed
+    once in blocks of 16 outputs (``[N / 16, K, 16]``, or ``[N / 16, K / 2, 16, 2]`` for
+    AVX512-BF16) beside the loaded one (which training, saving and other devices still read)."""
 
-    onednn_from: int | None = None
-
-    def pack(self, onednn_from: int | None = None) -> AVX2Linear:
-        self.packed = _module().pack(self.weight.detach())
-        if onednn_from is not None:
-            self.onednn = torch.ops.mkldnn._reorder_linear_weight(self.weight.detach())
-            self.onednn_from = onednn_from
+    def pack(self, pairs: bool | None = None) -> Bf16Linear:
+        """Pack the weight, in pairs of features (AVX512-BF16) where ``pairs`` says so (default:
+        :func:`pairs_here`, where the number of features is even)."""
+        if pairs is None:
+            pairs = pairs_here() and self.in_features % 2 == 0
+        self.packed = _module().pack(self.weight.detach(), pairs)
         return self
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.onednn_from is not None and x.numel() >= self.onednn_from * self.in_features:
-            return torch.ops.mkldnn._linear_pointwise(x, self.onednn, self.bias, "none", [], "")
         y = _module().linear(x, self.packed)
         return y if self.bias is None else y + self.bias
 
 
-def onednn_packs_bfloat16() -> bool:
-    """Whether oneDNN packs bfloat16 weights on this CPU (its bfloat16 arithmetic is native)."""
-    if not torch.backends.mkldnn.is_available():
-        return False
-    try:
-        torch.ops.mkldnn._reorder_linear_weight(torch.zeros(16, 16, dtype=torch.bfloat16))
-    except RuntimeError:
-        return False
-    return True
-
-
-def pack_avx2(model: torch.nn.Module, onednn_from: int | None = ONEDNN_FROM) -> int:
+def pack_bf16(model: torch.nn.Module) -> int:
     """Turn every bfloat16 ``nn.Linear`` of ``model`` on a CPU whose outputs are a multiple of
-    16 into an :class:`AVX2Linear`, in place; returns how many. Passes over ``onednn_from``
-    tokens or more go to oneDNN's product where it packs bfloat16 on this CPU (``None``: every
-    pass runs this module's). Raises ``RuntimeError`` with :func:`unavailable`'s reason where the
-    product cannot run."""
+    16 into a :class:`Bf16Linear`, in place; returns how many. Raises ``RuntimeError`` with
+    :func:`unavailable`'s reason where the product cannot run."""
     layers = [
         m
         for m in model.modules()
@@ -140,11 +123,9 @@ def pack_avx2(model: torch.nn.Module, onednn_from: int | None = ONEDNN_FROM) -> 
         and m.weight.dtype == torch.bfloat16
         and m.out_features % 16 == 0
     ]
-    if not layers:
-        return 0
-    _module()
-    handover = onednn_from if onednn_from is not None and onednn_packs_bfloat16() else None
+    if layers:
+        _module()
     for m in layers:
-        m.__class__ = AVX2Linear
-        m.pack(handover)
+        m.__class__ = Bf16Linear
+        m.pack()
     return len(layers)

@@ -39,7 +39,7 @@ import torch
 from .checks import one_of, positive_int
 from .config import DEFAULT_HEAD, MODEL_CACHE
 from .drafters import NgramDrafter, drafter_for, load_head, quantize_int8
-from .kernels import AVX2Linear, pack_avx2
+from .kernels import Bf16Linear, pack_bf16
 from .lm import (
     DECODE_ATTENTION,
     PackedLinear,
@@ -253,9 +253,9 @@ def _smollm2_converted() -> Path | None:
 
 
 # How a CPU model's linear weights are held: as loaded; prepacked for oneDNN (``"on"``,
-# :func:`~specdec_lib.lm.pack_linears`); packed for the library's AVX2 bfloat16 product
-# (``"avx2"``, :func:`~specdec_lib.kernels.pack_avx2`).
-PACKINGS = ("off", "on", "avx2")
+# :func:`~specdec_lib.lm.pack_linears`); packed for the library's bfloat16 product
+# (``"library"``, :func:`~specdec_lib.kernels.pack_bf16`).
+PACKINGS = ("off", "on", "library")
 
 
 def packing(pack: bool | str | None) -> str:
@@ -268,8 +268,8 @@ def packing(pack: bool | str | None) -> str:
 
 def _pack(model: torch.nn.Module, pack: str) -> int:
     """Pack ``model``'s linear layers as ``pack`` says (a layer already packed stays as it is)."""
-    if pack == "avx2":
-        return pack_avx2(model)
+    if pack == "library":
+        return pack_bf16(model)
     return pack_linears(model) if pack == "on" else 0
 
 
@@ -496,8 +496,8 @@ def load_pair(
     there; ``device_map`` (Hub pairs only, e.g. ``"auto"``) spreads the target over several devices
     (:func:`load_hub_pair`). ``pack`` holds both models' linear weights packed for a CPU's
     product (on a CPU only): ``True`` or ``"on"`` prepacked for oneDNN
-    (:func:`~specdec_lib.lm.pack_linears`), ``"avx2"`` for the library's AVX2 bfloat16 product
-    (:func:`~specdec_lib.kernels.pack_avx2`; bfloat16 only).
+    (:func:`~specdec_lib.lm.pack_linears`), ``"library"`` for the library's bfloat16 product
+    (:func:`~specdec_lib.kernels.pack_bf16`; bfloat16 only).
     """
     pack = packing(pack)
     draft = default_draft(name) if draft is None else one_of(draft, "draft", PAIRS[name])
@@ -508,8 +508,8 @@ def load_pair(
         raise ValueError("give device (one device) or device_map (several), not both")
     if pack != "off" and device is not None and torch.device(device).type != "cpu":
         raise ValueError(f"pack prepacks weights for a CPU's matmul library, not for {device}")
-    if pack == "avx2" and dtype != torch.bfloat16:
-        raise ValueError(f"pack='avx2' is a bfloat16 product; dtype is {dtype}")
+    if pack == "library" and dtype != torch.bfloat16:
+        raise ValueError(f"pack='library' is a bfloat16 product; dtype is {dtype}")
     if name == "default":
         pair = _load_default(dtype, exit_layers, draft, head, pack)
     elif name == "gpt2":
@@ -534,7 +534,7 @@ def load_pair(
         _pack(pair.target, pack)
         if draft_module is not None:
             _pack(draft_module, pack)
-        kind = AVX2Linear if pack == "avx2" else PackedLinear
+        kind = Bf16Linear if pack == "library" else PackedLinear
         pair.notes["packed"] = any(isinstance(x, kind) for x in pair.target.modules())
         pair.notes["pack"] = pack
     if device is None or torch.device(device).type == "cpu":  # both sides, and any HF peer

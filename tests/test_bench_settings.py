@@ -5,7 +5,7 @@ import pytest
 
 from specdec_lib.bench import DEFAULT_TREE, PRESETS, BenchSettings, settings
 from specdec_lib.bench.settings import load_presets, settings_record
-from specdec_lib.kernels import unavailable as avx2_unavailable
+from specdec_lib.kernels import unavailable as library_unavailable
 
 
 @pytest.mark.parametrize(
@@ -125,14 +125,15 @@ def test_the_dtype_auto_runs_in_is_timed_on_this_machine(monkeypatch):
     choice = settings.fastest_dtype("tiny-random", "cpu")
     t = choice["t_target_s"]
     timed = {"float32", "float32 packed", "bfloat16 packed"}
-    if avx2_unavailable() is None:  # the library's AVX2 product runs here: it is timed too
-        assert set(t) == timed | {"bfloat16 avx2"} and "not_timed" not in choice
+    if library_unavailable() is None:  # the library's product runs here: it is timed too
+        assert set(t) == timed | {"bfloat16 library"} and "not_timed" not in choice
     else:
-        assert set(t) == timed and choice["not_timed"] == {"bfloat16 avx2": avx2_unavailable()}
+        why = library_unavailable()
+        assert set(t) == timed and choice["not_timed"] == {"bfloat16 library": why}
     assert all(set(v) == {"1", "8"} for v in t.values())
     best = min(t, key=lambda v: t[v]["8"])
     assert settings._setting(choice["dtype"], choice["pack"]) == best
-    assert choice["pack"] in ("off", "on", "avx2")
+    assert choice["pack"] in ("off", "on", "library")
     assert choice["fastest_one_token"] == min(t, key=lambda v: t[v]["1"])
     assert settings.fastest_dtype("tiny-random", "cuda")["dtype"] == "bfloat16"
 
@@ -146,12 +147,12 @@ def test_a_faster_baseline_in_another_dtype_is_named():
     note = settings.baseline_note(choice | {"fastest_one_token": "bfloat16 packed"})
     assert "faster in bfloat16 packed (one-token pass 20.0 ms)" in note
     assert "float32 packed (40.0 ms)" in note and "--dtype bfloat16 --pack on" in note
-    avx2 = {"bfloat16 avx2": {"1": 0.018, "8": 0.060}}
+    library = {"bfloat16 library": {"1": 0.018, "8": 0.060}}
     note = settings.baseline_note(
-        choice | {"fastest_one_token": "bfloat16 avx2", "t_target_s": t | avx2}
+        choice | {"fastest_one_token": "bfloat16 library", "t_target_s": t | library}
     )
-    assert "faster in bfloat16 avx2 (one-token pass 18.0 ms)" in note
-    assert "--dtype bfloat16 --pack avx2 measures" in note
+    assert "faster in bfloat16 library (one-token pass 18.0 ms)" in note
+    assert "--dtype bfloat16 --pack library measures" in note
 
 
 def test_a_tuned_tree_replaces_the_fixed_shape():

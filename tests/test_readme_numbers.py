@@ -74,6 +74,17 @@ def spread(xs: list[float], fmt: str) -> tuple[str, str]:
     return f"{min(xs):{fmt}}", f"{max(xs):{fmt}}"
 
 
+# How the README names a run's weight layout (``settings["pack"]``), and a timed setting's.
+LAYOUTS = {"off": "", "on": ", prepacked", "library": ", the library's product"}
+
+
+def setting_name(setting: str) -> str:
+    """A setting :func:`~specdec_lib.bench.settings.fastest_dtype` timed, as the README names
+    it (``"bfloat16 packed"`` is ``"bfloat16, prepacked"``)."""
+    dtype, _, layout = setting.partition(" ")
+    return dtype + LAYOUTS[{"": "off", "packed": "on", "library": "library"}[layout]]
+
+
 def machine_line(m: dict) -> str:
     """The README's line for one machine check (``bench.machine_check``): the defaults, then
     with the tree tuned on the machine; a run whose start-up timing chose another dtype or weight
@@ -81,7 +92,7 @@ def machine_line(m: dict) -> str:
     pass in another setting (a faster autoregressive baseline), the line says so."""
 
     def layout(r: dict) -> str:
-        return f"{r['dtype']}{', prepacked' if r['pack'] == 'on' else ''}"
+        return f"{r['dtype']}{LAYOUTS[r['pack']]}"
 
     first = layout(m["T1"])
 
@@ -120,7 +131,7 @@ def machine_line(m: dict) -> str:
         if not f:
             return ""
         return (
-            f"; its one-token pass is faster in {f['setting'].replace(' packed', ', prepacked')} "
+            f"; its one-token pass is faster in {setting_name(f['setting'])} "
             f"({f['t_one_token_s'] * 1e3:.1f} ms against {f['chosen_t_one_token_s'] * 1e3:.1f})"
         )
 

@@ -4,7 +4,7 @@ shape only (speed is a benchmark, not a test)."""
 import pytest
 
 from specdec_lib.kernels import unavailable
-from specdec_lib.research.levers import avx2_costs, packing_costs
+from specdec_lib.research.levers import library_costs, packing_costs
 
 
 def test_packing_costs_time_both_variants_at_every_pass_size():
@@ -16,19 +16,13 @@ def test_packing_costs_time_both_variants_at_every_pass_size():
     assert len(r["packed_over_plain"]) == 3 and all(x > 0 for x in r["packed_over_plain"])
 
 
-@pytest.mark.skipif(unavailable() is not None, reason="no AVX2 product here")
-def test_avx2_lever_times_both_products_and_leaves_the_handover_as_it_was():
-    r = avx2_costs(pair="tiny-random", n_max=3, reps=1)
-    assert r["dtype"] == "bfloat16" and r["avx2_layers"] > 0
-    for variant in ("onednn", "avx2"):
+@pytest.mark.skipif(unavailable() is not None, reason="no library product here")
+def test_library_lever_times_both_products_at_every_pass_size():
+    r = library_costs(pair="tiny-random", n_max=3, reps=1)
+    assert r["dtype"] == "bfloat16" and isinstance(r["library_pairs"], bool)
+    for variant in ("onednn", "library"):
         assert len(r[variant]["t_target_s"]) == 3 and r[variant]["t_draft_s"] > 0
-    assert len(r["avx2_over_onednn"]) == 3
-    from specdec_lib.kernels import ONEDNN_FROM, AVX2Linear, onednn_packs_bfloat16
-    from specdec_lib.models import load_pair
-
-    target = load_pair("tiny-random", dtype="bfloat16", pack="avx2").target
-    handover = {m.onednn_from for m in target.modules() if isinstance(m, AVX2Linear)}
-    assert handover == ({ONEDNN_FROM} if onednn_packs_bfloat16() else {None})
+    assert len(r["library_over_onednn"]) == 3
 
 
 def test_attention_lever_times_both_attentions_at_each_context(tiny_pair):

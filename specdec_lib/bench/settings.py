@@ -22,7 +22,7 @@ import torch
 from ..checks import one_of, positive_int, probability
 from ..config import DEFAULT_PROMPTS
 from ..costs import as_tree
-from ..kernels import unavailable as avx2_unavailable
+from ..kernels import unavailable as library_unavailable
 from ..models import (
     DRAFTS,
     PAIRS,
@@ -69,7 +69,7 @@ DEFAULT_METHODS = METHODS[:4]
 SUPPLIED_BASELINES = ("autoregressive_inverse_cdf",)
 SCHEDULES = ("fixed", "heuristic", "threshold")
 DTYPES = ("float32", "bfloat16", "float16")
-PACKING = ("auto", "on", "off", "avx2")
+PACKING = ("auto", "on", "off", "library")
 COST_TIMINGS = ("spread", "start")
 DEVICES = ("auto", "cpu", "cuda")
 PRESETS_FILE = Path(__file__).with_name("presets.toml")
@@ -137,7 +137,7 @@ class BenchSettings:
     pack: str = setting(
         "auto",
         "prepack both models' linear weights for a CPU's product, both sides of every "
-        "comparison: on (oneDNN's), avx2 (the library's AVX2 bfloat16 product) or off "
+        "comparison: on (oneDNN's), library (the library's bfloat16 product) or off "
         "(auto: the preset's; else as timed with the dtype; on in bfloat16 on a CPU)",
         choices=PACKING,
     )
@@ -350,7 +350,7 @@ STEP_TOKENS = 8
 def fastest_dtype(pair: str, device: str, reps: int = 5) -> dict[str, Any]:
     """The dtype (and packing) ``--dtype auto`` resolves to, measured: bfloat16 on a CUDA device
     (its tensor cores); on a CPU, of float32 as loaded, float32 prepacked and bfloat16 prepacked
-    for oneDNN (:func:`~specdec_lib.lm.pack_linears`), and bfloat16 packed for the library's AVX2
+    for oneDNN (:func:`~specdec_lib.lm.pack_linears`), and bfloat16 packed for the library's
     product where it runs (:mod:`~specdec_lib.kernels`; where it does not, the reason is
     recorded, ``not_timed``), the one whose target passes over one token (the baseline's) and
     over a step's tokens (``STEP_TOKENS``, a step's verification) take least time together,
@@ -364,10 +364,10 @@ def fastest_dtype(pair: str, device: str, reps: int = 5) -> dict[str, Any]:
         return {"dtype": "bfloat16", "pack": "off", "why": "a CUDA device (tensor cores)"}
     candidates = [("float32", "off"), ("float32", "on"), ("bfloat16", "on")]
     not_timed = {}
-    if (why := avx2_unavailable()) is None:
-        candidates.append(("bfloat16", "avx2"))
+    if (why := library_unavailable()) is None:
+        candidates.append(("bfloat16", "library"))
     else:
-        not_timed[_setting("bfloat16", "avx2")] = why
+        not_timed[_setting("bfloat16", "library")] = why
     t = {}
     for d, pack in candidates:
         costs = measure_pass_costs(load_pair(pair, dtype=d, pack=pack), STEP_TOKENS, reps=reps)
@@ -386,7 +386,7 @@ def fastest_dtype(pair: str, device: str, reps: int = 5) -> dict[str, Any]:
 
 # What fastest_dtype names each weight layout (a stored choice's ``pack`` may be a bool: True is
 # oneDNN's).
-_LAYOUT_NAMES = {"off": "", "on": " packed", "avx2": " avx2"}
+_LAYOUT_NAMES = {"off": "", "on": " packed", "library": " library"}
 
 
 def _setting(dtype: str, pack: bool | str) -> str:
@@ -397,7 +397,7 @@ def _setting(dtype: str, pack: bool | str) -> str:
 def _flags(setting: str) -> str:
     """``bench``'s flags for a setting :func:`_setting` named."""
     dtype, _, layout = setting.partition(" ")
-    pack = {"": "off", "packed": "on", "avx2": "avx2"}[layout]
+    pack = {"": "off", "packed": "on", "library": "library"}[layout]
     return f"--dtype {dtype} --pack {pack}"
 
 

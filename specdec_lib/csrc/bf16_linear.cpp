@@ -1,16 +1,21 @@
-// A bfloat16 linear layer for CPUs with AVX2 and FMA: y = x W^T, bfloat16 in and out, float32
-// arithmetic. Built at first use by specdec_lib.kernels (torch.utils.cpp_extension).
+// The library's bfloat16 linear layer for CPUs: y = x W^T, bfloat16 in and out, float32
+// accumulation. Built at first use by specdec_lib.kernels (torch.utils.cpp_extension).
 //
-// Why by hand: on a CPU without AVX512-BF16 or AMX, PyTorch's bfloat16 product (oneDNN's or
-// ATen's) computes a pass over several tokens in emulated arithmetic, about n one-token passes
-// for n tokens. This product reads each weight once per pass, widens it to float32 in registers
-// and multiplies it into every token of the pass with fused multiply-adds.
+// Why by hand: PyTorch's bfloat16 products on a CPU (oneDNN's, ATen's) either emulate the
+// arithmetic of every token of a pass after the first (CPUs without AVX512-BF16 or AMX: a pass
+// over n tokens costs about n one-token passes), or read the weights at well under the memory's
+// pace for the passes decoding makes (one to a few tokens). These products read each weight once
+// per pass and multiply it into every token of the pass, two ways:
 //
-// Layout: the weight [N, K] is packed once into blocks of 16 outputs, [N / 16][K][16], so that a
-// pass streams the weights in order. Every output is one float32 lane that accumulates its K
-// products in order of k, whichever tile computes it: a row of the output does not depend on how
-// many rows the call has (the product is batch invariant), and it is the float32 sum of the
-// bfloat16 products, rounded once to bfloat16 at the end (to nearest, ties to even).
+// - AVX2 and FMA: each weight widened to float32 in registers, one fused multiply-add per token;
+//   every output one float32 lane that accumulates its products in order of k. Weight layout:
+//   [N / 16][K][16].
+// - AVX512-BF16: VDPBF16PS, two bfloat16 products a lane an instruction (per pair of features
+//   k, k + 1: the lane adds the product at k + 1, then the one at k, each rounded to float32 to
+//   nearest even, subnormals flushed to zero). Weight layout: [N / 16][K / 2][16][2].
+//
+// Either way an output does not depend on how many rows the call has (the product is batch
+// invariant), and it is rounded once to bfloat16 at the end (to nearest, ties to even).
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
 #include <immintrin.h>
@@ -101,23 +106,108 @@ void run(const float* x, int64_t M, int64_t K, const uint16_t* w, uint16_t* y, i
   }
 }
 
+// AVX512-BF16: T tokens x NB blocks of 16 outputs, one 512-bit accumulator each (AVX-512 has 32).
+namespace dot {
+
+#define SPECDEC_BF16 __attribute__((target("avx512f,avx512bf16,avx512bw,avx512vl")))
+
+template <int T, int NB>
+SPECDEC_BF16 inline void tile(const uint16_t* x, int64_t K, const uint16_t* w, uint16_t* y,
+                              int64_t ldy) {
+  __m512 acc[T][NB];
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t)
+#pragma GCC unroll 8
+    for (int b = 0; b < NB; ++b) acc[t][b] = _mm512_setzero_ps();
+  const int64_t stride = K * BLOCK;
+  for (int64_t k = 0; k < K; k += 2) {
+    __m512bh wv[NB];
+#pragma GCC unroll 8
+    for (int b = 0; b < NB; ++b)
+      wv[b] = (__m512bh)_mm512_loadu_si512(w + b * stride + k * BLOCK);
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      int32_t pair;  // features k and k + 1 of token t, broadcast to every lane
+      std::memcpy(&pair, x + t * K + k, 4);
+      const __m512bh xv = (__m512bh)_mm512_set1_epi32(pair);
+#pragma GCC unroll 8
+      for (int b = 0; b < NB; ++b) acc[t][b] = _mm512_dpbf16_ps(acc[t][b], xv, wv[b]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t)
+#pragma GCC unroll 8
+    for (int b = 0; b < NB; ++b)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + t * ldy + b * BLOCK),
+                          (__m256i)_mm512_cvtneps_pbh(acc[t][b]));
+}
+
+template <int T>
+SPECDEC_BF16 void tiles(const uint16_t* x, int64_t K, const uint16_t* w, uint16_t* y, int64_t ldy,
+                        int64_t blocks) {
+  constexpr int NB = T == 1 ? 8 : (T <= 4 ? 4 : 2);  // at most 16 accumulators
+  int64_t b = 0;
+  for (; b + NB <= blocks; b += NB) tile<T, NB>(x, K, w + b * K * BLOCK, y + b * BLOCK, ldy);
+  for (; b < blocks; ++b) tile<T, 1>(x, K, w + b * K * BLOCK, y + b * BLOCK, ldy);
+}
+
+SPECDEC_BF16 void run(const uint16_t* x, int64_t M, int64_t K, const uint16_t* w, uint16_t* y,
+                      int64_t N, int64_t blocks) {
+  for (int64_t m = 0; m < M;) {
+    const int T = static_cast<int>(std::min<int64_t>(M - m, 8));
+    const uint16_t* xm = x + m * K;
+    uint16_t* ym = y + m * N;
+    switch (T) {
+      case 1: tiles<1>(xm, K, w, ym, N, blocks); break;
+      case 2: tiles<2>(xm, K, w, ym, N, blocks); break;
+      case 3: tiles<3>(xm, K, w, ym, N, blocks); break;
+      case 4: tiles<4>(xm, K, w, ym, N, blocks); break;
+      case 5: tiles<5>(xm, K, w, ym, N, blocks); break;
+      case 6: tiles<6>(xm, K, w, ym, N, blocks); break;
+      case 7: tiles<7>(xm, K, w, ym, N, blocks); break;
+      default: tiles<8>(xm, K, w, ym, N, blocks); break;
+    }
+    m += T;
+  }
+}
+
+void linear(const uint16_t* x, int64_t M, int64_t K, const uint16_t* w, uint16_t* y, int64_t N) {
+  const int64_t blocks = N / BLOCK;
+  const int64_t run_blocks = blocks >= 128 ? 8 : 1;  // small layers: enough runs for every thread
+  const int64_t runs = (blocks + run_blocks - 1) / run_blocks;
+  at::parallel_for(0, runs, 1, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t b0 = r * run_blocks, nb = std::min(blocks, b0 + run_blocks) - b0;
+      run(x, M, K, w + b0 * K * BLOCK, y + b0 * BLOCK, N, nb);
+    }
+  });
+}
+
+}  // namespace dot
+
 }  // namespace
 
-// [N, K] bfloat16 -> [N / 16, K, 16] bfloat16.
-torch::Tensor pack(const torch::Tensor& w) {
+// [N, K] bfloat16 -> [N / 16, K, 16] (AVX2) or [N / 16, K / 2, 16, 2] (AVX512-BF16) bfloat16.
+torch::Tensor pack(const torch::Tensor& w, bool bf16_pairs) {
   TORCH_CHECK(w.dim() == 2 && w.scalar_type() == torch::kBFloat16, "pack: a 2-d bfloat16 weight");
   const int64_t N = w.size(0), K = w.size(1);
   TORCH_CHECK(N % BLOCK == 0, "pack: the weight's rows (", N, ") are not a multiple of 16");
-  return w.reshape({N / BLOCK, BLOCK, K}).permute({0, 2, 1}).contiguous();
+  if (!bf16_pairs) return w.reshape({N / BLOCK, BLOCK, K}).permute({0, 2, 1}).contiguous();
+  TORCH_CHECK(K % 2 == 0, "pack: pairs of features need an even number of them, not ", K);
+  return w.reshape({N / BLOCK, BLOCK, K / 2, 2}).permute({0, 2, 1, 3}).contiguous();
 }
+
+bool has_avx512_bf16() { return __builtin_cpu_supports("avx512bf16"); }
 
 // x [..., K] bfloat16, packed [N / 16, K, 16] -> [..., N] bfloat16.
 torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& packed) {
   TORCH_CHECK(x.scalar_type() == torch::kBFloat16 && packed.scalar_type() == torch::kBFloat16,
               "linear: bfloat16 input and weight");
-  TORCH_CHECK(packed.dim() == 3 && packed.size(2) == BLOCK && packed.is_contiguous(),
+  const bool pairs = packed.dim() == 4;
+  TORCH_CHECK((packed.dim() == 3 || (pairs && packed.size(3) == 2)) && packed.size(2) == BLOCK &&
+                  packed.is_contiguous(),
               "linear: a weight packed by pack()");
-  const int64_t K = packed.size(1), N = packed.size(0) * BLOCK;
+  const int64_t K = packed.size(1) * (pairs ? 2 : 1), N = packed.size(0) * BLOCK;
   TORCH_CHECK(x.size(-1) == K, "linear: input has ", x.size(-1), " features, the weight ", K);
   auto sizes = x.sizes().vec();
   sizes.back() = N;
@@ -125,6 +215,13 @@ torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& packed) {
   const int64_t M = K ? x.numel() / K : 0;
   if (M == 0) return y;
   auto xc = x.contiguous();
+  if (pairs) {
+    TORCH_CHECK(has_avx512_bf16(), "linear: pairs of features need AVX512-BF16");
+    dot::linear(reinterpret_cast<const uint16_t*>(xc.data_ptr<at::BFloat16>()), M, K,
+                reinterpret_cast<const uint16_t*>(packed.data_ptr<at::BFloat16>()),
+                reinterpret_cast<uint16_t*>(y.data_ptr<at::BFloat16>()), N);
+    return y;
+  }
   std::vector<float> xf(M * K);  // the tokens widened once, each tile's interleaved
   const uint16_t* xb = reinterpret_cast<const uint16_t*>(xc.data_ptr<at::BFloat16>());
   for (int64_t m = 0; m < M;) {
@@ -152,5 +249,6 @@ torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& packed) {
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("pack", &pack, "pack a [N, K] bfloat16 weight into blocks of 16 outputs");
-  m.def("linear", &linear, "x W^T in float32 arithmetic on bfloat16 weights packed by pack()");
+  m.def("linear", &linear, "x W^T, float32 accumulation, on bfloat16 weights packed by pack()");
+  m.def("has_avx512_bf16", &has_avx512_bf16, "whether this CPU has AVX512-BF16");
 }

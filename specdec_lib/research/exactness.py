@@ -96,7 +96,7 @@ def decoder_continuations(
 class Config:
     """One shipped configuration: the default pair's draft by name (``head``: other saved weights
     of a trained draft), dtype, how both models' linear weights are packed for a CPU's product
-    (``pack``, as ``load_pair`` takes it: ``True`` for oneDNN, ``"avx2"`` for the library's AVX2
+    (``pack``, as ``load_pair`` takes it: ``True`` for oneDNN, ``"library"`` for the library's
     product, as ``bench`` runs on a CPU; the target's exact law is then the packed target's),
     the step's shape (``width``: a spelling of ``tree=(width,)``),
     and warp; ``method`` is ``"speculative"`` (this library's decoder) or ``"hf_assisted"``
@@ -142,7 +142,9 @@ CONFIGS: dict[str, Config] = {
     "trained-int8-bf16-tree4-3-packed": Config("trained-int8", "bfloat16", tree=(4, 3), pack=True),
     "trained-f32-tree4-3-packed": Config("trained", "float32", tree=(4, 3), pack=True),
     "trained-bf16-f32-tree4-3-packed": Config("trained-bf16", "float32", tree=(4, 3), pack=True),
-    "trained-int8-bf16-tree4-3-avx2": Config("trained-int8", "bfloat16", tree=(4, 3), pack="avx2"),
+    "trained-int8-bf16-tree4-3-library": Config(
+        "trained-int8", "bfloat16", tree=(4, 3), pack="library"
+    ),
     "ttt-full-int8-bf16-tree4-3": Config(
         "trained-int8",
         "bfloat16",

@@ -10,12 +10,11 @@ sets can be limited for a run (``ATEN_CPU_CAPABILITY``, ``ONEDNN_MAX_CPU_ISA``,
 ``MKL_ENABLE_INSTRUCTIONS``, set before Python starts): the run records them, and such a run
 imitates an older CPU's kernels on this machine's memory, not that CPU.
 
-``--lever avx2`` measures the library's AVX2 bfloat16 product (:mod:`~specdec_lib.kernels`)
+``--lever library`` measures the library's bfloat16 product (:mod:`~specdec_lib.kernels`)
 against oneDNN's: ``bench``'s pair in bfloat16 with the draft the defaults run in it, the target's
-passes over ``n = 1..n_max`` tokens and the draft's proposals with every linear layer on the AVX2
-product (no pass handed to oneDNN) and on oneDNN's product (prepacked where oneDNN packs
-bfloat16, as loaded where it does not), in alternating blocks as for packing
-(:func:`avx2_costs`).
+passes over ``n = 1..n_max`` tokens and the draft's proposals with the linear layers on the
+library's product and on oneDNN's (prepacked where oneDNN packs bfloat16, as loaded where it does
+not), in alternating blocks as for packing (:func:`library_costs`).
 
 ``--lever support`` measures the host's work instead: the same decoder and draft, decoding the
 same prompts in alternation, with the draft's token subset named (``q`` kept on it from the
@@ -99,14 +98,14 @@ from ..bench.tuning import pass_tokens
 from ..checks import one_of
 from ..config import DEFAULT_HEAD, DEFAULT_PROMPTS
 from ..decoding import SpeculativeDecoder
-from ..kernels import AVX2Linear
+from ..kernels import pairs_here
 from ..lm import use_decode_attention
 from ..models import DRAFTS, check_head, load_pair
 from ..results import atomic_write_json, isa_limits, load_prompts, provenance
 
 __all__ = [
     "attention_costs",
-    "avx2_costs",
+    "library_costs",
     "bench_draft",
     "build_parser",
     "compile_costs",
@@ -153,40 +152,30 @@ def packing_costs(
     )
 
 
-def avx2_costs(
+def library_costs(
     *, n_max: int = 9, context: int = 64, reps: int = 8, pair: str = "default"
 ) -> dict[str, Any]:
     """The pass costs of ``pair`` in bfloat16 (``t_target_s`` for n = 1..n_max, ``t_draft_s``;
-    the default pair with the draft ``bench``'s defaults run) with every linear layer on the
-    library's AVX2 product and on oneDNN's, and their ratios avx2 / oneDNN
-    (``avx2_over_onednn``)."""
+    the default pair with the draft ``bench``'s defaults run) with the linear layers on oneDNN's
+    product (prepacked where oneDNN packs bfloat16, as loaded where it does not) and on the
+    library's (:mod:`~specdec_lib.kernels`), and their ratios library / oneDNN
+    (``library_over_onednn``)."""
     draft = bench_draft("bfloat16") if pair == "default" else None
     pairs = {
         "onednn": load_pair(pair, draft=draft, dtype="bfloat16", pack=True),
-        "avx2": load_pair(pair, draft=draft, dtype="bfloat16", pack="avx2"),
+        "library": load_pair(pair, draft=draft, dtype="bfloat16", pack="library"),
     }
-    d = pairs["avx2"].draft
-    models = [pairs["avx2"].target, getattr(d, "head", None), getattr(d, "model", None), d]
-    modules = [m for x in models if isinstance(x, torch.nn.Module) for m in x.modules()]
-    layers = list({id(m): m for m in modules if isinstance(m, AVX2Linear)}.values())
-    handover = [m.onednn_from for m in layers]
     out: dict[str, Any] = {
         "dtype": "bfloat16",
         "draft": draft or "the pair's first",
         "onednn_packed": pairs["onednn"].notes.get("packed", False),
-        "avx2_layers": len(layers),
+        "library_pairs": pairs_here(),  # AVX512-BF16's way, else AVX2's
     }
-    try:
-        for m in layers:  # every pass on the AVX2 product (the cached pair: restored below)
-            m.onednn_from = None
-        return out | _alternating_blocks(
-            "onednn",
-            "avx2",
-            lambda v: measure_pass_costs(pairs[v], n_max, context=context, reps=reps),
-        )
-    finally:
-        for m, n in zip(layers, handover, strict=True):
-            m.onednn_from = n
+    return out | _alternating_blocks(
+        "onednn",
+        "library",
+        lambda v: measure_pass_costs(pairs[v], n_max, context=context, reps=reps),
+    )
 
 
 def _alternating_blocks(
@@ -751,7 +740,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--lever",
         choices=[
             "packing",
-            "avx2",
+            "library",
             "attention",
             "cache",
             "cache-decoding",
@@ -839,8 +828,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     if args.lever in mains:
         return mains[args.lever](args, settings)
-    if args.lever == "avx2":
-        runs = [avx2_costs(n_max=args.n_max, context=args.context, reps=args.reps)]
+    if args.lever == "library":
+        runs = [library_costs(n_max=args.n_max, context=args.context, reps=args.reps)]
     else:
         runs = [
             packing_costs(d, n_max=args.n_max, context=args.context, reps=args.reps)
@@ -854,8 +843,8 @@ def main(argv: list[str] | None = None) -> int:
     atomic_write_json(args.out, result)
     for r in result["runs"]:
         key, name = (
-            ("avx2_over_onednn", "avx2 / oneDNN")
-            if args.lever == "avx2"
+            ("library_over_onednn", "library / oneDNN")
+            if args.lever == "library"
             else ("packed_over_plain", "packed / plain")
         )
         print(r["dtype"], f"{name}:", " ".join(f"{x:.2f}" for x in r[key]))

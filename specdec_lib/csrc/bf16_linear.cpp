@@ -21,6 +21,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <type_traits>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -28,6 +29,29 @@
 namespace {
 
 constexpr int64_t BLOCK = 16;  // outputs a block: two 8-lane float32 registers
+
+// fn(std::integral_constant<int, T>{}) for a T of 1..Max known at run time: the tiles' token
+// counts are template arguments (their accumulators are registers).
+template <int Max, class F>
+inline void with_tokens(int T, F&& fn) {
+  if constexpr (Max > 1) {
+    if (T < Max) return with_tokens<Max - 1>(T, fn);
+  }
+  fn(std::integral_constant<int, Max>{});
+}
+
+// fn(first block, blocks) over the weight's blocks of 16 outputs in runs of ``run_blocks``, on
+// ATen's threads.
+template <class F>
+void over_runs(int64_t blocks, int64_t run_blocks, F&& fn) {
+  const int64_t runs = (blocks + run_blocks - 1) / run_blocks;
+  at::parallel_for(0, runs, 1, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t b0 = r * run_blocks;
+      fn(b0, std::min(blocks, b0 + run_blocks) - b0);
+    }
+  });
+}
 
 inline void widen16(const uint16_t* p, __m256& lo, __m256& hi) {
   __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
@@ -92,16 +116,7 @@ inline int64_t tile_tokens(int64_t left) { return left <= 6 ? left : (left <= 8 
 void run(const float* x, int64_t M, int64_t K, const uint16_t* w, uint16_t* y, int64_t N, int64_t blocks) {
   for (int64_t m = 0; m < M;) {
     const int T = static_cast<int>(tile_tokens(M - m));
-    const float* xm = x + m * K;
-    uint16_t* ym = y + m * N;
-    switch (T) {
-      case 1: tiles<1>(xm, K, w, ym, N, blocks); break;
-      case 2: tiles<2>(xm, K, w, ym, N, blocks); break;
-      case 3: tiles<3>(xm, K, w, ym, N, blocks); break;
-      case 4: tiles<4>(xm, K, w, ym, N, blocks); break;
-      case 5: tiles<5>(xm, K, w, ym, N, blocks); break;
-      default: tiles<6>(xm, K, w, ym, N, blocks); break;
-    }
+    with_tokens<6>(T, [&](auto t) { tiles<decltype(t)::value>(x + m * K, K, w, y + m * N, N, blocks); });
     m += T;
   }
 }
@@ -155,31 +170,15 @@ SPECDEC_BF16 void run(const uint16_t* x, int64_t M, int64_t K, const uint16_t* w
                       int64_t N, int64_t blocks) {
   for (int64_t m = 0; m < M;) {
     const int T = static_cast<int>(std::min<int64_t>(M - m, 8));
-    const uint16_t* xm = x + m * K;
-    uint16_t* ym = y + m * N;
-    switch (T) {
-      case 1: tiles<1>(xm, K, w, ym, N, blocks); break;
-      case 2: tiles<2>(xm, K, w, ym, N, blocks); break;
-      case 3: tiles<3>(xm, K, w, ym, N, blocks); break;
-      case 4: tiles<4>(xm, K, w, ym, N, blocks); break;
-      case 5: tiles<5>(xm, K, w, ym, N, blocks); break;
-      case 6: tiles<6>(xm, K, w, ym, N, blocks); break;
-      case 7: tiles<7>(xm, K, w, ym, N, blocks); break;
-      default: tiles<8>(xm, K, w, ym, N, blocks); break;
-    }
+    with_tokens<8>(T, [&](auto t) { tiles<decltype(t)::value>(x + m * K, K, w, y + m * N, N, blocks); });
     m += T;
   }
 }
 
 void linear(const uint16_t* x, int64_t M, int64_t K, const uint16_t* w, uint16_t* y, int64_t N) {
   const int64_t blocks = N / BLOCK;
-  const int64_t run_blocks = blocks >= 128 ? 8 : 1;  // small layers: enough runs for every thread
-  const int64_t runs = (blocks + run_blocks - 1) / run_blocks;
-  at::parallel_for(0, runs, 1, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const int64_t b0 = r * run_blocks, nb = std::min(blocks, b0 + run_blocks) - b0;
-      run(x, M, K, w + b0 * K * BLOCK, y + b0 * BLOCK, N, nb);
-    }
+  over_runs(blocks, blocks >= 128 ? 8 : 1, [&](int64_t b0, int64_t nb) {  // small layers: a run a block
+    run(x, M, K, w + b0 * K * BLOCK, y + b0 * BLOCK, N, nb);
   });
 }
 
@@ -236,13 +235,8 @@ torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& packed) {
   const uint16_t* w = reinterpret_cast<const uint16_t*>(packed.data_ptr<at::BFloat16>());
   uint16_t* yp = reinterpret_cast<uint16_t*>(y.data_ptr<at::BFloat16>());
   const int64_t blocks = N / BLOCK;
-  const int64_t run_blocks = blocks >= 64 ? 4 : 1;  // small layers: enough runs for every thread
-  const int64_t runs = (blocks + run_blocks - 1) / run_blocks;
-  at::parallel_for(0, runs, 1, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const int64_t b0 = r * run_blocks, nb = std::min(blocks, b0 + run_blocks) - b0;
-      run(xf.data(), M, K, w + b0 * K * BLOCK, yp + b0 * BLOCK, N, nb);
-    }
+  over_runs(blocks, blocks >= 64 ? 4 : 1, [&](int64_t b0, int64_t nb) {  // small layers: a run a block
+    run(xf.data(), M, K, w + b0 * K * BLOCK, yp + b0 * BLOCK, N, nb);
   });
   return y;
 }

@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from specdec_lib.kernels import unavailable as library_unavailable
 from specdec_lib.lm import (
     capture_features,
     context_length,
@@ -78,12 +79,26 @@ def test_packed_linears_compute_what_the_plain_ones_do():
                 )
 
 
-def test_a_packed_pair_decodes_greedily_as_its_own_autoregressive_baseline():
+@pytest.mark.parametrize(
+    "pack, dtype",
+    [
+        (True, "float32"),  # oneDNN's product
+        pytest.param(
+            "library",
+            "bfloat16",
+            marks=pytest.mark.skipif(
+                library_unavailable() is not None,
+                reason="the library's product does not run here",
+            ),
+        ),
+    ],
+)
+def test_a_packed_pair_decodes_greedily_as_its_own_autoregressive_baseline(pack, dtype):
     from specdec_lib.decoding import AutoregressiveDecoder, SpeculativeDecoder
     from specdec_lib.models import load_pair
 
-    pair = load_pair("tiny-random", pack=True)
-    assert pair.notes["packed"]
+    pair = load_pair("tiny-random", dtype=dtype, pack=pack)
+    assert pair.notes["packed"] and pair.notes["pack"] == ("on" if pack is True else pack)
     ids = torch.tensor([0, 5, 9, 3])
     ar = AutoregressiveDecoder(pair.target, temperature=0).generate_ids(ids, 12)
     for tree in ((1,), (3, 2)):

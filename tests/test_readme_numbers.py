@@ -81,8 +81,10 @@ LAYOUTS = {"off": "", "on": ", prepacked", "library": ", the library's product"}
 def setting_name(setting: str) -> str:
     """A setting :func:`~specdec_lib.bench.settings.fastest_dtype` timed, as the README names
     it (``"bfloat16 packed"`` is ``"bfloat16, prepacked"``)."""
-    dtype, _, layout = setting.partition(" ")
-    return dtype + LAYOUTS[{"": "off", "packed": "on", "library": "library"}[layout]]
+    from specdec_lib.bench.settings import _dtype_and_pack
+
+    dtype, pack = _dtype_and_pack(setting)
+    return dtype + LAYOUTS[pack]
 
 
 def machine_line(m: dict) -> str:

@@ -374,7 +374,7 @@ def fastest_dtype(pair: str, device: str, reps: int = 5) -> dict[str, Any]:
         t_n = costs["t_target_s"]
         t[_setting(d, pack)] = {"1": t_n[0], str(STEP_TOKENS): t_n[-1]}
     best = min(t, key=lambda v: t[v]["1"] + t[v][str(STEP_TOKENS)])
-    dtype, pack = next((d, p) for d, p in candidates if _setting(d, p) == best)
+    dtype, pack = _dtype_and_pack(best)
     return {
         "dtype": dtype,
         "pack": pack,
@@ -394,10 +394,16 @@ def _setting(dtype: str, pack: bool | str) -> str:
     return dtype + _LAYOUT_NAMES[packing(pack)]
 
 
+def _dtype_and_pack(setting: str) -> tuple[str, str]:
+    """The dtype and ``pack`` of a setting :func:`_setting` named."""
+    dtype, _, layout = setting.partition(" ")
+    name = f" {layout}" if layout else ""
+    return dtype, next(p for p, n in _LAYOUT_NAMES.items() if n == name)
+
+
 def _flags(setting: str) -> str:
     """``bench``'s flags for a setting :func:`_setting` named."""
-    dtype, _, layout = setting.partition(" ")
-    pack = {"": "off", "packed": "on", "library": "library"}[layout]
+    dtype, pack = _dtype_and_pack(setting)
     return f"--dtype {dtype} --pack {pack}"
 
 

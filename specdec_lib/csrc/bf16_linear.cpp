@@ -198,7 +198,8 @@ torch::Tensor pack(const torch::Tensor& w, bool bf16_pairs) {
 
 bool has_avx512_bf16() { return __builtin_cpu_supports("avx512bf16"); }
 
-// x [..., K] bfloat16, packed [N / 16, K, 16] -> [..., N] bfloat16.
+// x [..., K] bfloat16, packed by pack() ([N / 16, K, 16], or [N / 16, K / 2, 16, 2] for
+// AVX512-BF16) -> [..., N] bfloat16.
 torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& packed) {
   TORCH_CHECK(x.scalar_type() == torch::kBFloat16 && packed.scalar_type() == torch::kBFloat16,
               "linear: bfloat16 input and weight");

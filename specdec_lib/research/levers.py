@@ -105,7 +105,6 @@ from ..results import atomic_write_json, isa_limits, load_prompts, provenance
 
 __all__ = [
     "attention_costs",
-    "library_costs",
     "bench_draft",
     "build_parser",
     "compile_costs",
@@ -115,6 +114,7 @@ __all__ = [
     "draft_costs",
     "draft_temperature_costs",
     "head_costs",
+    "library_costs",
     "packing_costs",
     "side_by_side",
     "support_costs",
@@ -841,12 +841,12 @@ def main(argv: list[str] | None = None) -> int:
         "provenance": provenance(seed=0, settings=settings),
     }
     atomic_write_json(args.out, result)
+    key, name = (
+        ("library_over_onednn", "library / oneDNN")
+        if args.lever == "library"
+        else ("packed_over_plain", "packed / plain")
+    )
     for r in result["runs"]:
-        key, name = (
-            ("library_over_onednn", "library / oneDNN")
-            if args.lever == "library"
-            else ("packed_over_plain", "packed / plain")
-        )
         print(r["dtype"], f"{name}:", " ".join(f"{x:.2f}" for x in r[key]))
     return 0
 

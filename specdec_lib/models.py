@@ -267,10 +267,12 @@ def packing(pack: bool | str | None) -> str:
 
 
 def _pack(model: torch.nn.Module, pack: str) -> int:
-    """Pack ``model``'s linear layers as ``pack`` says (a layer already packed stays as it is)."""
-    if pack == "library":
-        return pack_bf16(model)
-    return pack_linears(model) if pack == "on" else 0
+    """Pack ``model``'s linear layers as ``pack`` says, a trained draft's frozen ones (its
+    subset's output rows) too (a layer already packed stays as it is)."""
+    if pack == "off":
+        return 0
+    layers = [model, *getattr(model, "frozen_linears", tuple)()]
+    return sum(pack_bf16(m) if pack == "library" else pack_linears(m) for m in layers)
 
 
 @functools.lru_cache(maxsize=4)

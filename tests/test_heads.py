@@ -99,19 +99,62 @@ def test_head_one_position_at_a_time_equals_the_full_pass(tiny_pair):
     torch.testing.assert_close(_incremental(head, feats, toks), head(feats, toks)[0])
 
 
-@pytest.mark.parametrize("wrong", WRONG_KW)
-def test_head_layers_without_their_cache_are_caught(tiny_pair, monkeypatch, wrong):
-    """The must-fail arm: the cache handed to the layers under a name they do not take. Without
-    the head's own check the layers would run on the new position alone, with no error."""
+def test_head_layers_whose_cache_is_not_written_are_caught(tiny_pair):
+    """The must-fail arm: a cache that hands back the new keys and values without keeping them
+    (a cache API that moved). Without the head's own check the next position would attend to
+    nothing before it, with no error."""
     from transformers import DynamicCache
+
+    class Forgetful(DynamicCache):
+        def update(self, key, value, layer_idx, *args, **kwargs):
+            return key, value
 
     torch.manual_seed(2)
     head = FeatureHead(tiny_pair.target, torch.arange(2, 26), init_layer=None)
     H = tiny_pair.target.config.hidden_size
     feats, toks = torch.randn(1, 3, H), torch.randint(0, 32, (1, 3))
-    monkeypatch.setattr(lm, "CACHE_KW", wrong)
-    with pytest.raises(RuntimeError, match="ran without their KV cache"):
-        head(feats[:, :1], toks[:, :1], cache=DynamicCache())
+    with pytest.raises(RuntimeError, match="did not write their KV cache"):
+        head(feats[:, :1], toks[:, :1], cache=Forgetful())
+
+
+def test_head_layers_equal_transformers_layers_bit_for_bit(tiny_pair):
+    """The head's layers as it computes them over the cache equal transformers' decoder layers
+    called with the same cache, mask and positions, bit for bit, over several positions and then
+    one."""
+    from transformers import DynamicCache
+
+    torch.manual_seed(4)
+    head = FeatureHead(tiny_pair.target, torch.arange(2, 26), n_layers=2, init_layer=None)
+    H = tiny_pair.target.config.hidden_size
+
+    def by_transformers(g, cache, position_ids, mask):
+        n, past = g.shape[1], cache.get_seq_length()
+        if mask is None and n > 1:
+            keys = torch.arange(past + n)
+            allowed = keys.view(1, -1) <= keys[past:].view(-1, 1)
+            mask = torch.zeros(allowed.shape).masked_fill_(~allowed, float("-inf"))
+            mask = mask.view(1, 1, n, past + n)
+        pe = head.body.rotary_emb(g, position_ids=position_ids)
+        for layer in head.body.layers:
+            g = layer(
+                g,
+                attention_mask=mask,
+                position_ids=position_ids,
+                use_cache=True,
+                position_embeddings=pe,
+                **lm.cache_kwargs(cache),
+            )
+        return g
+
+    ours, theirs = DynamicCache(), DynamicCache()
+    for start, n in ((0, 4), (4, 1), (5, 1), (6, 3)):
+        g = torch.randn(1, n, H)
+        pos = torch.arange(start, start + n).unsqueeze(0)
+        with torch.no_grad():
+            a = head._layers_with_cache(g, ours, pos)
+            b = by_transformers(g, theirs, pos, None)
+        assert torch.equal(a, b), (start, n)
+    assert ours.get_seq_length() == theirs.get_seq_length() == 9
 
 
 def test_layer_draft_one_token_at_a_time_equals_the_full_pass(tiny_pair):

@@ -37,6 +37,11 @@ def test_int8_head_close_to_bf16_and_exact():
         q_hidden = head(feats, toks)[0].float()
     assert any(isinstance(m, Int8Linear) for m in head.modules())
     assert not any(isinstance(m, torch.nn.Linear) for m in head.modules())
+    assert isinstance(head.output, Int8Linear)  # the subset's output rows too
+    head.refresh_frozen()  # re-read from the target (as after a move): they stay int8
+    assert isinstance(head.output, Int8Linear)
+    with torch.inference_mode():
+        assert torch.equal(head.logits(h).float(), q_logits)
     rel = lambda a, b: float((a - b).norm() / b.norm())  # noqa: E731
     assert rel(q_logits, ref_logits) < 0.05 and rel(q_hidden, ref_hidden) < 0.05
     ar = AutoregressiveDecoder(pair.target, temperature=0)

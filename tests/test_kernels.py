@@ -2,6 +2,8 @@
 (AVX2 and, where the CPU has it, AVX512-BF16), and a pair decoding with it as its own
 autoregressive baseline does."""
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -118,3 +120,22 @@ def test_a_pair_on_the_library_product_packs_both_models_in_bfloat16_only():
         load_pair("tiny-random", pack="library")  # float32
     with pytest.raises(ValueError, match="pack"):
         load_pair("tiny-random", dtype="bfloat16", pack="onednn")
+
+
+def test_a_trained_head_on_the_library_product_has_its_output_rows_packed_too(tiny_pair):
+    """The head's output rows (a frozen piece of the target's, not a submodule) are packed with
+    its own layers, and its logits are theirs through the library's product."""
+    from specdec_lib.drafters.heads import FeatureHead
+    from specdec_lib.models import _pack
+
+    torch.manual_seed(0)
+    target = copy.deepcopy(tiny_pair.target).to(torch.bfloat16)
+    head = FeatureHead(target, torch.arange(0, 32), init_layer=-1).eval()
+    h = torch.randn(3, head.fc.out_features, dtype=torch.bfloat16)
+    with torch.inference_mode():
+        plain = head.logits(h)
+        assert _pack(head, "library") == 9  # fc, q, k, v, o, gate, up, down and the output rows
+        assert isinstance(head.output, Bf16Linear)
+        packed = head.logits(h)
+        assert torch.equal(packed, bf16_linear(head._norm(h), head.output.packed))
+    torch.testing.assert_close(packed.float(), plain.float(), rtol=0.02, atol=0.02)

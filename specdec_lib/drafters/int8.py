@@ -60,6 +60,5 @@ def quantize_int8(head: nn.Module) -> nn.Module:
         for child_name, child in list(module.named_children()):
             if isinstance(child, nn.Linear):
                 setattr(module, child_name, Int8Linear(child))
-    w8, scale = _int8_rows(head._w_subset)
-    object.__setattr__(head, "_w8_subset", (w8, scale))
+    object.__setattr__(head, "output", Int8Linear(head.output))
     return head

@@ -145,6 +145,7 @@ CONFIGS: dict[str, Config] = {
     "trained-int8-bf16-tree4-3-library": Config(
         "trained-int8", "bfloat16", tree=(4, 3), pack="library"
     ),
+    "trained-bf16-tree4-3-library": Config("trained-bf16", "bfloat16", tree=(4, 3), pack="library"),
     "ttt-full-int8-bf16-tree4-3": Config(
         "trained-int8",
         "bfloat16",

@@ -179,13 +179,14 @@ def test_headline_chooses_K_on_the_first_run_and_reads_the_replicate_there():
 
 
 def test_a_machine_check_reads_each_runs_own_best_and_slowest_K():
-    from specdec_lib.bench import MACHINE_CHECK_RUNS, machine_check
+    from specdec_lib.bench import MACHINE_CHECK_RUNS, machine_check, machine_check_runs
+    from specdec_lib.bench.analysis import TUNED_BY_FLAG_RUNS
 
     rng = np.random.default_rng(1)
 
     # T = 1 is fastest at K = 2 and loses to the baseline at K = 3; greedy is fastest at K = 3.
     at_K = {"T1": {1: 0.8, 2: 0.6, 3: 1.2}, "greedy": {1: 0.9, 2: 0.7, 3: 0.5}}
-    at_K |= {"tuned_T1": at_K["T1"], "tuned_greedy": at_K["greedy"]}
+    at_K |= {"fixed_T1": at_K["T1"], "fixed_greedy": at_K["greedy"]}
     runs = {name: _timed_run(s, rng, jitter=0.05) for name, s in at_K.items()}
     m = machine_check(runs)
     picked = (m["T1"]["K"], m["T1"]["worst_K"], m["greedy"]["K"], m["greedy"]["worst_K"])
@@ -200,9 +201,19 @@ def test_a_machine_check_reads_each_runs_own_best_and_slowest_K():
     m = machine_check(runs)
     assert m["T1"]["efficiency"] == pytest.approx((0.92, 0.96))
     assert m["T1"]["host_share"] == pytest.approx((0.02, 0.04))
-    with pytest.raises(ValueError, match="runs: the machine check needs greedy"):
+    with pytest.raises(
+        ValueError, match="runs: the machine check needs fixed_T1, fixed_greedy, gre"
+    ):
         machine_check({"T1": runs["T1"]})
     assert set(MACHINE_CHECK_RUNS) == set(runs)
+    # a check that ran the tuned tree by flag beside the fixed default reads the same way
+    flagged = {k.replace("fixed", "tuned"): v for k, v in runs.items()}
+    assert set(machine_check(flagged)) == {"machine"} | set(TUNED_BY_FLAG_RUNS)
+    # the plan a folder holds, from its manifest's run names
+    assert machine_check_runs(MACHINE_CHECK_RUNS.values()) == MACHINE_CHECK_RUNS
+    assert machine_check_runs(list(TUNED_BY_FLAG_RUNS.values()) + ["x"]) == TUNED_BY_FLAG_RUNS
+    with pytest.raises(ValueError, match="names: a machine check holds defaults_T1"):
+        machine_check_runs(["defaults_T1", "defaults_greedy"])
 
 
 def test_cells_run_while_the_machine_ran_slow_are_flagged():

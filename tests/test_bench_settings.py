@@ -56,18 +56,54 @@ def test_device_and_dtype_resolved_and_recorded(monkeypatch):
 def test_defaults_come_from_the_default_preset(monkeypatch):
     default = PRESETS["default"]
     assert default["why"] and DEFAULT_TREE == tuple(default["tree"]) == (4, 3)
+    assert default["tune_tree"] is True
     monkeypatch.setattr(settings, "fastest_dtype", lambda pair, device: {"dtype": "bfloat16"})
-    s = BenchSettings().validate()
-    assert (s.preset, s.draft, s.tree, s.dtype) == ("default", "trained-int8", [4, 3], "bfloat16")
+    s = BenchSettings().validate()  # the trained head's tree is tuned: its rates are committed
+    assert (s.preset, s.draft, s.tree, s.tune_tree, s.dtype) == (
+        "default",
+        "trained-int8",
+        None,
+        True,
+        "bfloat16",
+    )
+    # a tree or width given is the step's shape; --no-tune-tree runs the preset's fixed tree
+    assert (BenchSettings(tree=[2]).validate().tree, BenchSettings(width=3).validate().tree) == (
+        [2],
+        [3],
+    )
+    s = BenchSettings(tune_tree=False).validate()
+    assert (s.draft, s.tree, s.tune_tree) == ("trained-int8", [4, 3], False)
     monkeypatch.setattr(settings, "fastest_dtype", lambda pair, device: {"dtype": "float32"})
     s = BenchSettings().validate()  # int8 weights run only in bfloat16 on a CPU: the head in bf16
-    assert (s.draft, s.tree, s.dtype) == ("trained-bf16", [4, 3], "float32")
-    # the preset's tree is for its drafts, on its pair: anything else runs the chain
-    assert BenchSettings(draft="ngram").validate().tree == [1]
+    assert (s.draft, s.tree, s.tune_tree, s.dtype) == ("trained-bf16", None, True, "float32")
+    # the preset's tree is for its drafts, on its pair: anything else runs the chain, untuned
+    s = BenchSettings(draft="ngram").validate()
+    assert (s.tree, s.tune_tree) == ([1], False)
     s = BenchSettings(pair="tiny-random").validate()
-    assert (s.draft, s.tree) == ("model", [1])
+    assert (s.draft, s.tree, s.tune_tree) == ("model", [1], False)
     s = BenchSettings(preset="chain").validate()
-    assert (s.draft, s.tree, s.dtype) == ("trained", [1], "float32")
+    assert (s.draft, s.tree, s.tune_tree, s.dtype) == ("trained", [1], False, "float32")
+    # on the library's bfloat16 product, the head in bfloat16 (its output rows packed too)
+    timed = {"dtype": "bfloat16", "pack": "library"}
+    monkeypatch.setattr(settings, "fastest_dtype", lambda pair, device: timed)
+    s = BenchSettings().validate()
+    assert (s.draft, s.tune_tree, s.dtype, s.pack) == ("trained-bf16", True, "bfloat16", "library")
+    s = BenchSettings(pack="on").validate()
+    assert (s.draft, s.tune_tree, s.pack) == ("trained-int8", True, "on")
+
+
+def test_a_head_without_committed_tree_rates_runs_the_presets_fixed_tree(monkeypatch, tmp_path):
+    from specdec_lib.bench.tuning import tree_rates_path
+
+    monkeypatch.setattr(settings, "fastest_dtype", lambda pair, device: {"dtype": "bfloat16"})
+    head = tmp_path / "head.safetensors"
+    assert not tree_rates_path(head).exists()
+    s = BenchSettings(head=str(head))
+    monkeypatch.setattr(settings, "check_head", lambda head, draft: None)  # no weights needed
+    s.validate()
+    assert (s.tree, s.tune_tree) == ([4, 3], False)
+    with pytest.raises(ValueError, match="tune_tree must be"):
+        BenchSettings(tune_tree=1).validate()
 
 
 def test_the_drafts_are_drawn_at_the_targets_temperature_unless_told(monkeypatch):

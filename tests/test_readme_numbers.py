@@ -78,6 +78,14 @@ def spread(xs: list[float], fmt: str) -> tuple[str, str]:
 LAYOUTS = {"off": "", "on": ", prepacked", "library": ", the library's product"}
 
 
+def check_runs(folder: Path) -> dict:
+    """A machine check's runs by label (``bench.machine_check_runs``), from its folder."""
+    from specdec_lib.bench import machine_check_runs
+
+    campaign = Campaign.read(folder)
+    return campaign.runs(machine_check_runs(campaign.manifest["runs"]))
+
+
 def setting_name(setting: str) -> str:
     """A setting :func:`~specdec_lib.bench.settings.fastest_dtype` timed, as the README names
     it (``"bfloat16 packed"`` is ``"bfloat16, prepacked"``)."""
@@ -88,8 +96,9 @@ def setting_name(setting: str) -> str:
 
 
 def machine_line(m: dict) -> str:
-    """The README's line for one machine check (``bench.machine_check``): the defaults, then
-    with the tree tuned on the machine; a run whose start-up timing chose another dtype or weight
+    """The README's line for one machine check (``bench.machine_check``): the defaults (their
+    tree tuned on the machine), then with the preset's fixed tree (or, for a check whose
+    defaults ran the fixed tree, the defaults, then with the tree tuned by flag); a run whose start-up timing chose another dtype or weight
     layout than the first says which, and where the first run's timing found a faster one-token
     pass in another setting (a faster autoregressive baseline), the line says so."""
 
@@ -113,7 +122,7 @@ def machine_line(m: dict) -> str:
         )
 
     def spans() -> str:
-        runs = [m[name] for name in ("T1", "greedy", "tuned_T1", "tuned_greedy")]
+        runs = [r for name, r in m.items() if name != "machine"]
         said = []
         for key, what, fmt, of in (
             ("efficiency", "measured / predicted", ".2f", ""),
@@ -137,20 +146,28 @@ def machine_line(m: dict) -> str:
             f"({f['t_one_token_s'] * 1e3:.1f} ms against {f['chosen_t_one_token_s'] * 1e3:.1f})"
         )
 
+    head = f"- {describe_machine(m['machine'])} ({first}{baseline()}): "
+    if "tuned_T1" in m:  # the defaults ran the fixed tree, the tuned tree ran by flag
+        return (
+            f"{head}{part(m['T1'], m['greedy'], False)}. "
+            f"With the tree tuned on the machine (`--tune-tree`): "
+            f"{part(m['tuned_T1'], m['tuned_greedy'], True)}.{spans()}"
+        )
+    fixed = ", ".join(map(str, m["fixed_T1"]["tree"]))
     return (
-        f"- {describe_machine(m['machine'])} ({first}{baseline()}): "
-        f"{part(m['T1'], m['greedy'], False)}. "
-        f"With the tree tuned on the machine (`--tune-tree`): "
-        f"{part(m['tuned_T1'], m['tuned_greedy'], True)}.{spans()}"
+        f"{head}the defaults, their tree tuned on the machine: "
+        f"{part(m['T1'], m['greedy'], True)}. "
+        f"With the fixed tree ({fixed}) (`--no-tune-tree`): "
+        f"{part(m['fixed_T1'], m['fixed_greedy'], False)}.{spans()}"
     )
 
 
 @pytest.mark.parametrize("manifest", MACHINES, ids=lambda p: p.parent.name)
 def test_readme_states_each_machine_check_as_measured(manifest):
-    from specdec_lib.bench import MACHINE_CHECK_RUNS, machine_check
+    from specdec_lib.bench import machine_check
 
     text = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
-    m = machine_check(Campaign.read(manifest.parent).runs(MACHINE_CHECK_RUNS))
+    m = machine_check(check_runs(manifest.parent))
     assert machine_line(m)[2:] in text, f"README.md: the machine check line is\n{machine_line(m)}"
 
 
@@ -196,10 +213,10 @@ def test_the_readme_reads_the_kernel_limited_machine_check_as_measured():
     # model, fed with the first run's pass costs and acceptance, predicts a loss for every draft
     # tree and K (the chain at K = 1 comes closest), and every bfloat16 run measures one, the
     # tuned tree (the chain) included."
-    from specdec_lib.bench import MACHINE_CHECK_RUNS, machine_check
+    from specdec_lib.bench import machine_check
     from specdec_lib.research.trees import best_trees
 
-    runs = Campaign.read(manifest.parent).runs(MACHINE_CHECK_RUNS)
+    runs = check_runs(manifest.parent)
     m = machine_check(runs)
     first = runs["T1"]
     assert first["settings"]["dtype"] == "bfloat16"
@@ -336,10 +353,10 @@ def test_the_readme_reads_the_zen4_check_as_measured():
     # the autoregressive baseline decoded at 56–59 tokens per second, and a pass over 8 tokens
     # cost 1.29–1.56 one-token passes (each run's cost model), where oneDNN's product, slower at
     # every size, costs 1.02–1.14 (its start-up timings)"
-    from specdec_lib.bench import MACHINE_CHECK_RUNS, machine_check
+    from specdec_lib.bench import machine_check
 
     folder = RESULTS_DIR / "machines" / "amd-epyc-25-17-1-2cores"
-    runs = Campaign.read(folder).runs(MACHINE_CHECK_RUNS)
+    runs = check_runs(folder)
     m = machine_check(runs)
     timed = {k: {"1": [], "8": []} for k in ("bfloat16 library", "bfloat16 packed")}
     ratio, base = [], []
@@ -372,10 +389,9 @@ def test_the_readme_reads_the_zen4_check_with_avx2_kernels_as_measured():
     # 2.1–2.3 one-token passes in each run's cost model): the default tree (4, 3) ... loses at
     # every K, and the tree tuned to the machine's own pass costs (one candidate or two at each
     # depth) gains at K = 1 and 2 and loses from K = 3 on, at both temperatures."
-    from specdec_lib.bench import MACHINE_CHECK_RUNS
 
     folder = RESULTS_DIR / "machines" / "amd-epyc-25-17-1-2cores-limited-avx2"
-    runs = Campaign.read(folder).runs(MACHINE_CHECK_RUNS)
+    runs = check_runs(folder)
     emulated, lib1, lib8, f32_1, f32_8, ratio, base = [], [], [], [], [], [], []
     for name, result in runs.items():
         s = result["settings"]

@@ -10,6 +10,8 @@ import subprocess
 import pytest
 
 from specdec_lib.__main__ import build_parser
+from specdec_lib.bench import machine_check_runs
+from specdec_lib.bench.analysis import TUNED_BY_FLAG_RUNS
 from specdec_lib.research import campaign, levers
 from specdec_lib.results import machine_info, machine_key, machine_slug
 
@@ -68,14 +70,22 @@ def test_each_committed_machine_check_is_complete_from_committed_code_on_its_mac
     assert c.manifest["status"] == "complete"
     assert campaign.REPO_ROOT / c.manifest["plan"] == MACHINE_CHECK
     assert folder.name == machine_slug(c.manifest["machine"])
-    plan = campaign.load_plan(MACHINE_CHECK)
-    runs = c.runs([r["name"] for r in plan])  # refused if two machines
-    for r in plan:
-        prov = runs[r["name"]]["provenance"]
-        assert runs[r["name"]]["status"] == "complete"
+    names = machine_check_runs(c.manifest["runs"]).values()
+    runs = c.runs(names)  # refused if two machines
+    for result in runs.values():
+        prov = result["provenance"]
+        assert result["status"] == "complete"
         assert machine_key(prov) == c.manifest["machine_key"]
         assert not prov["git_commit"].endswith("+dirty")
-        assert c.command(r["name"])[: len(r["command"])] == r["command"]
+    plan = {r["name"]: r["command"] for r in campaign.load_plan(MACHINE_CHECK)}
+    if set(names) == set(plan):  # the plan as committed now
+        for name, command in plan.items():
+            assert c.command(name)[: len(command)] == command
+    else:  # a check whose defaults ran the fixed tree, beside the tuned tree by flag
+        assert set(names) == set(TUNED_BY_FLAG_RUNS.values())
+        for name in names:
+            assert ("--tune-tree" in c.command(name)) == name.startswith("tuned")
+            assert runs[name]["settings"]["tune_tree"] == name.startswith("tuned")
 
 
 def _plan(tmp_path, *names):

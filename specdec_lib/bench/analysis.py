@@ -647,8 +647,17 @@ def headline(runs: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-# The machine check's runs (specdec_lib/research/machine_check.toml), by their names there.
+# The machine check's runs (specdec_lib/research/machine_check.toml), by their names there:
+# bench's defaults (the tree tuned on the machine), then the preset's fixed tree.
 MACHINE_CHECK_RUNS = {
+    "T1": "defaults_T1",
+    "greedy": "defaults_greedy",
+    "fixed_T1": "fixed_T1",
+    "fixed_greedy": "fixed_greedy",
+}
+# A check whose defaults ran the fixed tree (4, 3) and the tuned tree by flag (--tune-tree), as
+# bench's defaults were at the commit it ran from (its settings record which).
+TUNED_BY_FLAG_RUNS = {
     "T1": "defaults_T1",
     "greedy": "defaults_greedy",
     "tuned_T1": "tuned_T1",
@@ -656,10 +665,26 @@ MACHINE_CHECK_RUNS = {
 }
 
 
+def machine_check_runs(names: Iterable[str]) -> dict[str, str]:
+    """The runs a machine check's folder holds, by label, from the run ``names`` of its
+    manifest: :data:`MACHINE_CHECK_RUNS`, or :data:`TUNED_BY_FLAG_RUNS` for a check that ran
+    the tuned tree by flag."""
+    names = set(names)
+    for plan in (MACHINE_CHECK_RUNS, TUNED_BY_FLAG_RUNS):
+        if set(plan.values()) <= names:
+            return plan
+    raise ValueError(
+        f"names: a machine check holds {', '.join(MACHINE_CHECK_RUNS.values())} (got "
+        f"{', '.join(sorted(names))})"
+    )
+
+
 def machine_check(runs: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
-    """What a machine check says (``machine_check(Campaign.read(folder).runs(MACHINE_CHECK_RUNS))``):
-    for each of :data:`MACHINE_CHECK_RUNS` (``bench``'s defaults, then with the tree tuned on the
-    machine), the best ``K`` of that run with its ``tree``, the speedup over the autoregressive
+    """What a machine check says (``machine_check(campaign.runs(machine_check_runs(names)))``
+    for the ``Campaign`` of its folder and the run names of its manifest): for each run of
+    :data:`MACHINE_CHECK_RUNS` (``bench``'s defaults, the tree tuned on the machine, then the
+    preset's fixed tree) or of :data:`TUNED_BY_FLAG_RUNS`, the best ``K`` of that run with its
+    ``tree``, the speedup over the autoregressive
     baseline, its 95% bootstrap interval over prompts (``low``, ``high``) and both sides' tokens
     per second, the slowest ``K`` it ran (``worst_K``, ``worst_speedup``): whether the
     defaults ever lose to the baseline, and over every ``K`` the range of measured / predicted
@@ -671,10 +696,14 @@ def machine_check(runs: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
     any before citing it). The best
     ``K`` is chosen on the run it is reported from (one run per temperature: no replicate checks
     the choice, unlike the campaign's :func:`headline`). Runs from different machines are refused."""
-    missing = set(MACHINE_CHECK_RUNS) - set(runs)
-    if missing:
+    labels = next(
+        (list(p) for p in (MACHINE_CHECK_RUNS, TUNED_BY_FLAG_RUNS) if set(p) <= set(runs)),
+        None,
+    )
+    if labels is None:
+        missing = set(MACHINE_CHECK_RUNS) - set(runs)
         raise ValueError(f"runs: the machine check needs {', '.join(sorted(missing))} as well")
-    runs = {name: runs[name] for name in MACHINE_CHECK_RUNS}
+    runs = {name: runs[name] for name in labels}
     check_same_machine(runs.values(), "machine check")
     out: dict[str, Any] = {"machine": runs["T1"]["provenance"]["machine"]}
     for name, result in runs.items():

@@ -36,6 +36,7 @@ from ..results import repo_relative
 from ..sampling import Warp
 from ..settings import setting
 from .passes import measure_pass_costs
+from .tuning import tree_rates_path
 
 __all__ = [
     "DEFAULT_METHODS",
@@ -77,10 +78,11 @@ PRESETS_FILE = Path(__file__).with_name("presets.toml")
 
 def load_presets(path: str | Path = PRESETS_FILE) -> dict[str, dict[str, Any]]:
     """The named presets of ``path`` (TOML), each checked: a ``why``, and optionally the ``pair``
-    it applies to, its ``drafts`` (the first that runs is taken), its ``tree``, ``dtype`` and
+    it applies to, its ``drafts`` (the first that runs is taken) and ``library_drafts`` (those
+    where the weights are packed for the library's product), its ``tree``, ``dtype`` and
     ``pack``."""
     presets = tomllib.loads(Path(path).read_text())
-    known = {"why", "pair", "drafts", "tree", "dtype", "pack"}
+    known = {"why", "pair", "drafts", "library_drafts", "tree", "tune_tree", "dtype", "pack"}
     for name, p in presets.items():
         where = f"preset {name!r} in {Path(path).name}"
         if not isinstance(p, dict) or not isinstance(p.get("why"), str) or not p["why"].strip():
@@ -92,10 +94,13 @@ def load_presets(path: str | Path = PRESETS_FILE) -> dict[str, dict[str, Any]]:
         for key, choices in (("pair", PAIRS), ("dtype", DTYPES + ("auto",)), ("pack", PACKING)):
             if key in p:
                 one_of(p[key], f"{where}: {key}", choices)
-        for d in p.get("drafts", []):
-            one_of(d, f"{where}: drafts", PAIRS.get(p.get("pair"), DRAFTS))
+        for key in ("drafts", "library_drafts"):
+            for d in p.get(key, []):
+                one_of(d, f"{where}: {key}", PAIRS.get(p.get("pair"), DRAFTS))
         if "tree" in p:
             p["tree"] = list(as_tree(p["tree"]))
+        if not isinstance(p.get("tune_tree", False), bool):
+            raise ValueError(f"{where}: tune_tree is true or false")
     return presets
 
 
@@ -190,13 +195,15 @@ class BenchSettings:
         "another spelling of --tree W: W candidates for the first draft position (give --width "
         "or --tree, not both)",
     )
-    tune_tree: bool = setting(
-        False,
+    tune_tree: bool | None = setting(
+        None,
         "choose the trained head's tree at each K on this machine: the shape the cost model ranks "
         "fastest from the pass costs timed at start-up (made non-decreasing in the pass's "
         "tokens) and the head's acceptance of every tree "
         "up to 8 candidates at depths 1 and 2, committed beside it (<head>.tree_rates.json); the "
-        "run records each K's shape (tuned_trees). Not with --tree or --width",
+        "run records each K's shape (tuned_trees). Not with --tree or --width (default: the "
+        "preset's, for a trained head whose tree rates are committed, unless --tree or --width "
+        "is given)",
     )
     stop_at_eos: bool = setting(
         False,
@@ -260,7 +267,7 @@ class BenchSettings:
             default = self.device == "cpu" and self.dtype == "bfloat16"
             self.pack = packing((self.dtype_choice or {}).get("pack", default))
         if self.draft is None:
-            self.draft = preset_draft(self.pair, preset, self.device, self.dtype)
+            self.draft = preset_draft(self.pair, preset, self.device, self.dtype, self.pack)
         one_of(self.draft, "draft", PAIRS[self.pair])
         self.warp.for_draft(self.draft_temperature_scale)  # validates the scale
         self.draft_temperature_scale = float(self.draft_temperature_scale)
@@ -278,8 +285,16 @@ class BenchSettings:
                 f"give width (a spelling of tree=(width,)) or tree, not both: got "
                 f"width={self.width!r} and tree={self.tree!r}"
             )
-        if self.tune_tree is not False and self.tune_tree is not True:
-            raise ValueError(f"tune_tree must be True or False, got {self.tune_tree!r}")
+        if self.tune_tree is not None and not isinstance(self.tune_tree, bool):
+            raise ValueError(f"tune_tree must be True, False or None, got {self.tune_tree!r}")
+        if self.tune_tree is None:  # the preset's, where it can: a trained head with its rates
+            self.tune_tree = bool(
+                preset.get("tune_tree", False)
+                and self.width is None
+                and self.tree is None
+                and self.draft in TRAINED_DRAFTS
+                and tree_rates_path(self.head).is_file()
+            )
         if self.tune_tree and (self.width is not None or self.tree is not None):
             raise ValueError(
                 "tune_tree chooses the tree at each K: give it or tree/width, not both (got "
@@ -294,7 +309,8 @@ class BenchSettings:
             return (positive_int(self.width, "width", "candidates for the first draft position"),)
         if self.tree is not None:
             return as_tree(self.tree)
-        if "tree" in preset and self.draft in preset.get("drafts", [self.draft]):
+        drafts = preset.get("drafts", [self.draft]) + preset.get("library_drafts", [])
+        if "tree" in preset and self.draft in drafts:
             return tuple(preset["tree"])
         return (1,)
 
@@ -315,11 +331,15 @@ def settings_record(s: BenchSettings) -> dict[str, Any]:
     return d
 
 
-def preset_draft(pair: str, preset: dict[str, Any], device: str, dtype: str) -> str:
+def preset_draft(
+    pair: str, preset: dict[str, Any], device: str, dtype: str, pack: str = "off"
+) -> str:
     """The draft a ``preset`` (a table of :data:`PRESETS`) runs with ``pair`` on ``device`` in
-    ``dtype``: its first draft of the pair's that runs there (:func:`draft_runs`), else the
-    pair's first."""
-    drafts = [d for d in preset.get("drafts", []) if d in PAIRS[pair]]
+    ``dtype`` with the weights packed as ``pack`` says: the first of its drafts (its
+    ``library_drafts`` where ``pack`` is ``"library"`` and it names them) of the pair's that runs
+    there (:func:`draft_runs`), else the pair's first."""
+    key = "library_drafts" if pack == "library" and "library_drafts" in preset else "drafts"
+    drafts = [d for d in preset.get(key, []) if d in PAIRS[pair]]
     runs = [d for d in drafts if draft_runs(d, device, dtype)]
     return runs[0] if runs else default_draft(pair)
 

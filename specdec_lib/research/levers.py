@@ -123,10 +123,11 @@ __all__ = [
 ]
 
 
-def bench_draft(dtype: str) -> str:
-    """The draft ``bench``'s defaults run with the default pair on a CPU in ``dtype`` (the
-    default preset's: the int8 head in bfloat16, the head in bfloat16 over another dtype)."""
-    return preset_draft("default", PRESETS["default"], "cpu", dtype)
+def bench_draft(dtype: str, pack: str = "off") -> str:
+    """The draft ``bench``'s defaults run with the default pair on a CPU in ``dtype`` with the
+    weights packed as ``pack`` says (the default preset's: the head in bfloat16 on the library's
+    product, else the int8 head in bfloat16, the head in bfloat16 over another dtype)."""
+    return preset_draft("default", PRESETS["default"], "cpu", dtype, pack)
 
 
 def packing_costs(
@@ -1024,9 +1025,10 @@ def _bench_lever_main(
     extra_settings: dict[str, Any] | None = None,
 ) -> int:
     """A lever measured with ``bench``'s defaults (the dtype and weight layout timed at start-up)
-    at each temperature asked for: what ``load`` returns for the first temperature's settings
-    (a pair, or pairs by name) is measured at every one, each ``K``'s speedups printed by
-    ``line``."""
+    but the preset's fixed tree (one shape at every ``K``, so that the lever alone differs
+    between variants; the tuned tree is the tree lever's subject) at each temperature asked for:
+    what ``load`` returns for the first temperature's settings (a pair, or pairs by name) is
+    measured at every one, each ``K``'s speedups printed by ``line``."""
     prompts = load_prompts(DEFAULT_PROMPTS)[: args.prompts]
     runs: list[dict[str, Any]] = []
     loaded = None
@@ -1035,7 +1037,7 @@ def _bench_lever_main(
             K=args.K,
             temperature=T,
             methods=["autoregressive", "speculative"],
-            **(extra_settings or {}),
+            **({"tune_tree": False} | (extra_settings or {})),
         ).validate()
         loaded = load(s) if loaded is None else loaded
         runs.append(measure(loaded, s, prompts))

@@ -31,8 +31,9 @@
 #   causal language model of its own, so it runs beside the untrained early exit below, on the same
 #   draft as our decoder.
 #
-# **The configuration.** The main runs measure the *recommended configuration*, what
-# `python -m specdec_lib bench` runs without flags. Its draft is a small head trained on the
+# **The configuration.** The main runs measure the *recommended configuration* as the campaign
+# ran it, `python -m specdec_lib bench` without flags at the campaign's commit (each run records
+# the settings it resolved). Its draft is a small head trained on the
 # target's own samples; notebook 05 builds it, and all this notebook needs of it is its cost $c$
 # (one draft proposal, in target passes over one token) and its acceptance. Its weights are int8.
 # It drafts a **tree** $(4, 3)$: four candidate tokens at the first draft position, three at the

@@ -476,10 +476,11 @@ display(
 )
 
 # %% [markdown]
-# **The start-up choice.** The recommended configuration (`bench` without flags, notebook 05 §4)
-# does not fix the dtype: at start-up, on the machine at hand, it times a target pass over 1 and
-# over 8 tokens in float32 as loaded, float32 prepacked and bfloat16 prepacked, and runs in the
-# setting fastest over 8 tokens, a step's worth. The recommended run recorded its timings (ms):
+# **The start-up choice.** The recommended configuration as the campaign ran it (`bench` without
+# flags at the campaign's commit, notebook 05 §4) did not fix the dtype: at start-up, on the
+# machine at hand, it timed a target pass over 1 and over 8 tokens in float32 as loaded, float32
+# prepacked and bfloat16 prepacked, and ran in the setting fastest over 8 tokens, a step's worth.
+# The recommended run recorded its timings (ms):
 
 # %%
 startup = pd.DataFrame(
@@ -733,8 +734,9 @@ savefig("06_tree_acceptance", fig);
 # them), which grows with the tree: the ranking keeps trees of at most 8 drafted tokens.
 #
 # The ranking belongs to the machine as much as to the draft: where every extra token of a pass
-# costs more (a CPU that emulates bfloat16 arithmetic), the chain ranks first. `bench --tune-tree`
-# makes this ranking at the start of a run, at each $K$, from the pass costs timed there and the
+# costs more (a CPU that emulates bfloat16 arithmetic), the chain ranks first. `bench` makes this
+# ranking for the trained head by default (`--tune-tree`; `--no-tune-tree` runs the tree (4, 3)
+# instead) at the start of a run, at each $K$, from the pass costs timed there and the
 # head's rates, measured once with the tree (8, 8) and committed beside the head
 # (`data/drafter/feature_head.tree_rates.json`), and runs each $K$ with the shape ranked first.
 

@@ -663,6 +663,7 @@ TUNED_BY_FLAG_RUNS = {
     "tuned_T1": "tuned_T1",
     "tuned_greedy": "tuned_greedy",
 }
+MACHINE_CHECK_PLANS = (MACHINE_CHECK_RUNS, TUNED_BY_FLAG_RUNS)
 
 
 def machine_check_runs(names: Iterable[str]) -> dict[str, str]:
@@ -670,7 +671,7 @@ def machine_check_runs(names: Iterable[str]) -> dict[str, str]:
     manifest: :data:`MACHINE_CHECK_RUNS`, or :data:`TUNED_BY_FLAG_RUNS` for a check that ran
     the tuned tree by flag."""
     names = set(names)
-    for plan in (MACHINE_CHECK_RUNS, TUNED_BY_FLAG_RUNS):
+    for plan in MACHINE_CHECK_PLANS:
         if set(plan.values()) <= names:
             return plan
     raise ValueError(
@@ -697,7 +698,7 @@ def machine_check(runs: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
     ``K`` is chosen on the run it is reported from (one run per temperature: no replicate checks
     the choice, unlike the campaign's :func:`headline`). Runs from different machines are refused."""
     labels = next(
-        (list(p) for p in (MACHINE_CHECK_RUNS, TUNED_BY_FLAG_RUNS) if set(p) <= set(runs)),
+        (list(p) for p in MACHINE_CHECK_PLANS if set(p) <= set(runs)),
         None,
     )
     if labels is None:

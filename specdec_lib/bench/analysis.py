@@ -266,8 +266,11 @@ def disturbed_cells(result: Mapping[str, Any], factor: float = DISTURBED_PACE) -
 def summarize(result: dict[str, Any]) -> list[dict[str, Any]]:
     """One record per (method, K): throughput, speedup vs the baseline of the same run, alpha,
     tau, per-request latency percentiles, predicted speedup, per-prompt records, and how many of
-    its cells ran while the machine ran slow (``disturbed_cells``, :func:`disturbed_cells`)."""
+    its cells ran while the machine ran slow (``disturbed_cells``, :func:`disturbed_cells`).
+    The cost model charges ``K`` drafts every step: a run whose draft length varies from step to
+    step (a ``schedule`` other than ``"fixed"``) has no prediction."""
     costs = model_costs(result)
+    fixed = result["settings"].get("schedule", "fixed") == "fixed"
     identical = identical_outputs(result)
     disturbed = disturbed_cells(result)
     groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
@@ -301,7 +304,8 @@ def summarize(result: dict[str, Any]) -> list[dict[str, Any]]:
         if method == "speculative":
             tree = run_tree(result["settings"], result.get("tuned_trees"), K)
             rec["tree"] = tree
-            rec |= _speculative(cells, K, tree, costs, n_tok, secs, rec["speedup"])
+            model = costs if fixed else None
+            rec |= _speculative(cells, K, tree, model, n_tok, secs, rec["speedup"])
         if (method, K) in identical:
             rec["identical_to_autoregressive"] = identical[method, K]["fraction"]
         if method in ("autoregressive", "speculative"):

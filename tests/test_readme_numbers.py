@@ -582,20 +582,29 @@ def test_the_readme_reads_the_tree_lever_on_the_zen4_as_measured():
     assert all(abs(r["fixed"]["speedup"] - r["tuned"]["speedup"]) < 0.04 for r in runs[0.0])
 
 
+def zen4_lever(name: str) -> dict[bool, dict]:
+    """A lever's two records on the Zen 4, by whether its kernels were limited to AVX2:
+    ``<name>.json`` with its own kernels, ``<name>_avx2_kernels.json`` limited."""
+    from specdec_lib.results import read_json
+
+    folder = RESULTS_DIR / "machines" / "amd-epyc-25-17-1-2cores"
+    recs = {
+        False: read_json(folder / f"{name}.json"),
+        True: read_json(folder / f"{name}_avx2_kernels.json"),
+    }
+    assert {limited: bool(rec["isa_limits"]) for limited, rec in recs.items()} == {
+        False: False,
+        True: True,
+    }
+    return recs
+
+
 def test_the_readme_reads_the_draft_lever_on_the_library_product_as_measured():
     # "the head in bfloat16 drafted its first token in 1.4–1.5 ms against 1.8–1.9 and measured
     # speedups 0.01–0.05× higher at every K, within each other's 95% intervals; with the kernels
     # limited to AVX2, 1.7–1.9 ms against 2.1 and speedups within 0.04× of each other"
-    from specdec_lib.results import read_json
-
-    folder = RESULTS_DIR / "machines" / "amd-epyc-25-17-1-2cores"
     said = {}
-    for name, limited in (
-        ("levers_draft_library", False),
-        ("levers_draft_library_avx2_kernels", True),
-    ):
-        rec = read_json(folder / f"{name}.json")
-        assert bool(rec["isa_limits"]) == limited
+    for limited, rec in zen4_lever("levers_draft_library").items():
         first, gaps, overlap = {}, [], []
         for run in rec["runs"]:
             for d in ("trained-bf16", "trained-int8"):
@@ -621,16 +630,8 @@ def test_the_readme_reads_the_tree_lever_on_the_library_product_as_measured():
     # "the tuned tree measured 0.03–0.16× above the fixed one at every K, its 95% interval clear
     # of the fixed tree's at K = 3 and 4, T = 1; with the kernels limited to AVX2, 0.17–0.40×
     # above it at every K, each interval clear of the other's"
-    from specdec_lib.results import read_json
-
-    folder = RESULTS_DIR / "machines" / "amd-epyc-25-17-1-2cores"
     said = {}
-    for name, limited in (
-        ("levers_tree_library", False),
-        ("levers_tree_library_avx2_kernels", True),
-    ):
-        rec = read_json(folder / f"{name}.json")
-        assert bool(rec["isa_limits"]) == limited
+    for limited, rec in zen4_lever("levers_tree_library").items():
         gaps, clear = [], []
         for run in rec["runs"]:
             s = run["results"]["fixed"]["settings"]

@@ -157,7 +157,8 @@ def library_costs(
     *, n_max: int = 9, context: int = 64, reps: int = 8, pair: str = "default"
 ) -> dict[str, Any]:
     """The pass costs of ``pair`` in bfloat16 (``t_target_s`` for n = 1..n_max, ``t_draft_s``;
-    the default pair with the draft ``bench``'s defaults run) with the linear layers on oneDNN's
+    the default pair with one draft on both sides, the int8 head ``bench``'s defaults run over
+    oneDNN's product, so that the products alone differ) with the linear layers on oneDNN's
     product (prepacked where oneDNN packs bfloat16, as loaded where it does not) and on the
     library's (:mod:`~specdec_lib.kernels`), and their ratios library / oneDNN
     (``library_over_onednn``)."""

@@ -143,6 +143,17 @@ class Warp:
             return probs
         return probs.masked_fill_(bad_rows(logits), float("nan"))  # top-k / top-p may hide it
 
+    def confidence(self, logits: torch.Tensor, probs: torch.Tensor, index: int) -> float:
+        """How sure a draft was of the token at ``index`` of a row, as a confidence stop reads it
+        (one host read): ``probs[index]``, the warped law it was drawn from; in greedy decoding,
+        whose law is one-hot, the softmax of ``logits`` there instead (transformers'
+        ``assistant_confidence_threshold`` reads the same: the processed scores, which greedy
+        decoding does not warp). Either way it is read from the drafts so far only, so a stop on
+        it is a stopping time and decoding stays exact."""
+        if not self.greedy:
+            return float(probs[index])
+        return float(torch.softmax(logits.float(), dim=-1)[index])
+
     def describe(self) -> str:
         if self.greedy:
             return "greedy"

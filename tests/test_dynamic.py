@@ -167,7 +167,7 @@ class OwnTemperature(BaseDrafter):
     [
         (lambda pair: ModelDrafter(pair.draft), "heuristic", None),
         (lambda pair: pair.draft, "heuristic", 0.5),
-        (lambda pair: pair.draft, "constant", 0.5),  # one-hot q under greedy: never fires
+        (lambda pair: pair.draft, "constant", 0.5),  # reads the draft's softmax, not one-hot q
         (lambda pair: OwnTemperature(pair.draft), "constant", 0.1),
         (lambda pair: OwnTemperature(pair.draft), "heuristic", 0.1),
     ],
@@ -202,8 +202,8 @@ def test_dynamic_k_greedy_equals_autoregressive(tiny_pair, make, schedule, thres
         ):  # the cap is the decoder's k, so a shorter draft is a confidence stop
             stopped_early += sum(0 < h < a for h, a in zip(dk.history, asked, strict=True))
     assert accepted > 0
-    if schedule == "constant":
-        assert (stopped_early > 0) == isinstance(dk.drafter, OwnTemperature)
+    if schedule == "constant":  # the stop fires in greedy decoding too
+        assert stopped_early > 0
 
 
 @pytest.mark.parametrize("threshold", [None, 1e-6])

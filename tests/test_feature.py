@@ -10,6 +10,7 @@ from specdec_lib.decoding import (
     AutoregressiveDecoder,
     SpeculativeDecoder,
 )
+from specdec_lib.drafters.dynamic import DynamicK
 from specdec_lib.drafters.feature import FeatureDrafter
 from specdec_lib.drafters.heads import LayerDraft
 from specdec_lib.research.stats import chisquare_gof, exact_continuation_law
@@ -69,6 +70,22 @@ def test_feature_drafter_with_alternatives(tiny_pair, random_head, shape):
         assert g.generate_ids(prompt, 30).tokens == ar.generate_ids(prompt, 30).tokens
 
 
+@pytest.mark.parametrize("shape", [dict(), dict(tree=(2, 2))], ids=["chain", "tree2-2"])
+def test_feature_drafter_confidence_stop_in_greedy_decoding(tiny_pair, random_head, shape):
+    """In greedy decoding the head's confidence stop reads its softmax on the subset (its warped
+    law is one-hot): it cuts drafts short, and the output is still the target's."""
+    K = 4
+    dk = DynamicK(FeatureDrafter(random_head), schedule="constant", initial=K, threshold=0.5)
+    spec = SpeculativeDecoder(dk, tiny_pair.target, K=K, temperature=0, **shape)
+    ar = AutoregressiveDecoder(tiny_pair.target, temperature=0)
+    short = 0
+    for prompt in (PROMPT, torch.tensor([0, 2, 2, 2])):
+        out = spec.generate_ids(prompt, 30)
+        assert out.tokens == ar.generate_ids(prompt, 30).tokens
+        short += sum(0 < len(s.draft_tokens) < K for s in out.steps[:-K])
+    assert short > 0
+
+
 @pytest.mark.parametrize("kind", ["feature", "feature-tree", "feature-tree-sharp", "layers"])
 def test_trained_draft_kinds_law_matches_target(tiny_pair, random_head, kind):
     """The first 2 tokens of 4 follow the target's law (for the feature head, step 1 has no drafts
@@ -118,7 +135,7 @@ def test_feature_drafter_subset_warp_equals_full_warp(random_head, warp_kw):
     for drafter in (FeatureDrafter(random_head), hidden):
         for i in range(3):
             h = torch.randn(1, random_head.fc.out_features)
-            x, got, at = drafter._draw(h, warp, torch.Generator().manual_seed(i), first=True)
+            x, got, sub, at = drafter._draw(h, warp, torch.Generator().manual_seed(i), first=True)
             logits = random_head.logits(h)
             full = logits.new_full((1, random_head.target.config.vocab_size), float("-inf"))
             full[:, S] = logits
@@ -126,7 +143,8 @@ def test_feature_drafter_subset_warp_equals_full_warp(random_head, warp_kw):
             assert want.index_fill(0, S, 0).sum() == 0  # q is 0 off the subset
             on = drafter.support is not None
             torch.testing.assert_close(got, want[S] if on else want, atol=1e-7, rtol=1e-6)
-            assert int(x) == (int(S[at]) if on else int(at)) and float(got[at]) > 0
+            torch.testing.assert_close(sub, want[S], atol=1e-7, rtol=1e-6)
+            assert int(x) == int(S[at]) and float(sub[at]) > 0
             # Drawing within the subset is drawing from the full row: the same token, same stream.
             assert int(x) == int(sample(want, torch.Generator().manual_seed(i)))
             torch.testing.assert_close(drafter.draft_scores[0], full[0, S] if on else full[0])

@@ -223,6 +223,20 @@ def test_warp_greedy_one_hot():
     assert torch.equal(probs, torch.tensor([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]]))
 
 
+def test_warp_confidence_reads_the_law_drawn_from_and_the_softmax_in_greedy():
+    """A confidence stop reads q(x) where q is the law drawn from, and the draft's softmax where
+    greedy decoding's law is one-hot (as transformers' assistant_confidence_threshold does)."""
+    logits = torch.log(torch.tensor([0.5, 0.25, 0.15, 0.1]))
+    for warp in (Warp(1.0), Warp(0.5), Warp(1.0, top_k=2)):
+        q = warp.probs(logits)
+        assert warp.confidence(logits, q, 1) == pytest.approx(float(q[1]))
+    greedy = Warp(0)
+    assert greedy.confidence(logits, greedy.probs(logits), 0) == pytest.approx(0.5)
+    assert greedy.confidence(logits.half(), greedy.probs(logits), 1) == pytest.approx(
+        0.25, abs=1e-3
+    )
+
+
 def test_warp_top_k_top_p_and_temperature():
     logits = torch.log(torch.tensor([0.5, 0.25, 0.15, 0.1]))
     assert torch.allclose(Warp(1.0).probs(logits), torch.tensor([0.5, 0.25, 0.15, 0.1]), atol=1e-6)

@@ -180,7 +180,7 @@ class BenchSettings:
     schedule: str = setting(
         "fixed",
         "draft length per step: fixed K; HF's heuristic schedule from K (+2 after a fully "
-        "accepted step, -1 otherwise); or up to K, stopping after a draft with q(x) < threshold",
+        "accepted step, -1 otherwise); or up to K, stopping after a draft of confidence below --threshold (q(x), in greedy decoding the draft's softmax at x)",
         choices=SCHEDULES,
     )
     threshold: float = setting(0.4, "confidence threshold of --schedule threshold")

@@ -26,8 +26,9 @@ class Drafter(Protocol):
     where the drafter names one, below; warped by ``warp``; a deterministic drafter returns
     one-hot rows). Whether to go on drafting may depend
     on the drafts so far (a stopping time): the output law is still exactly the target's. (A
-    drafter whose ``propose`` also takes ``threshold=`` can stop after a draft ``x`` with
-    ``q(x) < threshold``: :class:`~specdec_lib.drafters.DynamicK` uses it.)
+    drafter whose ``propose`` also takes ``threshold=`` can stop after a draft ``x`` of
+    confidence below it, ``warp.confidence``: ``q(x)``, or in greedy decoding the draft's
+    softmax at ``x``; :class:`~specdec_lib.drafters.DynamicK` uses it.)
     ``rollback(n)`` says that only the first ``n`` tokens of ``ids + drafts`` are still valid;
     ``reset()`` starts a new sequence. Anything honouring this is exact, however poor its guesses.
 
@@ -110,8 +111,9 @@ class ModelDrafter(BaseDrafter):
         generator: torch.Generator | None,
         threshold: float | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Up to ``k`` drafts; with a ``threshold``, stop after a draft ``x`` with
-        ``q(x) < threshold`` (a stopping time: the output law stays exact)."""
+        """Up to ``k`` drafts; with a ``threshold``, stop after a draft ``x`` whose confidence
+        (:meth:`~specdec_lib.sampling.Warp.confidence`) is below it (a stopping time: the output
+        law stays exact)."""
         if k < 1:
             return ids.new_empty(0), torch.empty(0, self.vocab_size or 0, device=ids.device)
         tokens, probs, scores = [], [], []
@@ -124,7 +126,7 @@ class ModelDrafter(BaseDrafter):
             tokens.append(x)
             probs.append(q)
             # Decided on the drafts so far only (a stopping time), so the output law stays exact.
-            if threshold is not None and float(q[x]) < threshold:
+            if threshold is not None and warp.confidence(logits, q, x) < threshold:
                 break
             if i + 1 < k:  # the last draft token is fed at the next step, if it survives
                 seq = torch.cat([seq, x.view(1)])

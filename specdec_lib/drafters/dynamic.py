@@ -36,9 +36,10 @@ class DynamicK(BaseDrafter):
             ``k`` (``K``, less near the end of the output) caps the draft.
         initial: the draft length at the start of every sequence.
         threshold: ``None``, or a confidence in (0, 1): draft one token at a time and stop after a
-            draft ``x`` with ``q(x) < threshold`` (transformers' ``assistant_confidence_threshold``,
-            which keeps the low-confidence token too). ``q`` is the warped draft law, so under
-            greedy decoding (one-hot ``q``) it never fires. Needs a drafter whose ``propose``
+            draft ``x`` of confidence below it (transformers' ``assistant_confidence_threshold``,
+            which keeps the low-confidence token too): ``q(x)``, the warped draft law, and in
+            greedy decoding, whose ``q`` is one-hot, the draft's softmax at ``x``
+            (:meth:`~specdec_lib.sampling.Warp.confidence`). Needs a drafter whose ``propose``
             takes ``threshold=`` (:class:`~specdec_lib.drafters.ModelDrafter`, the feature head's).
 
     Two deliberate differences from transformers: the schedule restarts at ``initial`` on every

@@ -94,9 +94,10 @@ class FeatureDrafter(BaseDrafter):
 
     def _draw(
         self, hidden: torch.Tensor, warp: Warp, generator: torch.Generator | None, first: bool
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """One draft token, the row ``q`` it was drawn from, on the subset (over the whole
-        vocabulary where ``support`` is hidden), and the token's place in that row."""
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One draft token, the row ``q`` it was drawn from (on the subset, or over the whole
+        vocabulary where ``support`` is hidden), that row on the subset, and the token's place in
+        the subset."""
         # Warping the subset's logits is exactly warping the full row with -inf outside the
         # subset (temperature, top-k and top-p never keep a token of probability 0), at a sixth
         # of the cost; so is drawing within the subset.
@@ -109,8 +110,8 @@ class FeatureDrafter(BaseDrafter):
         i = sample(sub, generator)
         x = subset[i]
         if self.support is not None:
-            return x, sub, i
-        return x, sub.new_zeros(self.vocab_size).index_copy_(0, subset, sub), x
+            return x, sub, sub, i
+        return x, sub.new_zeros(self.vocab_size).index_copy_(0, subset, sub), sub, i
 
     @torch.inference_mode()
     def propose(
@@ -121,8 +122,9 @@ class FeatureDrafter(BaseDrafter):
         generator: torch.Generator | None,
         threshold: float | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Up to ``k`` drafts; with a ``threshold``, stop after a draft ``x`` with
-        ``q(x) < threshold`` (a stopping time: the output law stays exact)."""
+        """Up to ``k`` drafts; with a ``threshold``, stop after a draft ``x`` whose confidence
+        (:meth:`~specdec_lib.sampling.Warp.confidence`, read on the subset: the head's law is 0
+        outside it) is below it (a stopping time: the output law stays exact)."""
         L = ids.numel()
         if self._feats is None or self._feats.shape[0] < L - 1:  # no target features yet
             return ids.new_empty(0), torch.empty(0, self.vocab_size, device=ids.device)
@@ -136,10 +138,10 @@ class FeatureDrafter(BaseDrafter):
         h = hidden[0, -1:]
         tokens, probs = [], []
         for i in range(k):
-            x, q, at = self._draw(h, warp, generator, first=i == 0)
+            x, q, sub, at = self._draw(h, warp, generator, first=i == 0)
             tokens.append(x)
             probs.append(q)
-            if threshold is not None and float(q[at]) < threshold:
+            if threshold is not None and warp.confidence(self._logits[-1], sub, at) < threshold:
                 k = i + 1  # unsure: stop here (the host read is the price of a dynamic length)
                 break
             if i + 1 < k:  # feed the head its own feature and the draft token

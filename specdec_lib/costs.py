@@ -53,8 +53,10 @@ __all__ = [
     "predicted_from_costs",
     "predicted_cell_speedup",
     "predicted_speedup",
+    "predicted_stopped_speedup",
     "predicted_tree_speedup",
     "step_cost",
+    "stopped_step_law",
     "tree_prediction",
     "tree_step_law",
     "tree_tokens_per_step",
@@ -317,6 +319,62 @@ def tree_step_law(beta: Sequence[float], gamma: Sequence[float]) -> np.ndarray:
     return law
 
 
+def stopped_step_law(
+    rates: dict[str, Any], k: int, K: int, tree: Any, costs: dict[str, Any]
+) -> tuple[np.ndarray, float]:
+    """The law of the tokens one step yields (``law[j]``, ``j = 0..k+1``) and its expected cost
+    (:func:`step_cost`), for a draft that stops by confidence (``bench --schedule threshold``)
+    and may draft ``k`` tokens at most, ``k <= K``, the run's ``K``.
+
+    The draft's length is a stopping time ``S``: it stops after depth ``d`` with probability
+    ``rates["stop"][d-1]`` once it drafted depth ``d`` (a hazard, ``d < K``), and at ``k`` if it
+    has not stopped. A step of length ``j`` costs a proposal of ``j`` tokens and a pass over the
+    tree cut at depth ``j``; its tokens follow :func:`tree_step_law` at the rates of each depth's
+    kind of chain token: ``rates["go"]`` at a depth the draft went on from (sure of its token),
+    ``rates["last"]`` at the depth it stopped at (unsure), and at depth ``K`` reached with the
+    draft unstopped, ``rates["capped"]``, the two mixed (which of them the draft was is not
+    observed there). Each holds ``beta`` and ``gamma`` per depth as :func:`tree_prediction`
+    takes them (NaN counts as 0). With every hazard 0 this is the fixed draft's step at ``k``.
+    """
+    k = positive_int(k, "k", "the most draft tokens of a step")
+    if k > K:
+        raise ValueError(f"k = {k} is above the run's K = {K}")
+    hazard = np.nan_to_num(np.asarray(rates["stop"], dtype=float))
+    if hazard.shape[0] < K - 1:
+        raise ValueError(f"rates: stop covers {hazard.shape[0]} depths, K = {K} needs {K - 1}")
+    kinds = {name: _depth_rates(rates[name], K, tree) for name in ("go", "last", "capped")}
+
+    def rates_of(j: int, last: str) -> tuple[np.ndarray, list[float]]:
+        # depths 1..j-1 went on; depth j is of kind `last`
+        beta = np.concatenate([kinds["go"][0][: j - 1], kinds[last][0][j - 1 : j]])
+        return beta, kinds["go"][1][: j - 1] + kinds[last][1][j - 1 : j]
+
+    outcomes = []  # (probability, draft length, kind of its last token)
+    going = 1.0
+    for j in range(1, k):
+        outcomes.append((going * hazard[j - 1], j, "last"))
+        going *= 1 - hazard[j - 1]
+    if k < K:  # the draft is cut at k: its token there may be sure or not
+        outcomes += [(going * hazard[k - 1], k, "last"), (going * (1 - hazard[k - 1]), k, "go")]
+    else:
+        outcomes.append((going, k, "capped"))
+    law, cost = np.zeros(k + 2), 0.0
+    for prob, j, last in outcomes:
+        law[: j + 2] += prob * tree_step_law(*rates_of(j, last))
+        cost += prob * step_cost(j, costs, tree)
+    return law, cost
+
+
+def predicted_stopped_speedup(
+    rates: dict[str, Any], K: int, tree: Any, costs: dict[str, Any]
+) -> float:
+    """The cost model's speedup of a draft that stops by confidence, up to ``K`` tokens, with a
+    tree of shape ``tree`` around its chain: expected tokens per step over expected step cost
+    (:func:`stopped_step_law` at ``k = K``; steps renew, so their ratio is the speedup)."""
+    law, cost = stopped_step_law(rates, K, K, tree, costs)
+    return float(np.arange(law.shape[0]) @ law / cost)
+
+
 def predicted_cell_speedup(
     rates: dict[str, Any],
     K: int,
@@ -332,7 +390,8 @@ def predicted_cell_speedup(
     reads the target's features has nothing to draft from before it. Each later step drafts
     ``k = min(K, tokens left - 1)`` tokens with the tree cut at depth ``k``
     (:func:`tree_step_law` at the ``rates`` of :func:`tree_prediction`; ``k = 0``, one target
-    pass over one token, as the baseline's). The baseline spends ``prefill_s`` and
+    pass over one token, as the baseline's), or, where the ``rates`` hold a draft's ``stop``
+    hazards, up to ``k`` (:func:`stopped_step_law`). The baseline spends ``prefill_s`` and
     ``n_tokens - 1`` of its tokens (:func:`base_cost`). The expected time of the speculative cell
     is computed exactly over the tokens left (a dynamic programme), and the ratio of the two
     times tends to :func:`predicted_tree_speedup` as ``n_tokens`` grows."""
@@ -340,10 +399,13 @@ def predicted_cell_speedup(
     if not prefill_s >= 0:
         raise ValueError(f"prefill_s must be a time in seconds >= 0, got {prefill_s!r}")
     # each draft length a cell's steps can have: the law of its tokens and its cost
-    laws = {
-        k: (tree_step_law(*_depth_rates(rates, k, tree)), step_cost(k, costs, tree))
-        for k in range(1, K + 1)
-    }
+    if "stop" in rates:
+        laws = {k: stopped_step_law(rates, k, K, tree, costs) for k in range(1, K + 1)}
+    else:
+        laws = {
+            k: (tree_step_law(*_depth_rates(rates, k, tree)), step_cost(k, costs, tree))
+            for k in range(1, K + 1)
+        }
     spent = np.zeros(n_tokens)  # spent[r]: expected baseline tokens' time to emit r tokens
     for r in range(1, n_tokens):
         k = min(K, r - 1)

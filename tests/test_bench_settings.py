@@ -90,6 +90,11 @@ def test_defaults_come_from_the_default_preset(monkeypatch):
     assert (s.draft, s.tune_tree, s.dtype, s.pack) == ("trained-bf16", True, "bfloat16", "library")
     s = BenchSettings(pack="on").validate()
     assert (s.draft, s.tune_tree, s.pack) == ("trained-int8", True, "on")
+    # the draft stops by confidence; a schedule given wins; presets that name none run fixed K
+    assert default["schedule"] == "threshold" and BenchSettings().validate().schedule == "threshold"
+    assert BenchSettings(schedule="fixed").validate().schedule == "fixed"
+    assert BenchSettings(preset="chain").validate().schedule == "fixed"
+    assert BenchSettings(pair="tiny-random").validate().schedule == "fixed"
 
 
 def test_a_head_without_committed_tree_rates_runs_the_presets_fixed_tree(monkeypatch, tmp_path):
@@ -149,6 +154,9 @@ def test_presets_say_why(tmp_path):
         load_presets(path)
     path.write_text('[fast]\nwhy = "measured"\ndrafts = ["model"]\npair = "default"\n')
     with pytest.raises(ValueError, match="drafts"):
+        load_presets(path)
+    path.write_text('[fast]\nwhy = "measured"\nschedule = "sometimes"\n')
+    with pytest.raises(ValueError, match="schedule is one of"):
         load_presets(path)
     path.write_text('[fast]\nwhy = "measured"\nwidth = 2\n')
     with pytest.raises(ValueError, match="unknown keys"):

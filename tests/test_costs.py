@@ -14,11 +14,13 @@ from specdec_lib.costs import (
     draft_cost,
     drafted_parents,
     drafted_tokens,
+    drafted_widths,
     expected_tokens_per_step,
     monotone_costs,
     optimal_K,
     predicted_from_costs,
     predicted_speedup,
+    predicted_stopped_speedup,
     predicted_tree_speedup,
     step_cost,
     tree_prediction,
@@ -307,3 +309,117 @@ def test_the_cells_prediction_is_the_simulated_cells_and_tends_to_the_endless_on
         predicted_cell_speedup(RATES, K, tree, costs, 0, 0.0)
     with pytest.raises(ValueError, match="prefill_s"):
         predicted_cell_speedup(RATES, K, tree, costs, 10, -1.0)
+
+
+def _stop_rates(hazard, go, last, capped):
+    """Rates of a draft that stops by confidence, each kind's ``(beta, gamma by depth)`` with
+    the gamma of every width but the first."""
+
+    def kind(beta, gamma):
+        return {"beta": list(beta), "gamma": [[0.0, g, g] for g in gamma]}
+
+    return {"stop": list(hazard), "go": kind(*go), "last": kind(*last), "capped": kind(*capped)}
+
+
+GO = ([0.8, 0.75, 0.7], [0.4, 0.3, 0.0])
+LAST = ([0.3, 0.25, 0.2], [0.5, 0.45, 0.0])
+H_K = 0.5  # how often the draft is unsure at depth K, not observed where K is its cap
+STOPPED = _stop_rates(
+    [0.3, 0.4], GO, LAST, ([H_K * LAST[0][2] + (1 - H_K) * GO[0][2]] * 3, [0.0] * 3)
+)
+
+
+def test_a_draft_that_never_stops_is_the_fixed_draft():
+    from specdec_lib.costs import stopped_step_law, tree_step_law
+
+    costs = {"t_draft_by_k_s": [0.1, 0.15, 0.2], "t_target_s": [1.0 + 0.05 * n for n in range(9)]}
+    rates = _stop_rates([0.0, 0.0], GO, LAST, GO)
+    gamma = [[0.0, g, g] for g in GO[1]]
+    for tree in ((1,), (3, 2)):
+        law, cost = stopped_step_law(rates, 3, 3, tree, costs)
+        fixed = {"beta": GO[0], "gamma": gamma}
+        widths = drafted_widths(3, tree)
+        want = tree_step_law(GO[0], [gamma[d][w - 1] for d, w in enumerate(widths)])
+        np.testing.assert_allclose(law, want)
+        assert cost == pytest.approx(step_cost(3, costs, tree))
+        assert predicted_stopped_speedup(rates, 3, tree, costs) == pytest.approx(
+            predicted_tree_speedup(fixed, 3, tree, costs)
+        )
+    # a draft that always stops after its first token is the K = 1 draft of its unsure kind
+    law, cost = stopped_step_law(_stop_rates([1.0, 1.0], GO, LAST, GO), 3, 3, (1,), costs)
+    np.testing.assert_allclose(law, [0, 1 - LAST[0][0], LAST[0][0], 0, 0])
+    assert cost == pytest.approx(step_cost(1, costs))
+    with pytest.raises(ValueError, match="above the run's K"):
+        stopped_step_law(rates, 4, 3, (1,), costs)
+
+
+def _stopped_cells(rng, n_cells, n, K, tree, costs, prefill):
+    """Cells decoded by a draft that stops by confidence at the rates of ``STOPPED`` (its unsure
+    token at depth K with probability ``H_K``), as the benchmark records them, and each cell's
+    time in baseline tokens."""
+    hazard = [*STOPPED["stop"], H_K]
+    cells, times = [], []
+    for _ in range(n_cells):
+        steps, alts, emitted, spent = [[0, 0, [0]]], [0], 1, prefill
+        while emitted < n:
+            cap = min(K, n - emitted - 1)
+            if cap == 0:
+                steps.append([0, 0, [0]])
+                alts.append(0)
+                emitted, spent = emitted + 1, spent + 1.0
+                continue
+            kinds = []
+            for d in range(cap):
+                kinds.append(LAST if rng.random() < hazard[d] else GO)
+                if kinds[-1] is LAST:
+                    break
+            drafted, widths = len(kinds), drafted_widths(len(kinds), tree)
+            n_acc, out, alt = drafted, drafted + 1, 0
+            for d, (beta, gamma) in enumerate(kinds):
+                if rng.random() < beta[d]:
+                    continue
+                if widths[d] > 1 and rng.random() < gamma[d]:
+                    n_acc, out, alt = d + 1, d + 2, 1
+                else:
+                    n_acc, out = d, d + 1
+                break
+            steps.append([drafted, n_acc, [0] * out])
+            alts.append(alt)
+            emitted += out
+            spent += step_cost(drafted, costs, tree)
+        cells.append({"steps": steps, "alt_index": alts})
+        times.append(spent)
+    return cells, np.asarray(times)
+
+
+def test_the_stopped_draft_model_is_the_simulated_cells_at_the_rates_they_show():
+    """Cells simulated from a draft that stops by confidence: the rates ``stopped_rates``
+    reads from them are the rates they were drawn at, and the cost model at those rates predicts
+    the cells' own time, and tends to the endless model."""
+    from specdec_lib.bench.analysis import stopped_rates
+    from specdec_lib.costs import predicted_cell_speedup
+
+    costs = {"t_draft_by_k_s": [0.1, 0.15, 0.2], "t_target_s": [1.0 + 0.05 * n for n in range(9)]}
+    K, tree, n, prefill = 3, (3, 2), 12, 2.0
+    cells, times = _stopped_cells(np.random.default_rng(1), 20_000, n, K, tree, costs, prefill)
+    got = stopped_rates(cells, K, 3, n)
+    np.testing.assert_allclose(got["stop"], STOPPED["stop"], atol=0.01)
+    for name in ("go", "last"):
+        np.testing.assert_allclose(got[name]["beta"][:2], STOPPED[name]["beta"][:2], atol=0.015)
+        np.testing.assert_allclose(
+            [g[1] for g in got[name]["gamma"][:2]],
+            [g[1] for g in STOPPED[name]["gamma"][:2]],
+            atol=0.03,
+        )
+    assert got["capped"]["beta"][K - 1] == pytest.approx(STOPPED["capped"]["beta"][K - 1], abs=0.02)
+    simulated = (prefill + n - 1) / times.mean()
+    predicted = predicted_cell_speedup(got, K, tree, costs, n, prefill)
+    assert predicted == pytest.approx(simulated, rel=0.01)
+    assert predicted_cell_speedup(STOPPED, K, tree, costs, n, prefill) == pytest.approx(
+        simulated, rel=0.01
+    )
+    assert predicted_cell_speedup(STOPPED, K, tree, costs, 4000, 0.0) == pytest.approx(
+        predicted_stopped_speedup(STOPPED, K, tree, costs), rel=2e-3
+    )
+    with pytest.raises(ValueError, match="above its cap"):
+        stopped_rates([{"steps": [[0, 0, [0]], [3, 0, [0]]], "alt_index": [0, 0]}], K, 3, 3)

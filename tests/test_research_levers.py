@@ -89,16 +89,14 @@ def test_support_lever_decodes_with_the_subset_named_and_hidden(tiny_pair, rando
         assert r[name]["host_ms_per_step"] > 0 and r[name]["tokens_per_s"] > 0
 
 
-def test_tree_lever_runs_both_shapes_beside_one_baseline(
-    tmp_path, tiny_pair, random_head, monkeypatch
-):
+def _tuned_tiny_pair(tmp_path, tiny_pair, random_head, monkeypatch):
+    """The tiny pair with the random feature head, whose tree tunes from rates in ``tmp_path``."""
     import dataclasses
     import json
 
-    from specdec_lib.bench import BenchSettings, tuning
     from specdec_lib.bench import settings as bench_settings
+    from specdec_lib.bench import tuning
     from specdec_lib.drafters import FeatureDrafter
-    from specdec_lib.research import levers
 
     monkeypatch.setattr(bench_settings, "TRAINED_DRAFTS", ("model",))  # the tiny pair's head
     pair = dataclasses.replace(
@@ -115,6 +113,16 @@ def test_tree_lever_runs_both_shapes_beside_one_baseline(
         )
     )
     monkeypatch.setattr(tuning, "tree_rates_path", lambda head: path)
+    return pair
+
+
+def test_tree_lever_runs_both_shapes_beside_one_baseline(
+    tmp_path, tiny_pair, random_head, monkeypatch
+):
+    from specdec_lib.bench import BenchSettings
+    from specdec_lib.research import levers
+
+    pair = _tuned_tiny_pair(tmp_path, tiny_pair, random_head, monkeypatch)
     s = BenchSettings(
         pair="tiny-random", draft="model", K=[1, 2], tree=[2], max_new_tokens=6, cost_reps=2
     ).validate()
@@ -130,6 +138,37 @@ def test_tree_lever_runs_both_shapes_beside_one_baseline(
         assert x["tuned"]["tree"] == tuned["tuned_trees"]["by_K"][str(x["K"])]["tree"]
         for v in ("fixed", "tuned"):  # each shape summarised as a bench run, with its interval
             assert {"speedup", "low", "high", "predicted_speedup", "host_share"} <= set(x[v])
+
+
+def test_schedule_lever_runs_fixed_and_stopped_drafts_beside_one_baseline(
+    tmp_path, tiny_pair, random_head, monkeypatch
+):
+    from specdec_lib.bench import BenchSettings
+    from specdec_lib.research import levers
+
+    pair = _tuned_tiny_pair(tmp_path, tiny_pair, random_head, monkeypatch)
+    s = BenchSettings(
+        pair="tiny-random", draft="model", K=[1, 2], tree=[2], max_new_tokens=12, cost_reps=2
+    ).validate()
+    prompts = [{"category": "a", "text": "hello world"}, {"category": "b", "text": "abc"}]
+    r = levers.schedule_costs(pair, s, prompts)
+    assert r["threshold"] == s.threshold and [x["K"] for x in r["by_K"]] == [1, 2]
+    fixed, stopped = r["results"]["fixed"], r["results"]["threshold"]
+    assert (fixed["settings"]["schedule"], stopped["settings"]["schedule"]) == (
+        "fixed",
+        "threshold",
+    )
+    base = {k: c for k, c in fixed["cells"].items() if k.startswith("autoregressive")}
+    assert len(base) == 2 and all(stopped["cells"][k] is c for k, c in base.items())
+    short = 0
+    for x in r["by_K"]:
+        assert x["fixed"]["tree"] == x["threshold"]["tree"]  # both tuned, the same shape
+        for v in ("fixed", "threshold"):  # each summarised as a bench run, with its prediction
+            assert {"speedup", "low", "high", "predicted_speedup", "host_share"} <= set(x[v])
+            assert x[v]["predicted_speedup"] > 0
+        cells = [c for k, c in stopped["cells"].items() if k.startswith(f"speculative|{x['K']}|")]
+        short += sum(0 < st[0] < x["K"] for c in cells for st in c["steps"][: -x["K"]])
+    assert short > 0  # the draft did stop by confidence
 
 
 def test_head_lever_runs_every_head_beside_one_baseline(tiny_pair, random_head):

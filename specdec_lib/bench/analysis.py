@@ -23,6 +23,7 @@ from ..costs import (
     host_cost,
     predicted_cell_speedup,
     predicted_from_costs,
+    predicted_stopped_speedup,
     predicted_tree_speedup,
     step_cost,
 )
@@ -51,6 +52,7 @@ __all__ = [
     "speculative_runs",
     "speedup_interval",
     "summarize",
+    "stopped_rates",
     "tree_rates",
 ]
 
@@ -133,6 +135,67 @@ def tree_rates(cells: Iterable[dict[str, Any]], K: int, width: int) -> dict[str,
         "chain_rejected": rejected.tolist(),
         "alternative_kept": alt.tolist(),
     }
+
+
+def stopped_rates(
+    cells: Iterable[dict[str, Any]], K: int, width: int, max_new_tokens: int
+) -> dict[str, Any]:
+    """What the steps of a draft that stops by confidence say (the rates of
+    :func:`~specdec_lib.costs.stopped_step_law`), per depth ``d = 1..K``, from cells of
+    ``max_new_tokens`` new tokens at most (a step may draft ``min(K, tokens left - 1)``, its cap).
+
+    ``stop[d-1]`` (``d < K``): how often the draft stopped after depth ``d`` below its cap, of the
+    steps that drafted depth ``d`` below their cap. ``go``, ``last`` and ``capped``: the rates of
+    :func:`tree_rates` of the chain's tokens at a depth the draft went on from, at the depth it
+    stopped at below its cap, and at a depth that was the step's cap (there, whether the draft was
+    sure of its token is not observed). Each with the counts behind it."""
+    positive_int(K, "K")
+    positive_int(width, "width")
+    positive_int(max_new_tokens, "max_new_tokens")
+    kinds = ("go", "last", "capped")
+    reached, chain, rejected = (np.zeros((3, K), dtype=np.int64) for _ in range(3))
+    alt = np.zeros((3, K, width), dtype=np.int64)
+    stopped, went_on = np.zeros(K, dtype=np.int64), np.zeros(K, dtype=np.int64)
+    for c in cells:
+        emitted = 0
+        for (drafted, n_acc, out), j in zip(c["steps"], c["alt_index"], strict=True):
+            cap = min(K, max_new_tokens - emitted - 1)
+            emitted += len(out)
+            if drafted == 0:  # the prompt's pass, or a draft that declined
+                continue
+            if drafted > cap:
+                raise ValueError(f"cells: a step drafted {drafted} tokens, above its cap {cap}")
+            went_on[: drafted - 1] += 1
+            if drafted < cap:
+                stopped[drafted - 1] += 1
+            last = 1 if drafted < cap else 2
+            on_chain = n_acc - 1 if j else n_acc  # chain tokens accepted
+            for d in range(min(on_chain + 1, drafted)):  # the depths verification reached
+                kind = 0 if d < drafted - 1 else last
+                reached[kind, d] += 1
+                if d < on_chain:
+                    chain[kind, d] += 1
+                else:
+                    rejected[kind, d] += 1
+                    if j:
+                        alt[kind, d, j - 1] += 1
+    out: dict[str, Any] = {}
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out["stop"] = (stopped / (stopped + went_on))[: K - 1].tolist()
+        for i, name in enumerate(kinds):
+            kept = np.concatenate(
+                [np.zeros((K, 1), dtype=np.int64), np.cumsum(alt[i], axis=1)[:, :-1]], 1
+            )
+            out[name] = {
+                "beta": (chain[i] / reached[i]).tolist(),
+                "gamma": (kept / rejected[i][:, None]).tolist(),
+                "reached": reached[i].tolist(),
+                "chain_accepted": chain[i].tolist(),
+                "chain_rejected": rejected[i].tolist(),
+                "alternative_kept": alt[i].tolist(),
+            }
+    out["stopped"], out["went_on"] = stopped.tolist(), went_on.tolist()
+    return out
 
 
 def depth_counts(
@@ -267,10 +330,12 @@ def summarize(result: dict[str, Any]) -> list[dict[str, Any]]:
     """One record per (method, K): throughput, speedup vs the baseline of the same run, alpha,
     tau, per-request latency percentiles, predicted speedup, per-prompt records, and how many of
     its cells ran while the machine ran slow (``disturbed_cells``, :func:`disturbed_cells`).
-    The cost model charges ``K`` drafts every step: a run whose draft length varies from step to
-    step (a ``schedule`` other than ``"fixed"``) has no prediction."""
+    A draft that stops by confidence (``schedule`` ``"threshold"``) is predicted at the stopping
+    rates its steps show (:func:`stopped_rates`); one whose length follows transformers'
+    heuristic schedule (``"heuristic"``), which depends on the steps before, has no prediction."""
     costs = model_costs(result)
-    fixed = result["settings"].get("schedule", "fixed") == "fixed"
+    schedule = result["settings"].get("schedule", "fixed")
+    stopped = result["settings"]["max_new_tokens"] if schedule == "threshold" else None
     identical = identical_outputs(result)
     disturbed = disturbed_cells(result)
     groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
@@ -304,8 +369,8 @@ def summarize(result: dict[str, Any]) -> list[dict[str, Any]]:
         if method == "speculative":
             tree = run_tree(result["settings"], result.get("tuned_trees"), K)
             rec["tree"] = tree
-            model = costs if fixed else None
-            rec |= _speculative(cells, K, tree, model, n_tok, secs, rec["speedup"])
+            model = costs if schedule in ("fixed", "threshold") else None
+            rec |= _speculative(cells, K, tree, model, n_tok, secs, rec["speedup"], stopped)
         if (method, K) in identical:
             rec["identical_to_autoregressive"] = identical[method, K]["fraction"]
         if method in ("autoregressive", "speculative"):
@@ -332,9 +397,11 @@ def _speculative(
     n_tok: int,
     secs: float,
     speedup: float,
+    stopped: int | None = None,
 ) -> dict[str, Any]:
     """The speculative fields of a (speculative, K) record: acceptance, tokens per step, and the
-    cost model's prediction."""
+    cost model's prediction; ``stopped``: the cells' ``max_new_tokens`` where the draft stops by
+    confidence (its model, :func:`~specdec_lib.costs.predicted_stopped_speedup`)."""
     proposed = sum(c["n_proposed"] for c in cells)
     accepted = sum(c["n_accepted"] for c in cells)
     # Draft positions actually judged: a step stops at its first rejection, so the drafts after it
@@ -349,7 +416,10 @@ def _speculative(
     rec["tau"] = n_tok / n_steps
     rec["alpha_by_position"] = rates(*position_counts(cells, K))
     widest = max(drafted_widths(K, tree))
-    if costs and widest > 1 and all("alt_index" in c for c in cells):
+    if costs and stopped is not None:
+        rec["stopped_rates"] = stopped_rates(cells, K, widest, stopped)
+        rec["predicted_speedup"] = predicted_stopped_speedup(rec["stopped_rates"], K, tree, costs)
+    elif costs and widest > 1 and all("alt_index" in c for c in cells):
         # a tree with alternatives: its own model, at the rates of each depth its steps show
         rec["tree_rates"] = tree_rates(cells, K, widest)
         rec["predicted_speedup"] = predicted_tree_speedup(rec["tree_rates"], K, tree, costs)
@@ -359,13 +429,14 @@ def _speculative(
         rec["efficiency"] = speedup / rec["predicted_speedup"]
         rec |= _cell_prediction(cells, K, tree, costs, rec, speedup)
         # The same cost model with the measured tokens per step instead of the modelled E.
-        rec["predicted_speedup_from_tau"] = rec["tau"] / step_cost(K, costs, tree)
+        if stopped is None:
+            rec["predicted_speedup_from_tau"] = rec["tau"] / step_cost(K, costs, tree)
     # The step's time by part, as shares of the cells' time, and the host's work per step.
     for part in ("draft", "target", "host"):
         if all(f"{part}_ms" in c for c in cells):  # runs before the breakdown lack target, host
             rec[f"{part}_share"] = sum(c[f"{part}_ms"] for c in cells) / (1e3 * secs)
     if "host_share" in rec:
-        rec |= _parts_against_model(cells, K, tree, costs, n_steps)
+        rec |= _parts_against_model(cells, K, tree, costs if stopped is None else None, n_steps)
     return rec
 
 
@@ -411,7 +482,7 @@ def _cell_prediction(
     first_empty = all(c.get("steps") and c["steps"][0][0] == 0 for c in cells)
     if len(lengths) != 1 or not first_empty or not all("prefill_ms" in c for c in cells):
         return {}
-    rates = rec.get("tree_rates")
+    rates = rec.get("stopped_rates", rec.get("tree_rates"))
     if rates is None:  # the chain: one rate at every depth
         if max(drafted_widths(K, tree)) > 1 or not np.isfinite(rec["alpha_iid"]):
             return {}  # a tree whose cells did not record which alternative was kept

@@ -82,7 +82,17 @@ def load_presets(path: str | Path = PRESETS_FILE) -> dict[str, dict[str, Any]]:
     where the weights are packed for the library's product), its ``tree``, ``dtype`` and
     ``pack``."""
     presets = tomllib.loads(Path(path).read_text())
-    known = {"why", "pair", "drafts", "library_drafts", "tree", "tune_tree", "dtype", "pack"}
+    known = {
+        "why",
+        "pair",
+        "drafts",
+        "library_drafts",
+        "tree",
+        "tune_tree",
+        "schedule",
+        "dtype",
+        "pack",
+    }
     for name, p in presets.items():
         where = f"preset {name!r} in {Path(path).name}"
         if not isinstance(p, dict) or not isinstance(p.get("why"), str) or not p["why"].strip():
@@ -101,6 +111,8 @@ def load_presets(path: str | Path = PRESETS_FILE) -> dict[str, dict[str, Any]]:
             p["tree"] = list(as_tree(p["tree"]))
         if not isinstance(p.get("tune_tree", False), bool):
             raise ValueError(f"{where}: tune_tree is true or false")
+        if p.get("schedule", "fixed") not in SCHEDULES:
+            raise ValueError(f"{where}: schedule is one of {', '.join(SCHEDULES)}")
     return presets
 
 
@@ -177,10 +189,12 @@ class BenchSettings:
         "(start)",
         choices=COST_TIMINGS,
     )
-    schedule: str = setting(
-        "fixed",
+    schedule: str | None = setting(
+        None,
         "draft length per step: fixed K; HF's heuristic schedule from K (+2 after a fully "
-        "accepted step, -1 otherwise); or up to K, stopping after a draft of confidence below --threshold (q(x), in greedy decoding the draft's softmax at x)",
+        "accepted step, -1 otherwise); or up to K, stopping after a draft of confidence below "
+        "--threshold (q(x), in greedy decoding the draft's softmax at x) (default: the preset's, "
+        "else fixed)",
         choices=SCHEDULES,
     )
     threshold: float = setting(0.4, "confidence threshold of --schedule threshold")
@@ -248,11 +262,13 @@ class BenchSettings:
                 "methods: 'autoregressive_inverse_cdf' is the greedy baseline without the argmax; "
                 f"it needs temperature 0, got {self.temperature}"
             )
-        one_of(self.schedule, "schedule", SCHEDULES)
         probability(self.threshold, "threshold", one=False)
         one_of(self.pair, "pair", PAIRS)
         preset = one_of(self.preset, "preset", PRESETS)
         preset = PRESETS[preset] if PRESETS[preset].get("pair", self.pair) == self.pair else {}
+        if self.schedule is None:
+            self.schedule = preset.get("schedule", "fixed")
+        one_of(self.schedule, "schedule", SCHEDULES)
         self.device = resolve_device(self.device)
         self.dtype = one_of(self.dtype, "dtype", DTYPES + ("auto",))
         if self.dtype == "auto":

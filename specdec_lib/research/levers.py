@@ -46,6 +46,10 @@ speedup.
 the tree tuned on this machine (``bench --tune-tree``), decoding the same prompts in rotation
 beside one autoregressive baseline, in one process (:func:`tree_costs`).
 
+``--lever schedule`` measures the draft's length: ``bench``'s defaults (the tuned tree) drafting
+``K`` tokens every step, and drafting up to ``K`` and stopping after a draft it was unsure of
+(``bench --schedule threshold``), in the same rotation (:func:`schedule_costs`).
+
 ``--lever draft-temperature`` measures the draft's temperature: ``bench``'s defaults with the
 drafts drawn at the target's temperature (``draft_temperature_scale`` 1) and at each of
 ``--scales`` times it, decoding the same prompts in rotation beside one autoregressive baseline,
@@ -527,6 +531,28 @@ def tree_costs(
     return out | {"fixed_tree": list(settings.tree)}
 
 
+def schedule_costs(
+    pair: Any, settings: BenchSettings, prompts: Sequence[dict[str, Any]]
+) -> dict[str, Any]:
+    """A draft of ``K`` tokens every step against one that stops by confidence, up to ``K``
+    (``bench --schedule threshold``, at ``settings.threshold``), side by side in one process,
+    both with the tree tuned on this machine at each ``K`` (as ``bench``'s defaults run it;
+    :func:`tree_costs` times and tunes it the same way)."""
+    costs = _run_costs(pair, settings, prompts)
+    tuned = tuning.tune(pair, settings, costs)
+    trees = {K: tuple(tuned["by_K"][str(K)]["tree"]) for K in settings.K}
+    variants = {
+        name: (
+            pair,
+            dataclasses.replace(settings, tree=None, tune_tree=True, schedule=name),
+            trees,
+        )
+        for name in ("fixed", "threshold")
+    }
+    extra = {name: {"tuned_trees": tuned} for name in variants}
+    return side_by_side(variants, prompts, costs, extra) | {"threshold": settings.threshold}
+
+
 def head_costs(
     pairs: dict[str, Any], settings: BenchSettings, prompts: Sequence[dict[str, Any]]
 ) -> dict[str, Any]:
@@ -748,6 +774,7 @@ def build_parser() -> argparse.ArgumentParser:
             "cache-decoding",
             "support",
             "tree",
+            "schedule",
             "head",
             "draft",
             "draft-temperature",
@@ -772,14 +799,14 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         nargs="+",
         default=[1.0, 0.0],
-        help="support, tree, head, draft-temperature: temperatures (0 = greedy)",
+        help="support, tree, schedule, head, draft-temperature: temperatures (0 = greedy)",
     )
     p.add_argument(
         "--prompts",
         type=int,
         default=10,
-        help="support, tree, head, draft-temperature: benchmark prompts decoded (the first N of "
-        "data/prompts.json)",
+        help="support, tree, schedule, head, draft-temperature: benchmark prompts decoded (the "
+        "first N of data/prompts.json)",
     )
     p.add_argument(
         "--scales",
@@ -788,7 +815,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=[0.8],
         help="draft-temperature: the scales measured beside 1 (the target's temperature)",
     )
-    p.add_argument("--K", type=int, nargs="+", default=[1, 2, 3], help="tree, head: draft lengths")
+    p.add_argument(
+        "--K", type=int, nargs="+", default=[1, 2, 3], help="tree, schedule, head: draft lengths"
+    )
     p.add_argument(
         "--heads",
         nargs="+",
@@ -822,6 +851,7 @@ def main(argv: list[str] | None = None) -> int:
         "cache-decoding": _cache_decoding_main,
         "support": _support_main,
         "tree": _tree_main,
+        "schedule": _schedule_main,
         "head": _head_main,
         "draft": _draft_main,
         "draft-temperature": _draft_temperature_main,
@@ -953,6 +983,16 @@ def _tree_main(args: argparse.Namespace, settings: dict[str, Any]) -> int:
     return _bench_lever_main(args, settings, _load_default_pair, tree_costs, line)
 
 
+def _schedule_main(args: argparse.Namespace, settings: dict[str, Any]) -> int:
+    """The schedule lever: K drafts every step, and up to K stopping by confidence."""
+
+    def line(r: dict[str, Any]) -> str:
+        f, t = r["fixed"], r["threshold"]
+        return f"fixed {f['speedup']:.3f}x, stopped by confidence {t['speedup']:.3f}x"
+
+    return _bench_lever_main(args, settings, _load_default_pair, schedule_costs, line)
+
+
 def _head_main(args: argparse.Namespace, settings: dict[str, Any]) -> int:
     """The head lever: each head of ``--heads``, by the stem of its file."""
 
@@ -1026,8 +1066,9 @@ def _bench_lever_main(
     extra_settings: dict[str, Any] | None = None,
 ) -> int:
     """A lever measured with ``bench``'s defaults (the dtype and weight layout timed at start-up)
-    but the preset's fixed tree (one shape at every ``K``, so that the lever alone differs
-    between variants; the tuned tree is the tree lever's subject) at each temperature asked for:
+    but the preset's fixed tree and ``K`` drafts every step (one shape and one length at every
+    ``K``, so that the lever alone differs between variants; the tuned tree and the stop by
+    confidence are the tree and schedule levers' subjects) at each temperature asked for:
     what ``load`` returns for the first temperature's settings (a pair, or pairs by name) is
     measured at every one, each ``K``'s speedups printed by ``line``."""
     prompts = load_prompts(DEFAULT_PROMPTS)[: args.prompts]
@@ -1038,7 +1079,7 @@ def _bench_lever_main(
             K=args.K,
             temperature=T,
             methods=["autoregressive", "speculative"],
-            **({"tune_tree": False} | (extra_settings or {})),
+            **({"tune_tree": False, "schedule": "fixed"} | (extra_settings or {})),
         ).validate()
         loaded = load(s) if loaded is None else loaded
         runs.append(measure(loaded, s, prompts))

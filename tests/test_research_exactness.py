@@ -71,3 +71,24 @@ def test_a_packed_configuration_is_tested_against_its_own_target(tiny_pair):
     df = as_frame(result).set_index("name")
     assert loaded == [False, True] and bool(df.loc["packed", "pack"])
     assert (df.p > 1e-3).all() and (df.bins >= 2).all()
+
+
+def test_a_draft_that_stops_by_confidence_is_an_arm_under_the_same_test(tiny_pair):
+    """The configuration ``bench`` runs by default stops its draft by confidence: the grid runs
+    it that way (fewer drafts than K a step), under the same test."""
+    result = shipped_grid(
+        {
+            "fixed": Config("model", "float32"),
+            "stopped": Config("model", "float32", threshold=0.5),
+        },
+        faults={},
+        n=600,
+        prompt="abc",
+        first=None,
+        K=3,
+        length=3,
+        load=lambda c: tiny_pair,
+    )
+    df = as_frame(result).set_index("name")
+    assert (df.p > 1e-3).all()
+    assert df.loc["stopped", "proposed"] < df.loc["fixed", "proposed"]

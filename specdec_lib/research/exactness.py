@@ -38,6 +38,7 @@ from ..bench.run import hf_generate
 from ..checks import one_of, positive_int
 from ..config import REPO_ROOT
 from ..decoding import SpeculativeDecoder
+from ..drafters import DynamicK
 from ..models import load_pair
 from ..results import provenance
 from ..sampling import Warp
@@ -98,7 +99,9 @@ class Config:
     of a trained draft), dtype, how both models' linear weights are packed for a CPU's product
     (``pack``, as ``load_pair`` takes it: ``True`` for oneDNN, ``"library"`` for the library's
     product, as ``bench`` runs on a CPU; the target's exact law is then the packed target's),
-    the step's shape (``width``: a spelling of ``tree=(width,)``),
+    the step's shape (``width``: a spelling of ``tree=(width,)``), ``threshold`` (the draft
+    stops after a draft it was unsure of, as ``bench --schedule threshold`` runs it:
+    :class:`~specdec_lib.drafters.DynamicK`; ``None``: ``K`` drafts every step),
     and warp; ``method`` is ``"speculative"`` (this library's decoder) or ``"hf_assisted"``
     (transformers' assisted generation with sampling, the pair's model draft as its assistant:
     the peer under the same test)."""
@@ -113,6 +116,7 @@ class Config:
     head: str | None = None
     method: str = "speculative"
     pack: bool | str = False
+    threshold: float | None = None
 
     @property
     def warp(self) -> Warp:
@@ -146,6 +150,9 @@ CONFIGS: dict[str, Config] = {
         "trained-int8", "bfloat16", tree=(4, 3), pack="library"
     ),
     "trained-bf16-tree4-3-library": Config("trained-bf16", "bfloat16", tree=(4, 3), pack="library"),
+    "trained-bf16-tree4-3-library-stopped": Config(
+        "trained-bf16", "bfloat16", tree=(4, 3), pack="library", threshold=0.4
+    ),
     "ttt-full-int8-bf16-tree4-3": Config(
         "trained-int8",
         "bfloat16",
@@ -294,6 +301,9 @@ def shipped_grid(
             raise AssertionError(fault)
         if c.method == "hf_assisted":
             dec = HFAssisted(pair, K, c.warp)
+        elif c.threshold is not None:
+            stopped = DynamicK(pair.draft, schedule="constant", initial=K, threshold=c.threshold)
+            dec = SpeculativeDecoder(stopped, pair.target, **kw)
         else:
             dec = SpeculativeDecoder(pair.draft, pair.target, **kw)
         t0 = time.perf_counter()

@@ -56,6 +56,7 @@ __all__ = [
     "predicted_stopped_speedup",
     "predicted_tree_speedup",
     "step_cost",
+    "stopped_prediction",
     "stopped_step_law",
     "tree_prediction",
     "tree_step_law",
@@ -334,7 +335,9 @@ def stopped_step_law(
     ``rates["last"]`` at the depth it stopped at (unsure), and at depth ``K`` reached with the
     draft unstopped, ``rates["capped"]``, the two mixed (which of them the draft was is not
     observed there). Each holds ``beta`` and ``gamma`` per depth as :func:`tree_prediction`
-    takes them (NaN counts as 0). With every hazard 0 this is the fixed draft's step at ``k``.
+    takes them (NaN counts as 0). Rates measured at a larger cap than ``K`` (a hazard at depth
+    ``K``) split depth ``K`` into its two kinds as they do every depth below the cap. With every
+    hazard 0 this is the fixed draft's step at ``k``.
     """
     k = positive_int(k, "k", "the most draft tokens of a step")
     if k > K:
@@ -354,7 +357,7 @@ def stopped_step_law(
     for j in range(1, k):
         outcomes.append((going * hazard[j - 1], j, "last"))
         going *= 1 - hazard[j - 1]
-    if k < K:  # the draft is cut at k: its token there may be sure or not
+    if k < K or hazard.shape[0] >= K:  # cut at k: its token there may be sure or not
         outcomes += [(going * hazard[k - 1], k, "last"), (going * (1 - hazard[k - 1]), k, "go")]
     else:
         outcomes.append((going, k, "capped"))
@@ -365,14 +368,24 @@ def stopped_step_law(
     return law, cost
 
 
+def stopped_prediction(
+    rates: dict[str, Any], K: int, tree: Any, costs: dict[str, Any]
+) -> tuple[float, float]:
+    """(expected tokens per step, expected step cost) of a draft that stops by confidence, up to
+    ``K`` tokens, with a tree of shape ``tree`` around its chain (:func:`stopped_step_law` at
+    ``k = K``): :func:`tree_prediction`'s pair for such a draft."""
+    law, cost = stopped_step_law(rates, K, K, tree, costs)
+    return float(np.arange(law.shape[0]) @ law), cost
+
+
 def predicted_stopped_speedup(
     rates: dict[str, Any], K: int, tree: Any, costs: dict[str, Any]
 ) -> float:
     """The cost model's speedup of a draft that stops by confidence, up to ``K`` tokens, with a
     tree of shape ``tree`` around its chain: expected tokens per step over expected step cost
-    (:func:`stopped_step_law` at ``k = K``; steps renew, so their ratio is the speedup)."""
-    law, cost = stopped_step_law(rates, K, K, tree, costs)
-    return float(np.arange(law.shape[0]) @ law / cost)
+    (:func:`stopped_prediction`; steps renew, so their ratio is the speedup)."""
+    E, cost = stopped_prediction(rates, K, tree, costs)
+    return E / cost
 
 
 def predicted_cell_speedup(
@@ -436,12 +449,16 @@ def best_chain_tree(
     ``predicted_speedup``.
 
     ``K`` is fixed: the speedup of the shapes at one draft length is compared, as a benchmark
-    that runs a grid of ``K`` compares them."""
+    that runs a grid of ``K`` compares them. Rates of a draft that stops by confidence (with
+    ``stop`` hazards, :func:`stopped_step_law`) rank the shapes around the drafts it makes, up to
+    ``K`` (:func:`stopped_prediction`)."""
     K = positive_int(K, "K", "draft tokens per step")
+    predict = stopped_prediction if "stop" in rates else tree_prediction
+    chain = rates["go"] if "stop" in rates else rates
     if widths is None:
-        widths = rates.get("widths") or [np.asarray(rates["gamma"]).shape[1]] * len(rates["beta"])
-    if len(rates["beta"]) < K:
-        raise ValueError(f"rates cover {len(rates['beta'])} depths, K = {K} needs {K}")
+        widths = rates.get("widths") or [np.asarray(chain["gamma"]).shape[1]] * len(chain["beta"])
+    if len(chain["beta"]) < K:
+        raise ValueError(f"rates cover {len(chain['beta'])} depths, K = {K} needs {K}")
     cap = len(costs["t_target_s"]) - 1
     if max_drafted is not None:
         cap = min(cap, positive_int(max_drafted, "max_drafted", "draft tokens in a pass"))
@@ -451,7 +468,7 @@ def best_chain_tree(
         n = drafted_tokens(K, shape)
         if n > cap:
             continue
-        E, cost = tree_prediction(rates, K, shape, costs)
+        E, cost = predict(rates, K, shape, costs)
         key = (E / cost, -n)
         if best is None or key > best[0]:
             best = (key, shape, n, E, cost)

@@ -423,3 +423,24 @@ def test_the_stopped_draft_model_is_the_simulated_cells_at_the_rates_they_show()
     )
     with pytest.raises(ValueError, match="above its cap"):
         stopped_rates([{"steps": [[0, 0, [0]], [3, 0, [0]]], "alt_index": [0, 0]}], K, 3, 3)
+
+
+def test_stopped_rates_from_a_larger_cap_split_the_last_depth_and_rank_the_shapes():
+    """Rates measured with a larger cap than a run's K know the hazard at depth K: the step at K
+    is then the larger cap's step cut at K. Shapes are ranked around the drafts a stopped draft
+    makes: where a pass's every further token costs 6% of a one-token pass, a draft that never
+    stops is best as the chain, one that mostly stops after its first token buys alternatives."""
+    from specdec_lib.costs import stopped_step_law
+
+    costs = {"t_draft_by_k_s": [0.1, 0.15, 0.2], "t_target_s": [1.0 + 0.06 * n for n in range(12)]}
+    law, cost = stopped_step_law(STOPPED, 2, 3, (3, 2), costs)
+    short = {**STOPPED, "stop": STOPPED["stop"]}  # the same hazards, read at a cap of 2
+    np.testing.assert_allclose(stopped_step_law(short, 2, 2, (3, 2), costs)[0], law)
+    sure = _stop_rates([0.0, 0.0], GO, LAST, GO)
+    unsure = _stop_rates([0.95, 0.95], GO, LAST, GO)
+    deep = best_chain_tree(sure, 3, costs, widths=[3, 3, 1])
+    shallow = best_chain_tree(unsure, 3, costs, widths=[3, 3, 1])
+    assert deep["tree"] == [1] and shallow["tree"][0] > 1
+    assert shallow["predicted_speedup"] == pytest.approx(
+        predicted_stopped_speedup(unsure, 3, shallow["tree"], costs)
+    )

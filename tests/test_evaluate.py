@@ -35,6 +35,19 @@ def test_a_wide_tree_measures_the_rates_of_every_narrower_one(tiny_pair, random_
     assert "tree_rates" not in acceptance(tiny_pair, prompts, K=2, **kw)
     with pytest.raises(ValueError, match="width=2 and tree"):
         EvalSettings(width=2, tree=[2, 2])
+    # a draft stopped by confidence: the rates of every narrower tree around the drafts it makes
+    res = acceptance(tiny_pair, prompts, K=3, tree=[3, 2], threshold=0.5, **kw)
+    r = res["stopped_rates"]
+    assert "tree_rates" not in res and res["settings"]["threshold"] == 0.5
+    assert (r["widths"], r["threshold"], len(r["stop"]), len(r["go"]["gamma"][0])) == (
+        [3, 2, 1],
+        0.5,
+        2,
+        3,
+    )
+    assert sum(r["stopped"]) > 0  # it stopped below its cap
+    with pytest.raises(ValueError, match="threshold"):
+        EvalSettings(threshold=1.5)
 
 
 def test_saved_head_weights_only_for_trained_drafts_that_exist(tmp_path):

@@ -154,8 +154,9 @@ def machine_line(m: dict) -> str:
             f"{part(m['tuned_T1'], m['tuned_greedy'], True)}.{spans()}"
         )
     fixed = ", ".join(map(str, m["fixed_T1"]["tree"]))
+    stopped = " and their draft stopped by confidence" if m["T1"]["schedule"] == "threshold" else ""
     return (
-        f"{head}the defaults, their tree tuned on the machine: "
+        f"{head}the defaults, their tree tuned on the machine{stopped}: "
         f"{part(m['T1'], m['greedy'], True)}. "
         f"With the fixed tree ({fixed}) (`--no-tune-tree`): "
         f"{part(m['fixed_T1'], m['fixed_greedy'], False)}.{spans()}"

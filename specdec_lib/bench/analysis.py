@@ -762,8 +762,9 @@ def machine_check(runs: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
     preset's fixed tree) or of :data:`TUNED_BY_FLAG_RUNS`, the best ``K`` of that run with its
     ``tree``, the speedup over the autoregressive
     baseline, its 95% bootstrap interval over prompts (``low``, ``high``) and both sides' tokens
-    per second, the slowest ``K`` it ran (``worst_K``, ``worst_speedup``): whether the
-    defaults ever lose to the baseline, and over every ``K`` the range of measured / predicted
+    per second, the slowest ``K`` it ran (``worst_K``, ``worst_speedup``: whether the
+    defaults ever lose to the baseline), how the run set its draft's length (``schedule``), and
+    over every ``K`` the range of measured / predicted
     for the run's own cells (``efficiency``, ``None`` where a run predates that prediction) and of
     the host's share of the time (``host_share``), where the start-up timing left the
     autoregressive baseline faster in another dtype, which
@@ -799,6 +800,7 @@ def machine_check(runs: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
             "dtype": result["settings"].get("dtype"),
             "pack": result["settings"].get("pack"),
             "tree": spec[K]["tree"],
+            "schedule": result["settings"].get("schedule", "fixed"),
             "efficiency": _span(r.get("efficiency_cells") for r in spec.values()),
             "host_share": _span(r.get("host_share") for r in spec.values()),
             "faster_baseline": faster_baseline(result.get("dtype_choice")),

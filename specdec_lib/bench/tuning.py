@@ -24,6 +24,7 @@ __all__ = [
     "MAX_ALTERNATIVES",
     "head_tree_rates",
     "pass_tokens",
+    "stopped_rates_path",
     "tree_rates_path",
     "tune",
     "tuned_trees",
@@ -40,15 +41,25 @@ def tree_rates_path(head: str | Path | None = None) -> Path:
     return Path(head if head is not None else DEFAULT_HEAD).with_suffix(".tree_rates.json")
 
 
+def stopped_rates_path(head: str | Path | None = None) -> Path:
+    """Where a head's rates with its draft stopped by confidence are committed: beside its
+    weights, ``<head>.stopped_rates.json`` (the record of ``eval-drafter --tree 8 8
+    --threshold T``)."""
+    return Path(head if head is not None else DEFAULT_HEAD).with_suffix(".stopped_rates.json")
+
+
 def pass_tokens(K_max: int) -> int:
     """The largest target pass a tuned run can make at draft lengths up to ``K_max``."""
     return K_max + MAX_ALTERNATIVES + 1
 
 
-def head_tree_rates(pair: ModelPair, temperature: float, path: str | Path) -> dict[str, Any]:
-    """The tree rates of ``path`` (an ``eval-drafter`` record with ``tree_rates``) for the pair's
-    head at ``temperature``: greedy's for greedy decoding, else those of the sampled temperature
-    nearest to it. A record made with other head weights is refused."""
+def head_tree_rates(
+    pair: ModelPair, temperature: float, path: str | Path, key: str = "tree_rates"
+) -> dict[str, Any]:
+    """The tree rates of ``path`` (an ``eval-drafter`` record with ``tree_rates``, or with
+    ``key``, ``"stopped_rates"``) for the pair's head at ``temperature``: greedy's for greedy
+    decoding, else those of the sampled temperature nearest to it. A record made with other head
+    weights is refused."""
     path = Path(path)
     if not path.is_file():
         raise ValueError(
@@ -63,7 +74,7 @@ def head_tree_rates(pair: ModelPair, temperature: float, path: str | Path) -> di
             f"tune_tree: {repo_relative(path)} holds the rates of head {have}, this run's draft is "
             f"{want or pair.draft_name!r}; measure its own with eval-drafter --tree 8 8"
         )
-    measured = {T: r for T, r in record["by_temperature"].items() if "tree_rates" in r}
+    measured = {T: r for T, r in record["by_temperature"].items() if key in r}
     greedy = [T for T in measured if float(T) == 0]
     sampled = [T for T in measured if float(T) > 0]
     pool = greedy if temperature == 0 else sampled
@@ -73,7 +84,7 @@ def head_tree_rates(pair: ModelPair, temperature: float, path: str | Path) -> di
             f"{'in greedy decoding' if temperature == 0 else 'at a sampled temperature'}"
         )
     T = min(pool, key=lambda t: abs(float(t) - temperature))
-    return measured[T]["tree_rates"] | {
+    return measured[T][key] | {
         "file": repo_relative(path),
         "temperature": float(T),
         "draft": record["pair"]["draft"],
@@ -91,7 +102,11 @@ def tuned_trees(rates: dict[str, Any], Ks: list[int], costs: dict[str, Any]) -> 
     smooth = monotone_costs(costs)
     by_K = {str(K): best_chain_tree(rates, K, smooth, max_drafted=K + MAX_ALTERNATIVES) for K in Ks}
     return {
-        "rates": {k: rates[k] for k in ("file", "temperature", "draft", "head_sha256", "widths")},
+        "rates": {
+            k: rates[k]
+            for k in ("file", "temperature", "draft", "head_sha256", "widths", "threshold")
+            if k in rates
+        },
         "max_alternatives": MAX_ALTERNATIVES,
         "costs": "monotone",
         "pays": any(t["predicted_speedup"] > 1 for t in by_K.values()),
@@ -101,6 +116,16 @@ def tuned_trees(rates: dict[str, Any], Ks: list[int], costs: dict[str, Any]) -> 
 
 def tune(pair: ModelPair, settings: Any, costs: dict[str, Any]) -> dict[str, Any]:
     """The tuned trees of a run of ``settings`` (a validated ``BenchSettings``) on ``pair``, from
-    the head's committed rates at the run's temperature and the ``costs`` it timed."""
+    the head's committed rates at the run's temperature and the ``costs`` it timed. A run whose
+    draft stops by confidence (``schedule`` ``"threshold"``) ranks the shapes around the drafts
+    it makes, with the head's stopped rates where they are committed at its threshold
+    (:func:`stopped_rates_path`): a draft that mostly stops after one or two tokens pays for
+    candidates at the first depths, where a draft of ``K`` tokens every step spreads them
+    along its chain."""
+    path = stopped_rates_path(settings.head)
+    if getattr(settings, "schedule", "fixed") == "threshold" and path.is_file():
+        rates = head_tree_rates(pair, settings.temperature, path, "stopped_rates")
+        if rates.get("threshold") == settings.threshold:
+            return tuned_trees(rates, settings.K, costs)
     rates = head_tree_rates(pair, settings.temperature, tree_rates_path(settings.head))
     return tuned_trees(rates, settings.K, costs)

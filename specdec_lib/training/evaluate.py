@@ -13,12 +13,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..bench.analysis import position_counts, rates, tree_rates
+from ..bench.analysis import position_counts, rates, stopped_rates, tree_rates
 from ..bench.passes import measure_pass_costs
 from ..bench.settings import DTYPES
-from ..checks import one_of, positive_int
+from ..checks import one_of, positive_int, probability
 from ..costs import drafted_widths
 from ..decoding import SpeculativeDecoder
+from ..drafters import DynamicK
 from ..models import DRAFTS, PAIRS, ModelPair, check_head, load_pair
 from ..results import load_prompts, provenance
 from ..sampling import Warp
@@ -53,6 +54,12 @@ class EvalSettings:
         "measure the acceptance of every narrower one (the record's tree_rates, which "
         "bench --tune-tree reads); give --width or --tree, not both",
     )
+    threshold: float | None = setting(
+        None,
+        "stop each step's draft after a draft of confidence below it (bench --schedule "
+        "threshold); the record then holds stopped_rates, which bench --tune-tree reads for "
+        "such a run",
+    )
     max_new_tokens: int = setting(64, "tokens generated per prompt")
     seeds: int = setting(1, "seeds per prompt")
     threads: int | None = setting(None, "torch threads (default: torch's)")
@@ -65,6 +72,7 @@ class EvalSettings:
         if self.tree is not None:  # the decoder's own resolution: a width beside a tree is refused
             self.tree = list(tree_shape(self.tree, None if self.width == 1 else self.width))
         positive_int(self.max_new_tokens, "max_new_tokens")
+        probability(self.threshold, "threshold", one=False, optional=True)
         positive_int(self.seeds, "seeds", "seeds per prompt")
         positive_int(self.threads, "threads", optional=True)
         for T in self.temperatures:
@@ -99,6 +107,7 @@ def acceptance(
     progress: bool = False,
     width: int = 1,
     tree: Any = None,
+    threshold: float | None = None,
 ) -> dict[str, Any]:
     """The draft's acceptance measured by decoding: ``alpha`` = accepted / proposed over all
     prompts and seeds, per draft position, with the per-prompt values (for intervals).
@@ -108,14 +117,20 @@ def acceptance(
     ``tree``: candidates at each depth) a position counts as accepted when any of its candidates
     is, and ``tree_rates`` holds what the steps say about every narrower tree
     (:func:`~specdec_lib.bench.tree_rates`), with ``widths``, the candidates tried at each depth:
-    a rate at a wider place was never measured.
+    a rate at a wider place was never measured. With a ``threshold`` each step's draft stops
+    after a draft of confidence below it (:class:`~specdec_lib.drafters.DynamicK`, as
+    ``bench --schedule threshold`` runs it), and ``stopped_rates`` holds what the steps say of
+    such a draft with every narrower tree (:func:`~specdec_lib.bench.analysis.stopped_rates`).
     """
     from tqdm.auto import tqdm
 
     if not isinstance(prompts, list):
         prompts = load_prompts(prompts)
+    draft = pair.draft if draft is None else draft
+    if threshold is not None:
+        draft = DynamicK(draft, schedule="constant", initial=K, threshold=threshold)
     dec = SpeculativeDecoder(
-        pair.draft if draft is None else draft,
+        draft,
         pair.target,
         K=K,
         tree=tree,
@@ -146,7 +161,12 @@ def acceptance(
     reached_at, accepted_at = position_counts(cells, K)
     widths = drafted_widths(K, dec.tree)
     extra: dict[str, Any] = {}
-    if max(widths) > 1:
+    if threshold is not None:
+        extra["stopped_rates"] = stopped_rates(cells, K, max(widths), max_new_tokens) | {
+            "widths": widths,
+            "threshold": threshold,
+        }
+    elif max(widths) > 1:
         extra["tree_rates"] = tree_rates(cells, K, max(widths)) | {"widths": widths}
     return {
         "alpha": accepted / proposed if proposed else float("nan"),
@@ -166,6 +186,7 @@ def acceptance(
             "top_p": top_p,
             "max_new_tokens": max_new_tokens,
             "seeds": list(seeds),
+            "threshold": threshold,
         },
     }
 
@@ -191,6 +212,7 @@ def evaluate_drafter(
             progress=progress,
             width=settings.width,
             tree=settings.tree,
+            threshold=settings.threshold,
         )
     return {
         "pair": pair.describe(),

@@ -646,3 +646,32 @@ def test_the_readme_reads_the_tree_lever_on_the_library_product_as_measured():
         said[limited] = (spread(gaps, ".2f"), clear)
     assert said[False] == (("0.03", "0.16"), [(1.0, 3), (1.0, 4)])
     assert said[True][0] == ("0.17", "0.40") and len(said[True][1]) == 8
+
+
+def test_the_readme_reads_the_schedule_lever_on_the_zen4_as_measured():
+    # "drafting K tokens every step lost at K = 8, 0.77× at T = 1 and 0.86× greedy, where the
+    # draft stopped by confidence measured 1.13× and 1.27×; at K = 1 and 2 the two measured within
+    # 0.06× of each other. With the kernels limited to AVX2 the fixed draft lost from K = 4 on
+    # (0.61× and 0.59× at K = 8) and the stopped draft gained at every K (1.09–1.16×)"
+    said = {}
+    for limited, rec in zen4_lever("levers_schedule").items():
+        at8, losing, stopped, close = {}, set(), [], []
+        for run in rec["runs"]:
+            s = run["results"]["threshold"]["settings"]
+            assert (s["schedule"], s["threshold"], run["threshold"]) == ("threshold", 0.4, 0.4)
+            assert run["results"]["fixed"]["settings"]["schedule"] == "fixed"
+            assert [x["K"] for x in run["by_K"]] == [1, 2, 4, 8]
+            for x in run["by_K"]:
+                a, b = x["fixed"], x["threshold"]
+                assert a["tree"] == b["tree"]
+                stopped.append(b["speedup"])
+                if a["speedup"] < 1:
+                    losing.add(x["K"])
+                if x["K"] <= 2:
+                    close.append(abs(a["speedup"] - b["speedup"]))
+                if x["K"] == 8:
+                    at8[run["temperature"]] = (f"{a['speedup']:.2f}", f"{b['speedup']:.2f}")
+        said[limited] = (at8, min(losing), spread(stopped, ".2f"), max(close) < 0.06)
+    assert said[False][:2] == ({1.0: ("0.77", "1.13"), 0.0: ("0.86", "1.27")}, 8)
+    assert said[False][3] and min(float(x) for x in said[False][2]) > 1
+    assert said[True][:3] == ({1.0: ("0.61", "1.09"), 0.0: ("0.59", "1.16")}, 4, ("1.09", "1.16"))

@@ -536,8 +536,8 @@ def schedule_costs(
 ) -> dict[str, Any]:
     """A draft of ``K`` tokens every step against one that stops by confidence, up to ``K``
     (``bench --schedule threshold``, at ``settings.threshold``), side by side in one process,
-    both with the tree tuned on this machine at each ``K`` (as ``bench``'s defaults run it;
-    :func:`tree_costs` times and tunes it the same way)."""
+    both with the tree tuned on this machine at each ``K`` for a draft of ``K`` tokens every step
+    (:func:`tree_costs` times and tunes it the same way), so that the schedule alone differs."""
     costs = _run_costs(pair, settings, prompts)
     tuned = tuning.tune(pair, settings, costs)
     trees = {K: tuple(tuned["by_K"][str(K)]["tree"]) for K in settings.K}

@@ -95,6 +95,8 @@ def test_defaults_come_from_the_default_preset(monkeypatch):
     assert BenchSettings(schedule="fixed").validate().schedule == "fixed"
     assert BenchSettings(preset="chain").validate().schedule == "fixed"
     assert BenchSettings(pair="tiny-random").validate().schedule == "fixed"
+    assert BenchSettings(draft="ngram").validate().schedule == "fixed"  # not the preset's draft
+    assert BenchSettings(draft="early-exit").validate().schedule == "fixed"
 
 
 def test_a_head_without_committed_tree_rates_runs_the_presets_fixed_tree(monkeypatch, tmp_path):

@@ -354,15 +354,16 @@ def _gains(result: dict) -> list[int]:
 
 def test_the_readme_reads_the_zen4_check_as_measured():
     # "There the start-up timing chose bfloat16 on the library's own product (kernels, its
-    # AVX512-BF16 way) in all four runs: a one-token pass of 15–18 ms against 28–29 ms with
-    # oneDNN's prepacked product, and a pass over 8 tokens of 22–24 ms against 31–35 ms. ...
-    # the autoregressive baseline decoded at 56–60 tokens per second, and a pass over 8 tokens
-    # cost 1.29–1.54 one-token passes (each run's cost model), where oneDNN's product, slower at
-    # every size, costs 1.08–1.21 (its start-up timings) ... The draft is the head in bfloat16 on
-    # the same product ...: its first draft token took 1.5–1.8 ms and each further one 0.8–0.9 ms
-    # (each run's cost model). The defaults' tree, tuned to these pass costs (one to four
-    # candidates at the first depth, at most two at the second), gains at K = 1–5 at T = 1 and
-    # 1–6 greedy; the fixed tree (4, 3) at K = 1 and 2 only."
+    # AVX512-BF16 way) in all four runs: a one-token pass of 15–20 ms against 28–30 ms with
+    # oneDNN's prepacked product, and a pass over 8 tokens of 21–25 ms against 30–33 ms. ...
+    # the autoregressive baseline decoded at 51–59 tokens per second, and a pass over 8 tokens
+    # cost 1.27–1.53 one-token passes (each run's cost model), where oneDNN's product, slower at
+    # every size, costs 1.06–1.15 (its start-up timings) ... The draft is the head in bfloat16 on
+    # the same product ...: its first draft token took 1.4–1.7 ms and each further one 0.8–1.1 ms
+    # (each run's cost model). The defaults, their draft stopped by confidence and their tree
+    # tuned to these pass costs around it (three candidates at the first depth, at most three at
+    # the second), gain at every K of 1–8 at both temperatures, and so does the fixed tree (4, 3)
+    # with the same stop."
     from specdec_lib.bench import machine_check
 
     folder = RESULTS_DIR / "machines" / "amd-epyc-25-17-1-2cores"
@@ -385,32 +386,33 @@ def test_the_readme_reads_the_zen4_check_as_measured():
         first.append(d[0] * 1e3)
         further.append((d[-1] - d[0]) / (len(d) - 1) * 1e3)
         spec = [r for r in result["runs"] if r["method"] == "speculative"]
+        assert s["schedule"] == "threshold" and _gains(result) == list(range(1, 9))
         if name.startswith("fixed"):
-            assert s["tree"] == [4, 3] and _gains(result) == [1, 2]
+            assert s["tree"] == [4, 3]
         else:
             assert s["tune_tree"] and all(len(r["tree"]) <= 2 for r in spec)
-            assert {r["tree"][0] for r in spec} <= {1, 2, 3, 4}
-            assert all(r["tree"][1] <= 2 for r in spec if len(r["tree"]) == 2)
-    assert _gains(runs["T1"]) == [1, 2, 3, 4, 5] and _gains(runs["greedy"]) == [1, 2, 3, 4, 5, 6]
+            assert {r["tree"][0] for r in spec} == {3}
+            assert all(r["tree"][1] <= 3 for r in spec if len(r["tree"]) == 2)
     lib, onednn = timed["bfloat16 library"], timed["bfloat16 packed"]
-    assert (spread(lib["1"], ".0f"), spread(onednn["1"], ".0f")) == (("15", "18"), ("28", "29"))
-    assert (spread(lib["8"], ".0f"), spread(onednn["8"], ".0f")) == (("22", "24"), ("31", "35"))
+    assert (spread(lib["1"], ".0f"), spread(onednn["1"], ".0f")) == (("15", "20"), ("28", "30"))
+    assert (spread(lib["8"], ".0f"), spread(onednn["8"], ".0f")) == (("21", "25"), ("30", "33"))
     assert max(lib["1"] + lib["8"]) < min(onednn["1"] + onednn["8"])  # "slower at every size"
     flat = [b / a for a, b in zip(onednn["1"], onednn["8"], strict=True)]
-    assert spread(flat, ".2f") == ("1.08", "1.21")  # "costs 1.08–1.21 (its start-up timings)"
-    assert spread(base, ".0f") == ("56", "60") and spread(ratio, ".2f") == ("1.29", "1.54")
-    assert spread(first, ".1f") == ("1.5", "1.8") and spread(further, ".1f") == ("0.8", "0.9")
+    assert spread(flat, ".2f") == ("1.06", "1.15")  # "costs 1.06–1.15 (its start-up timings)"
+    assert spread(base, ".0f") == ("51", "59") and spread(ratio, ".2f") == ("1.27", "1.53")
+    assert spread(first, ".1f") == ("1.4", "1.7") and spread(further, ".1f") == ("0.8", "1.1")
 
 
 def test_the_readme_reads_the_zen4_check_with_avx2_kernels_as_measured():
-    # "(oneDNN's pass over 8 tokens cost 3.5–3.6 one-token passes in the start-up timings), and
+    # "(oneDNN's pass over 8 tokens cost 3.4–4.1 one-token passes in the start-up timings), and
     # the start-up timing chose bfloat16 on the library's own product (kernels, its AVX2 way) in
-    # all four runs: a one-token pass of 18–19 ms against 40–43 ms for float32 prepacked for
-    # oneDNN, and a pass over 8 tokens of 40–44 ms against 54–57 ms. Both sides run it, and the
-    # autoregressive baseline decoded at 49–51 tokens per second. ... (a pass over 8 tokens cost
+    # all four runs: a one-token pass of 17–18 ms against 36–48 ms for float32 prepacked for
+    # oneDNN, and a pass over 8 tokens of 40–50 ms against 49–66 ms. Both sides run it, and the
+    # autoregressive baseline decoded at 45–52 tokens per second. ... (a pass over 8 tokens cost
     # 2.2–2.4 one-token passes in each run's cost model): the fixed tree (4, 3) ... loses at
-    # every K, and the defaults' tree, tuned to the machine's own pass costs (one candidate or two
-    # at each depth), gains at K = 1 and 2 and loses from K = 3 on, at both temperatures."
+    # every K, its draft stopped by confidence too, and the defaults, their tree tuned to the
+    # machine's own pass costs around that draft (one candidate or two at the first depth, one
+    # after it), gain at every K of 1–8, at both temperatures."
 
     folder = RESULTS_DIR / "machines" / "amd-epyc-25-17-1-2cores-limited-avx2"
     runs = check_runs(folder)
@@ -429,16 +431,18 @@ def test_the_readme_reads_the_zen4_check_with_avx2_kernels_as_measured():
         ratio.append(c[7] / c[0])
         spec = {r["K"]: r for r in result["runs"] if r["method"] == "speculative"}
         base.append(next(r for r in result["runs"] if r["method"] == "autoregressive"))
+        assert s["schedule"] == "threshold"
         if name.startswith("fixed"):
             assert tuple(s["tree"]) == (4, 3) and _gains(result) == []
         else:
-            assert s["tune_tree"] and all(max(r["tree"]) <= 2 for r in spec.values())
-            assert _gains(result) == [1, 2]
-    assert spread(emulated, ".1f") == ("3.5", "3.6")
-    assert (spread(lib1, ".0f"), spread(f32_1, ".0f")) == (("18", "19"), ("40", "43"))
-    assert (spread(lib8, ".0f"), spread(f32_8, ".0f")) == (("40", "44"), ("54", "57"))
+            assert s["tune_tree"] and all(r["tree"][0] <= 2 for r in spec.values())
+            assert all(len(r["tree"]) == 1 for r in spec.values())
+            assert _gains(result) == list(range(1, 9))
+    assert spread(emulated, ".1f") == ("3.4", "4.1")
+    assert (spread(lib1, ".0f"), spread(f32_1, ".0f")) == (("17", "18"), ("36", "48"))
+    assert (spread(lib8, ".0f"), spread(f32_8, ".0f")) == (("40", "50"), ("49", "66"))
     assert spread(ratio, ".1f") == ("2.2", "2.4")
-    assert spread([b["tokens_per_s"] for b in base], ".0f") == ("49", "51")
+    assert spread([b["tokens_per_s"] for b in base], ".0f") == ("45", "52")
 
 
 def test_the_readme_reads_the_draft_lever_with_avx2_kernels_as_measured():

@@ -193,8 +193,8 @@ class BenchSettings:
         None,
         "draft length per step: fixed K; HF's heuristic schedule from K (+2 after a fully "
         "accepted step, -1 otherwise); or up to K, stopping after a draft of confidence below "
-        "--threshold (q(x), in greedy decoding the draft's softmax at x) (default: the preset's, "
-        "else fixed)",
+        "--threshold (q(x), in greedy decoding the draft's softmax at x) (default: the preset's "
+        "for its drafts, else fixed)",
         choices=SCHEDULES,
     )
     threshold: float = setting(0.4, "confidence threshold of --schedule threshold")
@@ -266,9 +266,6 @@ class BenchSettings:
         one_of(self.pair, "pair", PAIRS)
         preset = one_of(self.preset, "preset", PRESETS)
         preset = PRESETS[preset] if PRESETS[preset].get("pair", self.pair) == self.pair else {}
-        if self.schedule is None:
-            self.schedule = preset.get("schedule", "fixed")
-        one_of(self.schedule, "schedule", SCHEDULES)
         self.device = resolve_device(self.device)
         self.dtype = one_of(self.dtype, "dtype", DTYPES + ("auto",))
         if self.dtype == "auto":
@@ -285,6 +282,10 @@ class BenchSettings:
         if self.draft is None:
             self.draft = preset_draft(self.pair, preset, self.device, self.dtype, self.pack)
         one_of(self.draft, "draft", PAIRS[self.pair])
+        if self.schedule is None:  # the preset's, for its drafts (as its tree)
+            drafts = preset.get("drafts", [self.draft]) + preset.get("library_drafts", [])
+            self.schedule = preset.get("schedule", "fixed") if self.draft in drafts else "fixed"
+        one_of(self.schedule, "schedule", SCHEDULES)
         self.warp.for_draft(self.draft_temperature_scale)  # validates the scale
         self.draft_temperature_scale = float(self.draft_temperature_scale)
         shape = self._shape(preset)

@@ -116,17 +116,30 @@ def _tuned_tiny_pair(tmp_path, tiny_pair, random_head, monkeypatch):
     return pair
 
 
-def test_tree_lever_runs_both_shapes_beside_one_baseline(
-    tmp_path, tiny_pair, random_head, monkeypatch
-):
+def _tuned_tiny_run(tmp_path, tiny_pair, random_head, monkeypatch, max_new_tokens):
+    """A lever's inputs on the tiny pair (:func:`_tuned_tiny_pair`): the pair, bench's settings
+    at K = 1 and 2 with the tree (2), and two prompts."""
     from specdec_lib.bench import BenchSettings
-    from specdec_lib.research import levers
 
     pair = _tuned_tiny_pair(tmp_path, tiny_pair, random_head, monkeypatch)
     s = BenchSettings(
-        pair="tiny-random", draft="model", K=[1, 2], tree=[2], max_new_tokens=6, cost_reps=2
+        pair="tiny-random",
+        draft="model",
+        K=[1, 2],
+        tree=[2],
+        max_new_tokens=max_new_tokens,
+        cost_reps=2,
     ).validate()
     prompts = [{"category": "a", "text": "hello world"}, {"category": "b", "text": "abc"}]
+    return pair, s, prompts
+
+
+def test_tree_lever_runs_both_shapes_beside_one_baseline(
+    tmp_path, tiny_pair, random_head, monkeypatch
+):
+    from specdec_lib.research import levers
+
+    pair, s, prompts = _tuned_tiny_run(tmp_path, tiny_pair, random_head, monkeypatch, 6)
     r = levers.tree_costs(pair, s, prompts)
     assert r["fixed_tree"] == [2] and [x["K"] for x in r["by_K"]] == [1, 2]
     fixed, tuned = r["results"]["fixed"], r["results"]["tuned"]
@@ -143,14 +156,9 @@ def test_tree_lever_runs_both_shapes_beside_one_baseline(
 def test_schedule_lever_runs_fixed_and_stopped_drafts_beside_one_baseline(
     tmp_path, tiny_pair, random_head, monkeypatch
 ):
-    from specdec_lib.bench import BenchSettings
     from specdec_lib.research import levers
 
-    pair = _tuned_tiny_pair(tmp_path, tiny_pair, random_head, monkeypatch)
-    s = BenchSettings(
-        pair="tiny-random", draft="model", K=[1, 2], tree=[2], max_new_tokens=12, cost_reps=2
-    ).validate()
-    prompts = [{"category": "a", "text": "hello world"}, {"category": "b", "text": "abc"}]
+    pair, s, prompts = _tuned_tiny_run(tmp_path, tiny_pair, random_head, monkeypatch, 12)
     r = levers.schedule_costs(pair, s, prompts)
     assert r["threshold"] == s.threshold and [x["K"] for x in r["by_K"]] == [1, 2]
     fixed, stopped = r["results"]["fixed"], r["results"]["threshold"]

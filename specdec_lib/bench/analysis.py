@@ -123,9 +123,19 @@ def tree_rates(cells: Iterable[dict[str, Any]], K: int, width: int) -> dict[str,
                 rejected[on_chain] += 1
                 if j:
                     alt[on_chain, j - 1] += 1
+    return _depth_rates_record(reached, chain, rejected, alt)
+
+
+def _depth_rates_record(
+    reached: np.ndarray, chain: np.ndarray, rejected: np.ndarray, alt: np.ndarray
+) -> dict[str, Any]:
+    """A chain tree's rates per depth from its counts (:func:`tree_rates`): ``beta`` = chain
+    tokens accepted / reached, ``gamma[.][w-1]`` = rejections where one of the first ``w - 1``
+    alternatives was kept / rejections, with the counts."""
     with np.errstate(invalid="ignore", divide="ignore"):
         beta = chain / reached
-        kept = np.concatenate([np.zeros((K, 1), dtype=np.int64), np.cumsum(alt, axis=1)[:, :-1]], 1)
+        first = np.zeros((alt.shape[0], 1), dtype=np.int64)
+        kept = np.concatenate([first, np.cumsum(alt, axis=1)[:, :-1]], 1)
         gamma = kept / rejected[:, None]
     return {
         "beta": beta.tolist(),
@@ -179,21 +189,10 @@ def stopped_rates(
                     rejected[kind, d] += 1
                     if j:
                         alt[kind, d, j - 1] += 1
-    out: dict[str, Any] = {}
     with np.errstate(invalid="ignore", divide="ignore"):
-        out["stop"] = (stopped / (stopped + went_on))[: K - 1].tolist()
-        for i, name in enumerate(kinds):
-            kept = np.concatenate(
-                [np.zeros((K, 1), dtype=np.int64), np.cumsum(alt[i], axis=1)[:, :-1]], 1
-            )
-            out[name] = {
-                "beta": (chain[i] / reached[i]).tolist(),
-                "gamma": (kept / rejected[i][:, None]).tolist(),
-                "reached": reached[i].tolist(),
-                "chain_accepted": chain[i].tolist(),
-                "chain_rejected": rejected[i].tolist(),
-                "alternative_kept": alt[i].tolist(),
-            }
+        out: dict[str, Any] = {"stop": (stopped / (stopped + went_on))[: K - 1].tolist()}
+    for i, name in enumerate(kinds):
+        out[name] = _depth_rates_record(reached[i], chain[i], rejected[i], alt[i])
     out["stopped"], out["went_on"] = stopped.tolist(), went_on.tolist()
     return out
 

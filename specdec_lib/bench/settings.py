@@ -121,6 +121,12 @@ PRESETS = load_presets()
 DEFAULT_TREE = tuple(PRESETS["default"]["tree"])
 
 
+def _preset_drafts(preset: dict[str, Any], draft: str) -> list[str]:
+    """The drafts a preset's ``tree`` and ``schedule`` are for: its ``drafts`` and
+    ``library_drafts``, or ``draft`` itself where it names none."""
+    return preset.get("drafts", [draft]) + preset.get("library_drafts", [])
+
+
 @dataclass
 class BenchSettings:
     """Everything that defines a benchmark run (stored in the results' provenance; the flags of
@@ -283,8 +289,8 @@ class BenchSettings:
             self.draft = preset_draft(self.pair, preset, self.device, self.dtype, self.pack)
         one_of(self.draft, "draft", PAIRS[self.pair])
         if self.schedule is None:  # the preset's, for its drafts (as its tree)
-            drafts = preset.get("drafts", [self.draft]) + preset.get("library_drafts", [])
-            self.schedule = preset.get("schedule", "fixed") if self.draft in drafts else "fixed"
+            mine = self.draft in _preset_drafts(preset, self.draft)
+            self.schedule = preset.get("schedule", "fixed") if mine else "fixed"
         one_of(self.schedule, "schedule", SCHEDULES)
         self.warp.for_draft(self.draft_temperature_scale)  # validates the scale
         self.draft_temperature_scale = float(self.draft_temperature_scale)
@@ -326,8 +332,7 @@ class BenchSettings:
             return (positive_int(self.width, "width", "candidates for the first draft position"),)
         if self.tree is not None:
             return as_tree(self.tree)
-        drafts = preset.get("drafts", [self.draft]) + preset.get("library_drafts", [])
-        if "tree" in preset and self.draft in drafts:
+        if "tree" in preset and self.draft in _preset_drafts(preset, self.draft):
             return tuple(preset["tree"])
         return (1,)
 

@@ -94,7 +94,7 @@ import torch
 
 from .. import lm
 from ..bench import BenchSettings, speedup_interval, summarize, tuning
-from ..bench.analysis import cell_key
+from ..bench.analysis import cell_key, run_tree
 from ..bench.passes import measure_pass_costs
 from ..bench.run import CellRunner, pass_shapes, timing_context
 from ..bench.settings import DEFAULT_TREE, PRESETS, preset_draft, settings_record
@@ -510,6 +510,17 @@ def _run_costs(
     )
 
 
+def _tuned_run(
+    pair: Any, settings: BenchSettings, prompts: Sequence[dict[str, Any]]
+) -> tuple[dict[str, Any], dict[str, Any], dict[int, tuple[int, ...]]]:
+    """A tuned lever's start: the pass costs timed once (:func:`_run_costs`), the trees tuned
+    from them for ``settings`` (:func:`~specdec_lib.bench.tuning.tune`), and each ``K``'s
+    shape."""
+    costs = _run_costs(pair, settings, prompts)
+    tuned = tuning.tune(pair, settings, costs)
+    return costs, tuned, {K: tuple(run_tree({}, tuned, K)) for K in settings.K}
+
+
 def tree_costs(
     pair: Any, settings: BenchSettings, prompts: Sequence[dict[str, Any]]
 ) -> dict[str, Any]:
@@ -520,9 +531,7 @@ def tree_costs(
     tuned shape of each ``K`` comes from them and the head's tree rates
     (:func:`~specdec_lib.bench.tuning.tuned_trees`). Then the two shapes decode the prompts
     beside one autoregressive baseline (:func:`side_by_side`)."""
-    costs = _run_costs(pair, settings, prompts)
-    tuned = tuning.tune(pair, settings, costs)
-    trees = {K: tuple(tuned["by_K"][str(K)]["tree"]) for K in settings.K}
+    costs, tuned, trees = _tuned_run(pair, settings, prompts)
     variants = {
         "fixed": (pair, settings, None),
         "tuned": (pair, dataclasses.replace(settings, tree=None, tune_tree=True), trees),
@@ -538,9 +547,7 @@ def schedule_costs(
     (``bench --schedule threshold``, at ``settings.threshold``), side by side in one process,
     both with the tree tuned on this machine at each ``K`` for a draft of ``K`` tokens every step
     (:func:`tree_costs` times and tunes it the same way), so that the schedule alone differs."""
-    costs = _run_costs(pair, settings, prompts)
-    tuned = tuning.tune(pair, settings, costs)
-    trees = {K: tuple(tuned["by_K"][str(K)]["tree"]) for K in settings.K}
+    costs, tuned, trees = _tuned_run(pair, settings, prompts)
     variants = {
         name: (
             pair,

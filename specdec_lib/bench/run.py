@@ -71,7 +71,7 @@ def _scheduled(draft: Any, settings: BenchSettings, K: int) -> Any:
         return draft
     if settings.schedule == "heuristic":
         return DynamicK(draft, schedule="heuristic", initial=K)
-    return DynamicK(draft, schedule="constant", initial=K, threshold=settings.threshold)
+    return DynamicK.stopped(draft, K, settings.threshold)
 
 
 def _check_supplied(settings: BenchSettings, baselines: Mapping[str, Any] | None) -> None:

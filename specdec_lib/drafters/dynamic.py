@@ -80,6 +80,12 @@ class DynamicK(BaseDrafter):
         self.accepted_history: list[int] = []
         self._pending: tuple[int, int, int] | None = None  # (len(ids), proposed, k asked)
 
+    @classmethod
+    def stopped(cls, drafter: Drafter | torch.nn.Module, K: int, threshold: float) -> DynamicK:
+        """Up to ``K`` drafts a step, stopping after a draft of confidence below ``threshold``:
+        the draft of ``bench --schedule threshold``."""
+        return cls(drafter, schedule="constant", initial=K, threshold=threshold)
+
     # The inner drafter answers the rest of the protocol.
     @property
     def vocab_size(self) -> int | None:

@@ -301,11 +301,11 @@ def shipped_grid(
             raise AssertionError(fault)
         if c.method == "hf_assisted":
             dec = HFAssisted(pair, K, c.warp)
-        elif c.threshold is not None:
-            stopped = DynamicK(pair.draft, schedule="constant", initial=K, threshold=c.threshold)
-            dec = SpeculativeDecoder(stopped, pair.target, **kw)
         else:
-            dec = SpeculativeDecoder(pair.draft, pair.target, **kw)
+            draft = (
+                pair.draft if c.threshold is None else DynamicK.stopped(pair.draft, K, c.threshold)
+            )
+            dec = SpeculativeDecoder(draft, pair.target, **kw)
         t0 = time.perf_counter()
         out = decoder_continuations(
             dec, prompt_ids, length, n_fault if fault else n, first=first_id, seed=seed + 10**6 * i

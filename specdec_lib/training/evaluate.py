@@ -128,7 +128,7 @@ def acceptance(
         prompts = load_prompts(prompts)
     draft = pair.draft if draft is None else draft
     if threshold is not None:
-        draft = DynamicK(draft, schedule="constant", initial=K, threshold=threshold)
+        draft = DynamicK.stopped(draft, K, threshold)
     dec = SpeculativeDecoder(
         draft,
         pair.target,

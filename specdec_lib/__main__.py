@@ -130,6 +130,8 @@ def _print_table(result: dict) -> None:
             for K, t in result["tuned_trees"]["by_K"].items()
         )
         print(f"trees tuned on this machine's pass costs: {shapes}")
+        if result["tuned_trees"].get("note"):
+            print(f"note: {result['tuned_trees']['note']}")
         if not result["tuned_trees"].get("pays", True):
             print(
                 "warning: the cost model predicts no tree at any K to beat autoregressive "

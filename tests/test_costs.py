@@ -444,3 +444,34 @@ def test_stopped_rates_from_a_larger_cap_split_the_last_depth_and_rank_the_shape
     assert shallow["predicted_speedup"] == pytest.approx(
         predicted_stopped_speedup(unsure, 3, shallow["tree"], costs)
     )
+
+
+def test_a_stopped_draft_tuned_without_its_stopped_rates_says_so(tmp_path):
+    """A run whose draft stops by confidence ranks its shapes with the head's stopped rates at its
+    threshold; where they are missing, or measured at another threshold, it ranks them with the
+    rates of K drafts a step, and its record says so (the command line prints the note)."""
+    import json
+    from types import SimpleNamespace
+
+    from specdec_lib.bench.tuning import stopped_rates_path, tree_rates_path, tune
+
+    head = tmp_path / "head.safetensors"
+    pair = SimpleNamespace(notes={"head_sha256": "abc"}, draft_name="tiny")
+    rates = RATES | {"widths": [4, 4, 1]}
+    record = {"pair": {"draft": "tiny", "head_sha256": "abc"}}
+    by_T = {"1": {"tree_rates": rates}}
+    tree_rates_path(head).write_text(json.dumps(record | {"by_temperature": by_T}))
+    costs = {"t_draft_s": 0.05, "t_target_s": [1.0 + 0.05 * n for n in range(12)]}
+    run = SimpleNamespace(head=str(head), temperature=1.0, K=[1, 2], schedule="threshold")
+    fixed = tune(pair, SimpleNamespace(**vars(run) | {"schedule": "fixed"}, threshold=0.4), costs)
+    assert "note" not in fixed and fixed["rates"]["file"].endswith("head.tree_rates.json")
+    missing = tune(pair, SimpleNamespace(**vars(run), threshold=0.4), costs)
+    assert missing["by_K"] == fixed["by_K"] and "no stopped rates" in missing["note"]
+    assert f"--head {head}" in missing["note"] and "--threshold 0.4" in missing["note"]
+    stopped = STOPPED | {"widths": [3, 3, 1], "threshold": 0.4}
+    by_T = {"1": {"stopped_rates": stopped}}
+    stopped_rates_path(head).write_text(json.dumps(record | {"by_temperature": by_T}))
+    own = tune(pair, SimpleNamespace(**vars(run), threshold=0.4), costs)
+    assert "note" not in own and own["rates"]["threshold"] == 0.4
+    other = tune(pair, SimpleNamespace(**vars(run), threshold=0.6), costs)
+    assert other["by_K"] == fixed["by_K"] and "at threshold 0.4" in other["note"]

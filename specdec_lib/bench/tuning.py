@@ -121,11 +121,24 @@ def tune(pair: ModelPair, settings: Any, costs: dict[str, Any]) -> dict[str, Any
     it makes, with the head's stopped rates where they are committed at its threshold
     (:func:`stopped_rates_path`): a draft that mostly stops after one or two tokens pays for
     candidates at the first depths, where a draft of ``K`` tokens every step spreads them
-    along its chain."""
-    path = stopped_rates_path(settings.head)
-    if getattr(settings, "schedule", "fixed") == "threshold" and path.is_file():
-        rates = head_tree_rates(pair, settings.temperature, path, "stopped_rates")
-        if rates.get("threshold") == settings.threshold:
-            return tuned_trees(rates, settings.K, costs)
+    along its chain. Where they are not committed at its threshold the shapes are ranked with
+    the rates of ``K`` drafts a step, and the record says so (``note``)."""
+    path, missing = stopped_rates_path(settings.head), None
+    if getattr(settings, "schedule", "fixed") == "threshold":
+        missing = f"no stopped rates at {repo_relative(path)}"
+        if path.is_file():
+            rates = head_tree_rates(pair, settings.temperature, path, "stopped_rates")
+            if rates.get("threshold") == settings.threshold:
+                return tuned_trees(rates, settings.K, costs)
+            missing = f"{repo_relative(path)} holds them at threshold {rates.get('threshold')}"
     rates = head_tree_rates(pair, settings.temperature, tree_rates_path(settings.head))
-    return tuned_trees(rates, settings.K, costs)
+    tuned = tuned_trees(rates, settings.K, costs)
+    if missing:  # said in the record and by the command line: the ranking assumes K drafts
+        head = f" --head {settings.head}" if settings.head is not None else ""
+        tuned["note"] = (
+            f"the draft stops by confidence below {settings.threshold:g}, but its trees are "
+            f"ranked with the rates of K drafts a step ({missing}; measure them with "
+            f"`python -m specdec_lib eval-drafter --draft trained-int8{head} --tree 8 8 --K 8 "
+            f"--temperatures 1 0 --threshold {settings.threshold:g} --out {repo_relative(path)}`)"
+        )
+    return tuned

@@ -223,14 +223,19 @@ def test_a_machine_check_reads_each_runs_own_best_and_slowest_K():
     assert picked == (2, 3, 3, 1)
     assert m["T1"]["worst_speedup"] < 1 < m["T1"]["low"] <= m["T1"]["speedup"] <= m["T1"]["high"]
     assert m["machine"] == machine_info()
-    assert m["T1"]["efficiency"] is None and m["T1"]["host_share"] is None  # not recorded
-    # over every K of a run that records them: the model's agreement and the host's share
+    not_recorded = ("efficiency", "host_share", "host_ms", "target_only")
+    assert all(m["T1"][k] is None for k in not_recorded)
+    # over every K of a run that records them: the model's agreement, the host's share and its
+    # milliseconds a step; at the best K, the speedup over the target passes' share of the time
     for r in runs["T1"]["runs"]:
         if r["method"] == "speculative":
             r |= {"efficiency_cells": 0.9 + 0.02 * r["K"], "host_share": 0.05 - 0.01 * r["K"]}
+            r |= {"host_ms_per_step": 0.8 + 0.1 * r["K"], "target_share": 0.8 + 0.05 * r["K"]}
     m = machine_check(runs)
     assert m["T1"]["efficiency"] == pytest.approx((0.92, 0.96))
     assert m["T1"]["host_share"] == pytest.approx((0.02, 0.04))
+    assert m["T1"]["host_ms"] == pytest.approx((0.9, 1.1))
+    assert m["T1"]["target_only"] == pytest.approx(m["T1"]["speedup"] / 0.9)  # K = 2
     with pytest.raises(
         ValueError, match="runs: the machine check needs fixed_T1, fixed_greedy, gre"
     ):

@@ -764,8 +764,11 @@ def machine_check(runs: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
     per second, the slowest ``K`` it ran (``worst_K``, ``worst_speedup``: whether the
     defaults ever lose to the baseline), how the run set its draft's length (``schedule``), and
     over every ``K`` the range of measured / predicted
-    for the run's own cells (``efficiency``, ``None`` where a run predates that prediction) and of
-    the host's share of the time (``host_share``), where the start-up timing left the
+    for the run's own cells (``efficiency``, ``None`` where a run predates that prediction), of
+    the host's share of the time (``host_share``) and of its milliseconds a step (``host_ms``),
+    at the best ``K`` the speedup with the target's passes alone (``target_only``: the draft and
+    the host's work taking no time, the bound that acceptance and verification set), where the
+    start-up timing left the
     autoregressive baseline faster in another dtype, which
     (:func:`~specdec_lib.bench.settings.faster_baseline`), and how many of the run's cells ran
     while the machine ran slow (``disturbed_cells``, :func:`disturbed_cells`: rerun a run with
@@ -802,10 +805,20 @@ def machine_check(runs: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
             "schedule": result["settings"].get("schedule", "fixed"),
             "efficiency": _span(r.get("efficiency_cells") for r in spec.values()),
             "host_share": _span(r.get("host_share") for r in spec.values()),
+            "host_ms": _span(r.get("host_ms_per_step") for r in spec.values()),
+            "target_only": _target_only(spec[K]),
             "faster_baseline": faster_baseline(result.get("dtype_choice")),
             "disturbed_cells": len(disturbed_cells(result)),
         }
     return out
+
+
+def _target_only(run: dict[str, Any]) -> float | None:
+    """A stored speculative run's speedup had its draft and the host's work taken no time: its
+    speedup over the share of its cells' time the target's passes took (``None`` where the run
+    does not record the share). What the acceptance and the verification passes allow alone."""
+    share = run.get("target_share")
+    return run["speedup"] / share if share else None
 
 
 def _span(values: Iterable[float | None]) -> tuple[float, float] | None:

@@ -94,3 +94,15 @@ def test_cli_smoke(tmp_path, prompts_file):
     # the allocator experiment, run by the command line: what it set (glibc), else why not
     assert res["provenance"]["allocator"].startswith(("glibc mallopt", "unchanged ("))
     assert "speculative" in r.stdout
+
+
+def test_bench_prints_the_tuned_trees_and_what_their_ranking_assumed(capsys):
+    from specdec_lib.__main__ import _print_table
+
+    tuned = {"by_K": {"1": {"tree": [3]}, "2": {"tree": [3, 2]}}, "pays": True}
+    _print_table({"runs": [], "cells": {}, "tuned_trees": tuned})
+    out = capsys.readouterr().out
+    assert "trees tuned on this machine's pass costs: K = 1: (3), K = 2: (3, 2)" in out
+    assert "note:" not in out
+    _print_table({"runs": [], "cells": {}, "tuned_trees": tuned | {"note": "ranked as K drafts"}})
+    assert "note: ranked as K drafts" in capsys.readouterr().out

@@ -131,9 +131,9 @@ def machine_line(m: dict) -> str:
             if all(r[key] is not None for r in runs):
                 low, high = min(r[key][0] for r in runs), max(r[key][1] for r in runs)
                 said.append(f"{what} {low:{fmt}}–{high:{fmt}}{of}")
-        if said and all(r.get("host_ms") is not None for r in runs):
+        if all(r["host_share"] is not None and r.get("host_ms") is not None for r in runs):
             low, high = min(r["host_ms"][0] for r in runs), max(r["host_ms"][1] for r in runs)
-            said[-1] += f" ({low:.2f}–{high:.2f} ms a step)"
+            said[-1] += f" ({low:.2f}–{high:.2f} ms a step)"  # after the host's share
         alone = [m[name].get("target_only") for name in ("T1", "greedy")]
         if None not in alone:
             said.append(

@@ -53,6 +53,16 @@ def pass_tokens(K_max: int) -> int:
     return K_max + MAX_ALTERNATIVES + 1
 
 
+def _rates_command(
+    out: str | Path, head: str | Path | None = None, threshold: float | None = None
+) -> str:
+    """The ``eval-drafter`` command that measures a head's tree rates into ``out`` (with
+    ``threshold``, its stopped rates), as the committed ones were measured."""
+    flags = (f" --head {head}" if head is not None else "") + " --tree 8 8 --K 8 --temperatures 1 0"
+    flags += f" --threshold {threshold:g}" if threshold is not None else ""
+    return f"`python -m specdec_lib eval-drafter --draft trained-int8{flags} --out {repo_relative(out)}`"
+
+
 def head_tree_rates(
     pair: ModelPair, temperature: float, path: str | Path, key: str = "tree_rates"
 ) -> dict[str, Any]:
@@ -64,8 +74,7 @@ def head_tree_rates(
     if not path.is_file():
         raise ValueError(
             f"tune_tree: no tree rates for this head at {repo_relative(path)}; measure them with "
-            "`python -m specdec_lib eval-drafter --draft trained-int8 --tree 8 8 --K 8 "
-            f"--temperatures 1 0 --out {repo_relative(path)}`"
+            f"{_rates_command(path)}"
         )
     record = read_json(path)
     want, have = pair.notes.get("head_sha256"), record.get("pair", {}).get("head_sha256")
@@ -134,11 +143,9 @@ def tune(pair: ModelPair, settings: Any, costs: dict[str, Any]) -> dict[str, Any
     rates = head_tree_rates(pair, settings.temperature, tree_rates_path(settings.head))
     tuned = tuned_trees(rates, settings.K, costs)
     if missing:  # said in the record and by the command line: the ranking assumes K drafts
-        head = f" --head {settings.head}" if settings.head is not None else ""
         tuned["note"] = (
             f"the draft stops by confidence below {settings.threshold:g}, but its trees are "
             f"ranked with the rates of K drafts a step ({missing}; measure them with "
-            f"`python -m specdec_lib eval-drafter --draft trained-int8{head} --tree 8 8 --K 8 "
-            f"--temperatures 1 0 --threshold {settings.threshold:g} --out {repo_relative(path)}`)"
+            f"{_rates_command(path, settings.head, settings.threshold)})"
         )
     return tuned

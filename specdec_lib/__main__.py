@@ -7,7 +7,8 @@ with the command. ``bench`` is here; the wings register their own commands
 (:mod:`specdec_lib.training.commands`, :mod:`specdec_lib.research.commands`).
 A bad value is one line on stderr and exit status 2; an interrupted run says how to resume.
 The command line may import the wings (``bench --reuse-memory`` and the inverse-CDF baseline come
-from :mod:`specdec_lib.research.hostwork`); the library's core never does.
+from :mod:`specdec_lib.research.hostwork`, the packing ``library`` from
+:mod:`specdec_lib.research.speed`); the library's core never does.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from .bench.settings import baseline_note
 from .config import RESULTS_DIR
 from .models import ModelUnavailableError
 from .research import commands as research_commands
+from .research import speed  # noqa: F401  registers the library's bfloat16 product (--pack library)
 from .research.hostwork import BASELINES, reuse_freed_memory
 from .settings import add_arguments, from_arguments
 from .training import commands as training_commands

@@ -28,7 +28,7 @@ import hashlib
 import importlib.metadata
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,7 +39,6 @@ import torch
 from .checks import one_of, positive_int
 from .config import DEFAULT_HEAD, MODEL_CACHE
 from .drafters import NgramDrafter, drafter_for, load_head, quantize_int8
-from .kernels import Bf16Linear, pack_bf16
 from .lm import (
     DECODE_ATTENTION,
     PackedLinear,
@@ -57,6 +56,7 @@ __all__ = [
     "ModelUnavailableError",
     "PACKINGS",
     "PAIRS",
+    "Packing",
     "check_head",
     "check_same_tokenizer",
     "default_draft",
@@ -65,6 +65,7 @@ __all__ = [
     "load_hub_pair",
     "load_pair",
     "load_tokenizer",
+    "register_packing",
 ]
 
 DEFAULT_EXIT_LAYERS = 4
@@ -252,17 +253,46 @@ def _smollm2_converted() -> Path | None:
     return folder if (folder / "complete").is_file() else None
 
 
-# How a CPU model's linear weights are held: as loaded; prepacked for oneDNN (``"on"``,
-# :func:`~specdec_lib.lm.pack_linears`); packed for the library's bfloat16 product
-# (``"library"``, :func:`~specdec_lib.kernels.pack_bf16`).
-PACKINGS = ("off", "on", "library")
+@dataclass(frozen=True)
+class Packing:
+    """One way to hold a CPU model's linear weights: ``pack(model)`` packs its layers in place and
+    returns how many, ``layer`` is the class of a packed layer, ``dtype`` the one dtype it takes
+    (``None``: any), and ``unavailable()`` says why it cannot run here (``None`` where it can)."""
+
+    pack: Callable[[torch.nn.Module], int]
+    layer: type | None = None
+    dtype: torch.dtype | None = None
+    unavailable: Callable[[], str | None] = lambda: None
+
+
+# How a CPU model's linear weights are held, by name: as loaded (``"off"``), prepacked for oneDNN
+# (``"on"``, :func:`~specdec_lib.lm.pack_linears`); a backend registers its own on import
+# (:func:`register_packing`; :mod:`specdec_lib.research.speed` registers ``"library"``, the
+# library's bfloat16 product).
+PACKINGS: dict[str, Packing] = {
+    "off": Packing(pack=lambda model: 0),
+    "on": Packing(pack=pack_linears, layer=PackedLinear),
+}
+# Where each packing the core knows of by name but does not hold is registered.
+BACKENDS = {"library": "specdec_lib.research.speed"}
+
+
+def register_packing(name: str, packing: Packing) -> None:
+    """Make ``name`` a ``pack`` that :func:`load_pair` (and ``bench --pack``) takes."""
+    PACKINGS[name] = packing
 
 
 def packing(pack: bool | str | None) -> str:
     """A ``pack`` argument as one of :data:`PACKINGS` (``True`` is ``"on"``, ``False`` and
-    ``None`` are ``"off"``)."""
+    ``None`` are ``"off"``); a packing whose backend is not imported is a ``ValueError`` that names
+    it."""
     if pack is None or isinstance(pack, bool):
         return "on" if pack else "off"
+    if pack in BACKENDS and pack not in PACKINGS:
+        raise ValueError(
+            f"pack={pack!r} is registered by {BACKENDS[pack]}: import it first (the command "
+            "line does)"
+        )
     return one_of(pack, "pack", PACKINGS)
 
 
@@ -272,7 +302,7 @@ def _pack(model: torch.nn.Module, pack: str) -> int:
     if pack == "off":
         return 0
     layers = [model, *getattr(model, "frozen_linears", tuple)()]
-    return sum(pack_bf16(m) if pack == "library" else pack_linears(m) for m in layers)
+    return sum(PACKINGS[pack].pack(m) for m in layers)
 
 
 @functools.lru_cache(maxsize=4)
@@ -498,8 +528,9 @@ def load_pair(
     there; ``device_map`` (Hub pairs only, e.g. ``"auto"``) spreads the target over several devices
     (:func:`load_hub_pair`). ``pack`` holds both models' linear weights packed for a CPU's
     product (on a CPU only): ``True`` or ``"on"`` prepacked for oneDNN
-    (:func:`~specdec_lib.lm.pack_linears`), ``"library"`` for the library's bfloat16 product
-    (:func:`~specdec_lib.kernels.pack_bf16`; bfloat16 only).
+    (:func:`~specdec_lib.lm.pack_linears`), or a packing a backend registered (:data:`PACKINGS`:
+    ``"library"``, the library's bfloat16 product, once :mod:`specdec_lib.research.speed` is
+    imported).
     """
     pack = packing(pack)
     draft = default_draft(name) if draft is None else one_of(draft, "draft", PAIRS[name])
@@ -510,8 +541,10 @@ def load_pair(
         raise ValueError("give device (one device) or device_map (several), not both")
     if pack != "off" and device is not None and torch.device(device).type != "cpu":
         raise ValueError(f"pack prepacks weights for a CPU's matmul library, not for {device}")
-    if pack == "library" and dtype != torch.bfloat16:
-        raise ValueError(f"pack='library' is a bfloat16 product; dtype is {dtype}")
+    if PACKINGS[pack].dtype not in (None, dtype):
+        raise ValueError(f"pack={pack!r} takes {PACKINGS[pack].dtype}; dtype is {dtype}")
+    if (why := PACKINGS[pack].unavailable()) is not None:
+        raise ValueError(f"pack={pack!r} cannot run here: {why}; pack 'on' or 'off' can")
     if name == "default":
         pair = _load_default(dtype, exit_layers, draft, head, pack)
     elif name == "gpt2":
@@ -536,7 +569,7 @@ def load_pair(
         _pack(pair.target, pack)
         if draft_module is not None:
             _pack(draft_module, pack)
-        kind = Bf16Linear if pack == "library" else PackedLinear
+        kind = PACKINGS[pack].layer
         pair.notes["packed"] = any(isinstance(x, kind) for x in pair.target.modules())
         pair.notes["pack"] = pack
     if device is None or torch.device(device).type == "cpu":  # both sides, and any HF peer

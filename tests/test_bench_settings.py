@@ -5,7 +5,7 @@ import pytest
 
 from specdec_lib.bench import DEFAULT_TREE, PRESETS, BenchSettings, settings
 from specdec_lib.bench.settings import load_presets, settings_record
-from specdec_lib.kernels import unavailable as library_unavailable
+from specdec_lib.research.speed.kernels import unavailable as library_unavailable
 
 
 @pytest.mark.parametrize(

@@ -1,19 +1,36 @@
-"""The library's bfloat16 product (specdec_lib.kernels): what it computes, bit for bit, both ways
+"""The library's bfloat16 product (specdec_lib.research.speed.kernels): what it computes, bit for bit, both ways
 (AVX2 and, where the CPU has it, AVX512-BF16), and a pair decoding with it as its own
 autoregressive baseline does."""
 
 import copy
+import dataclasses
+import os
+import shutil
 
 import numpy as np
 import pytest
 import torch
+from torch.utils.cpp_extension import is_ninja_available
 
-from specdec_lib import kernels
-from specdec_lib.kernels import Bf16Linear, bf16_linear, pack_bf16, pairs_here, unavailable
-
-pytestmark = pytest.mark.skipif(
-    unavailable() is not None, reason=f"no library product here: {unavailable()}"
+from specdec_lib.research.speed import kernels
+from specdec_lib.research.speed.kernels import (
+    Bf16Linear,
+    bf16_linear,
+    pack_bf16,
+    pairs_here,
+    unavailable,
 )
+
+# Skipped only where the product cannot be built for want of the CPU or the tools; where both are
+# here, a build that fails is a failure (the module's import below raises it), never a skip.
+_CPU = torch.backends.cpu.get_cpu_capability()
+_TOOLS = shutil.which(os.environ.get("CXX", "c++")) is not None and is_ninja_available()
+pytestmark = pytest.mark.skipif(
+    _CPU not in ("AVX2", "AVX512") or not _TOOLS,
+    reason=f"no library product here: kernels {_CPU}, compiler and ninja found: {_TOOLS}",
+)
+if _CPU in ("AVX2", "AVX512") and _TOOLS and unavailable() is not None:
+    raise RuntimeError(f"the library's product failed to build here: {unavailable()}")
 WAYS = [False] + ([True] if unavailable() is None and kernels._module().has_avx512_bf16() else [])
 
 
@@ -116,7 +133,7 @@ def test_a_pair_on_the_library_product_packs_both_models_in_bfloat16_only():
     pair = load_pair("tiny-random", dtype="bfloat16", pack="library")
     assert pair.notes["packed"] and pair.notes["pack"] == "library"
     assert any(isinstance(m, Bf16Linear) for m in pair.draft.modules())
-    with pytest.raises(ValueError, match="bfloat16 product"):
+    with pytest.raises(ValueError, match="takes torch.bfloat16"):
         load_pair("tiny-random", pack="library")  # float32
     with pytest.raises(ValueError, match="pack"):
         load_pair("tiny-random", dtype="bfloat16", pack="onednn")
@@ -139,3 +156,23 @@ def test_a_trained_head_on_the_library_product_has_its_output_rows_packed_too(ti
         packed = head.logits(h)
         assert torch.equal(packed, bf16_linear(head._norm(h), head.output.packed))
     torch.testing.assert_close(packed.float(), plain.float(), rtol=0.02, atol=0.02)
+
+
+def test_a_product_that_cannot_run_is_one_line_on_the_command_line(monkeypatch, capsys):
+    from specdec_lib import models
+    from specdec_lib.__main__ import main
+
+    cannot = dataclasses.replace(models.PACKINGS["library"], unavailable=lambda: "no compiler")
+    monkeypatch.setitem(models.PACKINGS, "library", cannot)
+    argv = ["bench", "--pair", "tiny-random", "--dtype", "bfloat16", "--pack", "library"]
+    assert main([*argv, "--K", "1", "--max-new-tokens", "2", "--out", os.devnull]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "no compiler" in err and "'on' or 'off'" in err
+
+
+def test_a_backend_packing_not_imported_names_its_backend(monkeypatch):
+    from specdec_lib import models
+
+    monkeypatch.delitem(models.PACKINGS, "library")
+    with pytest.raises(ValueError, match="specdec_lib.research.speed"):
+        models.load_pair("tiny-random", dtype="bfloat16", pack="library")

@@ -3,7 +3,6 @@
 import pytest
 import torch
 
-from specdec_lib.kernels import unavailable as library_unavailable
 from specdec_lib.lm import (
     capture_features,
     context_length,
@@ -13,6 +12,7 @@ from specdec_lib.lm import (
     synchronize,
     vocab_size,
 )
+from specdec_lib.research.speed.kernels import unavailable as library_unavailable
 
 
 def test_model_forward_keeps_the_last_logits_and_extends_the_cache(tiny_pair):

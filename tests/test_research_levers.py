@@ -3,8 +3,8 @@ shape only (speed is a benchmark, not a test)."""
 
 import pytest
 
-from specdec_lib.kernels import unavailable
 from specdec_lib.research.levers import library_costs, packing_costs
+from specdec_lib.research.speed.kernels import unavailable
 
 
 def test_packing_costs_time_both_variants_at_every_pass_size():

@@ -22,9 +22,9 @@ import torch
 from ..checks import one_of, positive_int, probability
 from ..config import DEFAULT_PROMPTS
 from ..costs import as_tree
-from ..kernels import unavailable as library_unavailable
 from ..models import (
     DRAFTS,
+    PACKINGS,
     PAIRS,
     TRAINED_DRAFTS,
     check_head,
@@ -70,7 +70,6 @@ DEFAULT_METHODS = METHODS[:4]
 SUPPLIED_BASELINES = ("autoregressive_inverse_cdf",)
 SCHEDULES = ("fixed", "heuristic", "threshold")
 DTYPES = ("float32", "bfloat16", "float16")
-PACKING = ("auto", "on", "off", "library")
 COST_TIMINGS = ("spread", "start")
 DEVICES = ("auto", "cpu", "cuda")
 PRESETS_FILE = Path(__file__).with_name("presets.toml")
@@ -101,12 +100,14 @@ def load_presets(path: str | Path = PRESETS_FILE) -> dict[str, dict[str, Any]]:
             raise ValueError(
                 f"{where}: unknown keys {sorted(set(p) - known)}; known: {sorted(known)}"
             )
-        for key, choices in (("pair", PAIRS), ("dtype", DTYPES + ("auto",)), ("pack", PACKING)):
+        for key, choices in (("pair", PAIRS), ("dtype", DTYPES + ("auto",))):
             if key in p:
                 one_of(p[key], f"{where}: {key}", choices)
         for key in ("drafts", "library_drafts"):
             for d in p.get(key, []):
                 one_of(d, f"{where}: {key}", PAIRS.get(p.get("pair"), DRAFTS))
+        if "pack" in p and p["pack"] != "auto":
+            packing(p["pack"])
         if "tree" in p:
             p["tree"] = list(as_tree(p["tree"]))
         if not isinstance(p.get("tune_tree", False), bool):
@@ -161,8 +162,8 @@ class BenchSettings:
         "auto",
         "prepack both models' linear weights for a CPU's product, both sides of every "
         "comparison: on (oneDNN's), library (the library's bfloat16 product) or off "
-        "(auto: the preset's; else as timed with the dtype; on in bfloat16 on a CPU)",
-        choices=PACKING,
+        "(auto: the preset's; else as timed with the dtype; on in bfloat16 on a CPU); library "
+        "where specdec_lib.research.speed is imported, as the command line does",
     )
     K: list[int] = setting(list(range(1, 9)), "draft lengths (tokens drafted per step)")
     max_new_tokens: int = setting(50, "tokens generated per prompt")
@@ -279,7 +280,8 @@ class BenchSettings:
         if self.dtype == "auto":
             self.dtype_choice = fastest_dtype(self.pair, self.device)
             self.dtype = self.dtype_choice["dtype"]
-        self.pack = one_of(self.pack, "pack", PACKING)
+        if self.pack != "auto":
+            self.pack = packing(self.pack)
         if self.pack == "auto":
             self.pack = preset.get("pack", "auto")
         if self.pack == "auto":  # as timed with the dtype, else prepacked in bfloat16 on a CPU
@@ -393,7 +395,7 @@ def fastest_dtype(pair: str, device: str, reps: int = 5) -> dict[str, Any]:
     """The dtype (and packing) ``--dtype auto`` resolves to, measured: bfloat16 on a CUDA device
     (its tensor cores); on a CPU, of float32 as loaded, float32 prepacked and bfloat16 prepacked
     for oneDNN (:func:`~specdec_lib.lm.pack_linears`), and bfloat16 packed for the library's
-    product where it runs (:mod:`~specdec_lib.kernels`; where it does not, the reason is
+    product where it runs (:mod:`~specdec_lib.research.speed`, where imported; where it does not, the reason is
     recorded, ``not_timed``), the one whose target passes over one token (the baseline's) and
     over a step's tokens (``STEP_TOKENS``, a step's verification) take least time together,
     timed as the benchmark times its passes (:func:`~specdec_lib.bench.measure_pass_costs`; a few
@@ -406,10 +408,12 @@ def fastest_dtype(pair: str, device: str, reps: int = 5) -> dict[str, Any]:
         return {"dtype": "bfloat16", "pack": "off", "why": "a CUDA device (tensor cores)"}
     candidates = [("float32", "off"), ("float32", "on"), ("bfloat16", "on")]
     not_timed = {}
-    if (why := library_unavailable()) is None:
-        candidates.append(("bfloat16", "library"))
-    else:
-        not_timed[_setting("bfloat16", "library")] = why
+    for name, p in PACKINGS.items():  # a backend's, in the dtype it takes
+        if name not in ("off", "on") and p.dtype == torch.bfloat16:
+            if (why := p.unavailable()) is None:
+                candidates.append(("bfloat16", name))
+            else:
+                not_timed[_setting("bfloat16", name)] = why
     t = {}
     for d, pack in candidates:
         costs = measure_pass_costs(load_pair(pair, dtype=d, pack=pack), STEP_TOKENS, reps=reps)
@@ -426,21 +430,22 @@ def fastest_dtype(pair: str, device: str, reps: int = 5) -> dict[str, Any]:
     } | ({"not_timed": not_timed} if not_timed else {})
 
 
-# What fastest_dtype names each weight layout (a stored choice's ``pack`` may be a bool: True is
-# oneDNN's).
-_LAYOUT_NAMES = {"off": "", "on": " packed", "library": " library"}
+# What fastest_dtype names the core's weight layouts (a stored choice's ``pack`` may be a bool:
+# True is oneDNN's); a backend's is named by its packing ("bfloat16 library").
+_LAYOUT_NAMES = {"off": "", "on": " packed"}
 
 
 def _setting(dtype: str, pack: bool | str) -> str:
     """The name :func:`fastest_dtype` times a dtype and weight layout under."""
-    return dtype + _LAYOUT_NAMES[packing(pack)]
+    pack = pack if isinstance(pack, str) else ("on" if pack else "off")
+    return dtype + _LAYOUT_NAMES.get(pack, f" {pack}")
 
 
 def _dtype_and_pack(setting: str) -> tuple[str, str]:
     """The dtype and ``pack`` of a setting :func:`_setting` named."""
     dtype, _, layout = setting.partition(" ")
-    name = f" {layout}" if layout else ""
-    return dtype, next(p for p, n in _LAYOUT_NAMES.items() if n == name)
+    names = {n.strip(): p for p, n in _LAYOUT_NAMES.items()}
+    return dtype, names.get(layout, layout)
 
 
 def _flags(setting: str) -> str:

@@ -10,7 +10,7 @@ sets can be limited for a run (``ATEN_CPU_CAPABILITY``, ``ONEDNN_MAX_CPU_ISA``,
 ``MKL_ENABLE_INSTRUCTIONS``, set before Python starts): the run records them, and such a run
 imitates an older CPU's kernels on this machine's memory, not that CPU.
 
-``--lever library`` measures the library's bfloat16 product (:mod:`~specdec_lib.kernels`)
+``--lever library`` measures the library's bfloat16 product (:mod:`~specdec_lib.research.speed.kernels`)
 against oneDNN's: ``bench``'s pair in bfloat16 with the draft the defaults run in it, the target's
 passes over ``n = 1..n_max`` tokens and the draft's proposals with the linear layers on the
 library's product and on oneDNN's (prepacked where oneDNN packs bfloat16, as loaded where it does
@@ -102,10 +102,10 @@ from ..bench.tuning import pass_tokens
 from ..checks import one_of
 from ..config import DEFAULT_HEAD, DEFAULT_PROMPTS
 from ..decoding import SpeculativeDecoder
-from ..kernels import pairs_here
 from ..lm import use_decode_attention
 from ..models import DRAFTS, check_head, load_pair
 from ..results import atomic_write_json, isa_limits, load_prompts, provenance
+from .speed.kernels import pairs_here
 
 __all__ = [
     "attention_costs",
@@ -164,7 +164,7 @@ def library_costs(
     the default pair with one draft on both sides, the int8 head ``bench``'s defaults run over
     oneDNN's product, so that the products alone differ) with the linear layers on oneDNN's
     product (prepacked where oneDNN packs bfloat16, as loaded where it does not) and on the
-    library's (:mod:`~specdec_lib.kernels`), and their ratios library / oneDNN
+    library's (:mod:`~specdec_lib.research.speed.kernels`), and their ratios library / oneDNN
     (``library_over_onednn``)."""
     draft = bench_draft("bfloat16") if pair == "default" else None
     pairs = {

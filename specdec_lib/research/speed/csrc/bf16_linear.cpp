@@ -1,5 +1,5 @@
 // The library's bfloat16 linear layer for CPUs: y = x W^T, bfloat16 in and out, float32
-// accumulation. Built at first use by specdec_lib.kernels (torch.utils.cpp_extension).
+// accumulation. Built at first use by specdec_lib.research.speed.kernels (torch.utils.cpp_extension).
 //
 // Why by hand: PyTorch's bfloat16 products on a CPU (oneDNN's, ATen's) either emulate the
 // arithmetic of every token of a pass after the first (CPUs without AVX512-BF16 or AMX: a pass

@@ -254,11 +254,46 @@ def shipped_grid(
     faults = dict(FAULTS if faults is None else faults)
     positive_int(n, "n", "decoder outputs per configuration")
     n_fault = positive_int(n if n_fault is None else n_fault, "n_fault")
+    _check_faults(faults, configs)
+    grid = _Grid(prompt, first, K, length, n, n_fault, seed, max_bins, min_prob)
+    pair_of = _pair_cache(load)
+    any_pair = pair_of(next(iter(configs.values())))
+    ref = _Reference.of(any_pair.tokenizer, prompt, first, length)
+    laws: dict[tuple[str, bool, Warp], dict[tuple[int, ...], float]] = {}
+    rows = []
+    arms = _arms(configs, faults)
+    for i, (name, c, fault) in enumerate(tqdm(arms, desc="exactness grid", disable=not progress)):
+        pair = pair_of(c)
+        key = (c.dtype, c.pack, Warp(c.temperature, c.top_k, c.top_p))
+        if key not in laws:
+            laws[key] = exact_continuation_law(
+                pair.target, ref.ids, c.warp, ref.length, min_prob=min_prob
+            )
+        rows.append(_run_arm(i, name, c, fault, pair, laws[key], ref, grid))
+    family = [r for r in rows if not r["must_fail"]]
+    for r, p in zip(family, holm([r["p"] for r in family]), strict=True):
+        r["p_holm"] = float(p)
+    return {
+        "rows": rows,
+        "settings": grid.record(ref.first_id),
+        "provenance": provenance(seed=seed, settings={"configs": list(configs), "faults": faults}),
+        "reference_first_token_probability": None
+        if ref.first_id is None
+        else _first_probability(any_pair, ref.prompt_ids, ref.first_id),
+    }
+
+
+def _check_faults(faults: dict[str, str], configs: dict[str, Config]) -> None:
+    """Refuse an unknown failing arm, or one on an unknown configuration."""
     for name, base in faults.items():
         one_of(name, "faults", FAULTS)
         if base not in configs and base not in CONFIGS:
             raise ValueError(f"faults: {name!r} runs on an unknown configuration {base!r}")
-    pairs: dict[tuple[str, str, str | None, bool], Any] = {}
+
+
+def _pair_cache(load: Callable[[Config], Any]) -> Callable[[Config], Any]:
+    """``load``, loading each pair once: the arms that differ only in how they decode share it."""
+    pairs: dict[tuple[str, str, str | None, bool | str], Any] = {}
 
     def pair_of(c: Config) -> Any:
         key = (c.draft, c.dtype, c.head, c.pack)
@@ -266,107 +301,139 @@ def shipped_grid(
             pairs[key] = load(c)
         return pairs[key]
 
-    any_pair = pair_of(next(iter(configs.values())))
-    tok = any_pair.tokenizer
-    prompt_ids = tok(prompt, return_tensors="pt").input_ids[0]
-    first_id = None
-    if first is not None:
+    return pair_of
+
+
+@dataclass(frozen=True)
+class _Grid:
+    """The settings every arm of a grid runs with (the record keeps them)."""
+
+    prompt: str
+    first: str | None
+    K: int
+    length: int
+    n: int
+    n_fault: int
+    seed: int
+    max_bins: int
+    min_prob: float
+
+    def record(self, first_id: int | None) -> dict[str, Any]:
+        """The settings as the grid's record writes them, with the first token's id."""
+        d = dataclasses.asdict(self)
+        return {"prompt": d.pop("prompt"), "first": d.pop("first"), "first_id": first_id, **d}
+
+
+@dataclass(frozen=True)
+class _Reference:
+    """What the outputs are tested on: the prompt, the first token they are conditioned on (None:
+    none), and the context and length of the target's law that every arm is tested against."""
+
+    prompt_ids: torch.Tensor
+    first_id: int | None
+    ids: torch.Tensor
+    length: int
+
+    @classmethod
+    def of(cls, tok: Any, prompt: str, first: str | None, length: int) -> _Reference:
+        """The reference of ``length`` tokens after ``prompt`` (then ``first``), by ``tok``."""
+        prompt_ids = tok(prompt, return_tensors="pt").input_ids[0]
+        if first is None:
+            return cls(prompt_ids, None, prompt_ids, length)
         first_id = int(tok(prompt + first, return_tensors="pt").input_ids[0][len(prompt_ids)])
-    ref_ids = prompt_ids if first_id is None else torch.cat([prompt_ids, torch.tensor([first_id])])
-    ref_length = length if first_id is None else length - 1
-    laws: dict[tuple[str, bool, Warp], dict[tuple[int, ...], float]] = {}
+        ids = torch.cat([prompt_ids, torch.tensor([first_id])])
+        return cls(prompt_ids, first_id, ids, length - 1)
+
+
+def _arms(
+    configs: dict[str, Config], faults: dict[str, str]
+) -> list[tuple[str, Config, str | None]]:
+    """Every arm of the grid: each configuration, then each failing arm on its base
+    configuration (``None``: the configuration as shipped)."""
     arms = [(name, c, None) for name, c in configs.items()]
     arms += [
         (name, configs[base] if base in configs else CONFIGS[base], name)
         for name, base in faults.items()
     ]
-    rows = []
-    for i, (name, c, fault) in enumerate(tqdm(arms, desc="exactness grid", disable=not progress)):
-        pair = pair_of(c)
-        key = (c.dtype, c.pack, Warp(c.temperature, c.top_k, c.top_p))
-        if key not in laws:
-            laws[key] = exact_continuation_law(
-                pair.target, ref_ids, c.warp, ref_length, min_prob=min_prob
-            )
-        kw: dict[str, Any] = dict(
-            K=K, tree=c.shape, temperature=c.temperature, top_k=c.top_k, top_p=c.top_p
-        )
-        if fault == "prototype's correction":
-            kw["verifier"] = prototype_verify
-        elif fault == "uncropped target cache":
-            kw["target_state"] = StaleCacheState
-        elif fault == "bonus from the wrong row":
-            kw["verifier"] = wrong_bonus_row_verify
-        elif fault is not None:  # pragma: no cover - the names are checked above
-            raise AssertionError(fault)
-        if c.method == "hf_assisted":
-            dec = HFAssisted(pair, K, c.warp)
-        else:
-            draft = (
-                pair.draft if c.threshold is None else DynamicK.stopped(pair.draft, K, c.threshold)
-            )
-            dec = SpeculativeDecoder(draft, pair.target, **kw)
-        t0 = time.perf_counter()
-        out = decoder_continuations(
-            dec, prompt_ids, length, n_fault if fault else n, first=first_id, seed=seed + 10**6 * i
-        )
-        seconds = time.perf_counter() - t0
-        # One test per position (the joint law of several tokens is too spread for bins), then
-        # Bonferroni over the positions tested: valid whatever their dependence.
-        tests = []
-        for j in range(ref_length):
-            try:
-                tests.append(
-                    chisquare_law(*position_law(out["counts"], laws[key], j), max_bins=max_bins)
-                )
-            except NothingToTest:
-                tests.append(None)
-        made = [t for t in tests if t is not None]
-        if not made:
-            raise NothingToTest(f"{name}: no position has two bins at N = {out['kept']}")
-        rows.append(
-            {
-                "name": name,
-                "must_fail": fault is not None,
-                **dataclasses.asdict(c),
-                "n": n_fault if fault else n,
-                "kept": out["kept"],
-                "alpha": out["accepted"] / out["proposed"] if out["proposed"] else float("nan"),
-                "proposed": out["proposed"],
-                "bonus_steps": out["bonus_steps"],
-                "steps": out["steps"],
-                "p_by_position": [None if t is None else t.pvalue for t in tests],
-                "bins_by_position": [0 if t is None else t.n_bins for t in tests],
-                "bins": min(t.n_bins for t in made),
-                "law_listed": len(laws[key]),
-                "law_listed_mass": sum(laws[key].values()),
-                "p": min(1.0, len(made) * min(t.pvalue for t in made)),
-                "counts": [[list(k), c] for k, c in sorted(out["counts"].items())],
-                "seconds": seconds,
-            }
-        )
-    family = [r for r in rows if not r["must_fail"]]
-    for r, p in zip(family, holm([r["p"] for r in family]), strict=True):
-        r["p_holm"] = float(p)
+    return arms
+
+
+def _decoder(pair: Any, c: Config, fault: str | None, K: int) -> Any:
+    """The arm's decoder: the configuration's, with the failing arm's fault plugged in."""
+    kw: dict[str, Any] = dict(
+        K=K, tree=c.shape, temperature=c.temperature, top_k=c.top_k, top_p=c.top_p
+    )
+    if fault == "prototype's correction":
+        kw["verifier"] = prototype_verify
+    elif fault == "uncropped target cache":
+        kw["target_state"] = StaleCacheState
+    elif fault == "bonus from the wrong row":
+        kw["verifier"] = wrong_bonus_row_verify
+    elif fault is not None:  # pragma: no cover - the names are checked above
+        raise AssertionError(fault)
+    if c.method == "hf_assisted":
+        return HFAssisted(pair, K, c.warp)
+    draft = pair.draft if c.threshold is None else DynamicK.stopped(pair.draft, K, c.threshold)
+    return SpeculativeDecoder(draft, pair.target, **kw)
+
+
+def _run_arm(
+    i: int,
+    name: str,
+    c: Config,
+    fault: str | None,
+    pair: Any,
+    law: dict[tuple[int, ...], float],
+    ref: _Reference,
+    grid: _Grid,
+) -> dict[str, Any]:
+    """Decode the ``i``-th arm's outputs and test each position against the law: its row."""
+    dec = _decoder(pair, c, fault, grid.K)
+    n = grid.n_fault if fault else grid.n
+    t0 = time.perf_counter()
+    out = decoder_continuations(
+        dec, ref.prompt_ids, grid.length, n, first=ref.first_id, seed=grid.seed + 10**6 * i
+    )
+    seconds = time.perf_counter() - t0
+    tests = _position_tests(name, out, law, ref.length, grid.max_bins)
+    made = [t for t in tests if t is not None]
     return {
-        "rows": rows,
-        "settings": {
-            "prompt": prompt,
-            "first": first,
-            "first_id": first_id,
-            "K": K,
-            "length": length,
-            "n": n,
-            "n_fault": n_fault,
-            "seed": seed,
-            "max_bins": max_bins,
-            "min_prob": min_prob,
-        },
-        "provenance": provenance(seed=seed, settings={"configs": list(configs), "faults": faults}),
-        "reference_first_token_probability": None
-        if first_id is None
-        else _first_probability(any_pair, prompt_ids, first_id),
+        "name": name,
+        "must_fail": fault is not None,
+        **dataclasses.asdict(c),
+        "n": n,
+        "kept": out["kept"],
+        "alpha": out["accepted"] / out["proposed"] if out["proposed"] else float("nan"),
+        "proposed": out["proposed"],
+        "bonus_steps": out["bonus_steps"],
+        "steps": out["steps"],
+        "p_by_position": [None if t is None else t.pvalue for t in tests],
+        "bins_by_position": [0 if t is None else t.n_bins for t in tests],
+        "bins": min(t.n_bins for t in made),
+        "law_listed": len(law),
+        "law_listed_mass": sum(law.values()),
+        "p": min(1.0, len(made) * min(t.pvalue for t in made)),
+        "counts": [[list(k), c] for k, c in sorted(out["counts"].items())],
+        "seconds": seconds,
     }
+
+
+def _position_tests(
+    name: str, out: dict[str, Any], law: dict[tuple[int, ...], float], length: int, max_bins: int
+) -> list[Any]:
+    """The chi-square test of each position's token (None where it has fewer than two bins);
+    raises ``NothingToTest`` when no position can be tested."""
+    # One test per position (the joint law of several tokens is too spread for bins), then
+    # Bonferroni over the positions tested: valid whatever their dependence.
+    tests = []
+    for j in range(length):
+        try:
+            tests.append(chisquare_law(*position_law(out["counts"], law, j), max_bins=max_bins))
+        except NothingToTest:
+            tests.append(None)
+    if not any(t is not None for t in tests):
+        raise NothingToTest(f"{name}: no position has two bins at N = {out['kept']}")
+    return tests
 
 
 @torch.inference_mode()

@@ -22,12 +22,8 @@ def model_card(
     """A markdown model card for a trained draft, from its training record and an evaluation
     (``eval-drafter`` output): recipe, data, compute, acceptance, cost, and the rebuild commands."""
     s = train_record["settings"]
-    prov = train_record["provenance"]
     data = summary(s["data"])
     dm = load_manifest(s["data"])["settings"]
-    hist = train_record["history"]
-    last = hist[-1] if hist else {}
-    seconds, runs = training_time(hist)
     size_mb = Path(weights).stat().st_size / 1e6
     weights = repo_relative(weights)
     default = Path(weights).name == "feature_head.safetensors"
@@ -39,38 +35,83 @@ def model_card(
         f"(`load_pair('default', {usage})`). Exact like any draft: the output of speculative "
         "decoding follows the target's distribution whatever the draft proposes (notebooks 01-02).",
         "",
+        *_recipe_lines(s, train_record["subset_mass"], size_mb),
+        *_data_lines(s, train_record, data, dm),
+        *_compute_lines(train_record),
+        *_measured_lines(evaluation),
+        "## Limitations",
+        "",
+        *_limitations(s),
+        "",
+        "## Rebuild",
+        "",
+        "```",
+        _gen_data_command(s["data"], data, dm),
+        _train_command(s, weights),
+        _eval_command(weights, evaluation["provenance"]["settings"]),
+        "```",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _recipe_lines(s: dict[str, Any], subset_mass: float, size_mb: float) -> list[str]:
+    """The card's Recipe section: the architecture, the loss and optimiser, the size on disk."""
+    return [
         "## Recipe",
         "",
-        f"- Architecture: `{s['arch']}`"
-        + (
-            f", {s['n_layers']} Llama layer(s) initialised from "
-            + (
-                f"the saved head `{s['init_from']}`"
-                if s.get("init_from")
-                else f"target layer {s['init_layer']}"
-            )
-            + f", reading target layers {list(s['feature_layers'])}"
-            if s["arch"] == "feature"
-            else f", layers copied from target layers {s['init_layers']}"
-        )
-        + f"; proposes only the {s['subset_size']:,} tokens with the most teacher mass "
-        f"({train_record['subset_mass']:.1%} of the held-out teacher mass within its top "
-        f"{s['top']}).",
-        f"- Loss: cross-entropy to the teacher's top {s['top']} tokens + {s['tv_weight']} x "
-        f"(1 - sum min(p, q))"
-        + (f" + {s['feature_weight']} x smooth-L1 on features" if s["arch"] == "feature" else "")
-        + (
-            f", summed over {s['ttt_steps']} unrolled draft steps (training-time test: step d "
-            "reads the head's own features of step d-1)"
-            if s.get("ttt_steps", 1) > 1
-            else ""
-        )
-        + f"; AdamW, lr {s['lr']}, cosine, {s['epochs']} epochs"
-        + (f" of the first {s['max_shards']} shards" if s.get("max_shards") else "")
-        + f", {s['batch_sequences']} sequences per step, seed {s['seed']}.",
+        _architecture_line(s, subset_mass),
+        _loss_line(s),
         f"- Size: {size_mb:.1f} MB on disk (its own weights only; the embedding, final norm and "
         "output rows are read from the target).",
         "",
+    ]
+
+
+def _architecture_line(s: dict[str, Any], subset_mass: float) -> str:
+    """The Recipe's architecture: the draft's layers, where they start from, and its token subset."""
+    if s["arch"] == "feature":
+        init = (
+            f"the saved head `{s['init_from']}`"
+            if s.get("init_from")
+            else f"target layer {s['init_layer']}"
+        )
+        layers = (
+            f", {s['n_layers']} Llama layer(s) initialised from {init}, "
+            f"reading target layers {list(s['feature_layers'])}"
+        )
+    else:
+        layers = f", layers copied from target layers {s['init_layers']}"
+    return (
+        f"- Architecture: `{s['arch']}`{layers}; proposes only the {s['subset_size']:,} tokens "
+        f"with the most teacher mass ({subset_mass:.1%} of the held-out teacher mass within its "
+        f"top {s['top']})."
+    )
+
+
+def _loss_line(s: dict[str, Any]) -> str:
+    """The Recipe's loss: its terms, the draft steps it sums over, and the optimiser's schedule."""
+    features = f" + {s['feature_weight']} x smooth-L1 on features" if s["arch"] == "feature" else ""
+    unrolled = (
+        f", summed over {s['ttt_steps']} unrolled draft steps (training-time test: step d "
+        "reads the head's own features of step d-1)"
+        if s.get("ttt_steps", 1) > 1
+        else ""
+    )
+    shards = f" of the first {s['max_shards']} shards" if s.get("max_shards") else ""
+    return (
+        f"- Loss: cross-entropy to the teacher's top {s['top']} tokens + {s['tv_weight']} x "
+        f"(1 - sum min(p, q)){features}{unrolled}; AdamW, lr {s['lr']}, cosine, "
+        f"{s['epochs']} epochs{shards}, {s['batch_sequences']} sequences per step, "
+        f"seed {s['seed']}."
+    )
+
+
+def _data_lines(
+    s: dict[str, Any], train_record: dict[str, Any], data: dict[str, Any], dm: dict[str, Any]
+) -> list[str]:
+    """The card's Data section: how the on-policy data was sampled, and the positions it gave."""
+    return [
         "## Data",
         "",
         f"- On-policy: {data['generated_tokens']:,} tokens in {data['sequences']:,} sequences "
@@ -82,22 +123,51 @@ def model_card(
         "- Teacher distributions recomputed by teacher-forcing the target "
         f"({s['teacher_dtype']}); only token ids are stored (`{s['data']}`).",
         "",
+    ]
+
+
+def _compute_lines(train_record: dict[str, Any]) -> list[str]:
+    """The card's Compute section: the distillation's steps and wall clock, and where it ran."""
+    prov = train_record["provenance"]
+    hist = train_record["history"]
+    last = hist[-1] if hist else {}
+    seconds, runs = training_time(hist)
+    resumed = (
+        f" (wall clock, over {runs} runs, each resuming the last one's checkpoint)"
+        if runs > 1
+        else ""
+    )
+    return [
         "## Compute",
         "",
-        f"- Distillation: {last.get('step', 0)} steps in {seconds / 60:.0f} min"
-        + (
-            f" (wall clock, over {runs} runs, each resuming the last one's checkpoint)"
-            if runs > 1
-            else ""
-        )
-        + f" on {prov.get('device', 'cpu')}, torch {prov.get('torch')}, transformers "
+        f"- Distillation: {last.get('step', 0)} steps in {seconds / 60:.0f} min{resumed}"
+        f" on {prov.get('device', 'cpu')}, torch {prov.get('torch')}, transformers "
         f"{prov.get('transformers')}, commit {str(prov.get('git_commit'))[:10]}, "
         f"{prov.get('date')}.",
         "",
-        f"## Measured (by decoding, {_measured_how(evaluation['provenance']['settings'])}, "
-        "held-out prompts)",
+    ]
+
+
+def _measured_lines(evaluation: dict[str, Any]) -> list[str]:
+    """The card's Measured section: acceptance by temperature, then the draft's cost."""
+    ep = evaluation["provenance"]
+    c = evaluation["costs"]
+    return [
+        f"## Measured (by decoding, {_measured_how(ep['settings'])}, held-out prompts)",
+        "",
+        *_acceptance_table(evaluation),
+        "",
+        f"Cost: c = t_draft / t_target(1) = {c['c']:.3f} ({c['t_draft_s'] * 1e3:.1f} ms / "
+        f"{c['t_target_s'][0] * 1e3:.1f} ms, {evaluation['pair']['dtype']}), measured "
+        f"{ep.get('date')} on {ep.get('device', 'cpu')}.",
+        f"Held-out prompts: `{ep['settings'].get('prompts')}`.",
         "",
     ]
+
+
+def _acceptance_table(evaluation: dict[str, Any]) -> list[str]:
+    """The Measured table: a row per temperature, with the rates by depth when a step drafts more
+    than one token."""
     es = evaluation["provenance"]["settings"]
     chain = es.get("K", 1) > 1
     # a tree's steps: its first candidates form the chain, whose rates by depth the record keeps
@@ -106,7 +176,7 @@ def model_card(
         if es.get("tree")
         else "acceptance by draft position"
     )
-    lines += (
+    lines = (
         [f"| temperature | alpha | accepted / proposed | {column} |", "|---|---|---|---|"]
         if chain
         else ["| temperature | alpha | accepted / proposed |", "|---|---|---|"]
@@ -118,36 +188,7 @@ def model_card(
             rates = r["tree_rates"]["beta"] if es.get("tree") else r.get("by_position", [])
             row += " " + " / ".join(f"{a:.3f}" for a in rates) + " |"
         lines.append(row)
-    c = evaluation["costs"]
-    ep = evaluation["provenance"]
-    lines += [
-        "",
-        f"Cost: c = t_draft / t_target(1) = {c['c']:.3f} ({c['t_draft_s'] * 1e3:.1f} ms / "
-        f"{c['t_target_s'][0] * 1e3:.1f} ms, {evaluation['pair']['dtype']}), measured "
-        f"{ep.get('date')} on {ep.get('device', 'cpu')}.",
-        f"Held-out prompts: `{ep['settings'].get('prompts')}`.",
-        "",
-        "## Limitations",
-        "",
-        *_limitations(s),
-        "",
-        "## Rebuild",
-        "",
-        "```",
-        "python -m specdec_lib gen-data --out {data} --tokens {tok} --batch-size {b} "
-        "--max-new-tokens {m} --seed {seed}".format(
-            data=s["data"],
-            tok=data["generated_tokens"],
-            b=dm["batch_size"],
-            m=dm["max_new_tokens"],
-            seed=dm["seed"],
-        ),
-        _train_command(s, weights),
-        _eval_command(weights, ep["settings"]),
-        "```",
-        "",
-    ]
-    return "\n".join(lines)
+    return lines
 
 
 def training_time(history: list[dict[str, Any]]) -> tuple[float, int]:
@@ -220,3 +261,17 @@ def _eval_command(weights: str, e: dict[str, Any]) -> str:
 def _train_command(s: dict[str, Any], weights: str | Path) -> str:
     flags = command_line(TrainSettings, s, skip=("out", "cache", "threads"))
     return " ".join(["python -m specdec_lib train-drafter", f"--out {weights}", *flags])
+
+
+def _gen_data_command(folder: str, data: dict[str, Any], dm: dict[str, Any]) -> str:
+    """The ``gen-data`` command that rebuilds the card's data folder to the same size."""
+    return (
+        "python -m specdec_lib gen-data --out {data} --tokens {tok} --batch-size {b} "
+        "--max-new-tokens {m} --seed {seed}".format(
+            data=folder,
+            tok=data["generated_tokens"],
+            b=dm["batch_size"],
+            m=dm["max_new_tokens"],
+            seed=dm["seed"],
+        )
+    )

@@ -225,16 +225,7 @@ def generate_onpolicy(
     settings = settings or DataSettings()
     folder = Path(folder)
     prompts = load_prompts(settings.prompts)
-    manifest_path = folder / MANIFEST
-    if manifest_path.is_file():
-        manifest = read_json(manifest_path)
-        if manifest["settings"] != settings.key():
-            raise ValueError(
-                f"{str(folder)!r} was generated with other settings ({manifest['settings']}); "
-                "use another folder, or the same settings to extend it"
-            )
-    else:
-        manifest = {"settings": settings.key(), "shards": [], "provenance": []}
+    manifest = _open_manifest(folder, settings)
     generated = sum(s["generated_tokens"] for s in manifest["shards"])
     if generated >= n_tokens:
         return manifest
@@ -242,10 +233,7 @@ def generate_onpolicy(
         torch.set_num_threads(settings.threads)
     if pair is None:
         pair = load_pair(settings.pair, dtype=settings.dtype)
-    tok = pair.tokenizer
-    encoded = [tok(p["text"], return_tensors="pt").input_ids[0].tolist() for p in prompts]
-    eos = {int(tok.eos_token_id)} if tok.eos_token_id is not None else set()
-    pad_id = int(tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id or 0)
+    encoded = _EncodedPrompts.of(pair.tokenizer, prompts)
     manifest["provenance"].append(
         provenance(
             device="cpu", seed=settings.seed, settings={**asdict(settings), "n_tokens": n_tokens}
@@ -257,44 +245,80 @@ def generate_onpolicy(
     )
     shard = max((s["shard"] for s in manifest["shards"]), default=-1) + 1
     while generated < n_tokens:
-        t0 = time.perf_counter()
-        chosen = _shard_prompts(len(prompts), settings.batch_size, settings.seed, shard)
-        shard_seed = settings.seed * 1_000_003 + shard
-        batch = [encoded[i] for i in chosen]
-        seqs = sample_batch(
-            pair.target,
-            batch,
-            settings.max_new_tokens,
-            temperature=settings.temperature,
-            eos=eos,
-            pad_id=pad_id,
-            generator=torch.Generator().manual_seed(shard_seed),
-        )
-        lens = np.array([len(s) for s in seqs])
-        plens = np.array([len(encoded[i]) for i in chosen], dtype=np.int32)
-        _atomic_savez(
-            shard_path(folder, shard),
-            tokens=np.concatenate([np.asarray(s, dtype=TOKEN_DTYPE) for s in seqs]),
-            offsets=np.r_[0, np.cumsum(lens)].astype(np.int64),
-            prompt_lens=plens,
-            prompt_index=chosen.astype(np.int32),
-        )
-        new = int((lens - plens).sum())
-        manifest["shards"].append(
-            {
-                "shard": shard,
-                "sampler": "own",
-                "sequences": len(seqs),
-                "generated_tokens": new,
-                "seconds": round(time.perf_counter() - t0, 2),
-            }
-        )
-        atomic_write_json(manifest_path, manifest)
-        generated += new
-        bar.update(new)
+        entry = _generate_shard(folder, shard, pair.target, encoded, settings)
+        manifest["shards"].append(entry)
+        atomic_write_json(folder / MANIFEST, manifest)
+        generated += entry["generated_tokens"]
+        bar.update(entry["generated_tokens"])
         shard += 1
     bar.close()
     return manifest
+
+
+def _open_manifest(folder: Path, settings: DataSettings) -> dict[str, Any]:
+    """The folder's manifest to extend (refused if made with other settings), or a new one."""
+    manifest_path = folder / MANIFEST
+    if manifest_path.is_file():
+        manifest = read_json(manifest_path)
+        if manifest["settings"] != settings.key():
+            raise ValueError(
+                f"{str(folder)!r} was generated with other settings ({manifest['settings']}); "
+                "use another folder, or the same settings to extend it"
+            )
+        return manifest
+    return {"settings": settings.key(), "shards": [], "provenance": []}
+
+
+@dataclass
+class _EncodedPrompts:
+    """The prompts as token ids, with the tokenizer's EOS (which ends a sample) and padding."""
+
+    ids: list[list[int]]
+    eos: set[int]
+    pad_id: int
+
+    @classmethod
+    def of(cls, tok: Any, prompts: list[dict[str, Any]]) -> _EncodedPrompts:
+        """Encode the prompts' texts with ``tok``."""
+        ids = [tok(p["text"], return_tensors="pt").input_ids[0].tolist() for p in prompts]
+        eos = {int(tok.eos_token_id)} if tok.eos_token_id is not None else set()
+        pad_id = int(tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id or 0)
+        return cls(ids, eos, pad_id)
+
+
+def _generate_shard(
+    folder: Path, shard: int, target: Any, encoded: _EncodedPrompts, settings: DataSettings
+) -> dict[str, Any]:
+    """Sample shard number ``shard`` (a pure function of it and the settings), save it, and
+    return its manifest entry."""
+    t0 = time.perf_counter()
+    chosen = _shard_prompts(len(encoded.ids), settings.batch_size, settings.seed, shard)
+    shard_seed = settings.seed * 1_000_003 + shard
+    seqs = sample_batch(
+        target,
+        [encoded.ids[i] for i in chosen],
+        settings.max_new_tokens,
+        temperature=settings.temperature,
+        eos=encoded.eos,
+        pad_id=encoded.pad_id,
+        generator=torch.Generator().manual_seed(shard_seed),
+    )
+    lens = np.array([len(s) for s in seqs])
+    plens = np.array([len(encoded.ids[i]) for i in chosen], dtype=np.int32)
+    _atomic_savez(
+        shard_path(folder, shard),
+        tokens=np.concatenate([np.asarray(s, dtype=TOKEN_DTYPE) for s in seqs]),
+        offsets=np.r_[0, np.cumsum(lens)].astype(np.int64),
+        prompt_lens=plens,
+        prompt_index=chosen.astype(np.int32),
+    )
+    return {
+        "shard": shard,
+        "sampler": "own",
+        "sequences": len(seqs),
+        "generated_tokens": int((lens - plens).sum()),
+        "seconds": round(time.perf_counter() - t0, 2),
+    }
 
 
 def summary(folder: str | Path) -> dict[str, Any]:

@@ -456,19 +456,73 @@ def train_drafter(
     train_shards, eval_shards = _shard_split(settings)
     train = _load_records(cache, train_shards)
     evals = _load_records(cache, eval_shards)
-    V = pair.target.config.vocab_size
-    start = None
-    if settings.init_from is not None:
-        start = load_head(settings.init_from, pair.target)
-        subset = start.subset.cpu()
-    else:
-        subset = choose_subset(train, settings.subset_size, V)
-    remap = torch.full((V,), -1, dtype=torch.long)
+    start, subset = _starting_point(settings, pair.target, train)
+    remap = torch.full((pair.target.config.vocab_size,), -1, dtype=torch.long)
     remap[subset] = torch.arange(len(subset))
 
     torch.manual_seed(settings.seed)
+    head, columns, scale = _initial_draft(settings, pair.target, subset, start, train)
+    del start
+    optim = _optimisation(settings, head, len(train))
+    ckpt, step, history = _resume(settings, head, optim, log)
+    rng = np.random.default_rng(settings.seed)
+    orders = [rng.permutation(len(train)) for _ in range(math.ceil(settings.epochs) + 1)]
+    if step == 0 and evals:  # where training starts from, on the held-out shards
+        history.append(
+            {"step": 0, "epoch": 0.0, "seconds": 0.0}
+            | evaluate(head, evals, remap, settings, columns)
+        )
+        _log_row(log, history[-1])
+    head.train()
+    # a resumed run carries the seconds of training on, and counts itself (the card reads both)
+    t0 = time.perf_counter() - (history[-1]["seconds"] if history else 0.0)
+    run = history[-1].get("run", 1) + 1 if step else 1
+    bar = tqdm(total=optim.total, initial=step, desc="distil", unit="step", disable=not progress)
+    while step < optim.total:
+        epoch, b = divmod(step, optim.steps_per_epoch)
+        idx = orders[epoch][b * settings.batch_sequences : (b + 1) * settings.batch_sequences]
+        batch = _make_batch(settings, [train[i] for i in idx], remap, columns)
+        losses = _losses(head, batch, settings)
+        _optimiser_step(optim, losses)
+        step += 1
+        bar.update(1)
+        bar.set_postfix(alpha=f"{losses['alpha'].item():.3f}", ce=f"{losses['ce'].item():.2f}")
+        if step % settings.checkpoint_every == 0 or step == optim.total:
+            row = _history_row(step, optim, time.perf_counter() - t0, run, losses)
+            row.update(evaluate(head, evals, remap, settings, columns))
+            history.append(row)
+            _log_row(log, row)
+            _save_checkpoint(ckpt, settings, head, optim, step, history)
+    bar.close()
+    head.eval()
+    record = _training_record(settings, history, train, evals, (train_shards, eval_shards), remap)
+    _save_draft(settings, pair.target, subset, scale, head, record)
+    return record
+
+
+def _starting_point(
+    settings: TrainSettings, target: Any, train: list[dict[str, torch.Tensor]]
+) -> tuple[Any, torch.Tensor]:
+    """The saved draft to start from (``init_from``, else None) and the token subset to propose:
+    the saved draft's, or the one with the most teacher mass."""
+    V = target.config.vocab_size
+    if settings.init_from is not None:
+        start = load_head(settings.init_from, target)
+        return start, start.subset.cpu()
+    return None, choose_subset(train, settings.subset_size, V)
+
+
+def _initial_draft(
+    settings: TrainSettings,
+    target: Any,
+    subset: torch.Tensor,
+    start: Any,
+    train: list[dict[str, torch.Tensor]],
+) -> tuple[Any, tuple[torch.Tensor, torch.Tensor], float]:
+    """The draft to train (from ``start`` if given), the feature columns it reads, and its
+    feature scale."""
     # The head trains in float32 on top of a float32 copy of the frozen parts of the target.
-    columns = _columns(settings, pair.target.config.hidden_size)
+    columns = _columns(settings, target.config.hidden_size)
     scale = _feature_scale(train, columns[1])
     if start is not None:
         scale = float(start.config_dict.get("scale", 1.0))
@@ -477,19 +531,51 @@ def train_drafter(
                 f"init_from: its feature_layers {start.config_dict.get('feature_layers')} "
                 f"differ from feature_layers {list(settings.feature_layers)}"
             )
-    head = _new_draft(settings, pair.target, subset, init=start is None, scale=scale)
+    head = _new_draft(settings, target, subset, init=start is None, scale=scale)
     if start is not None:
         head.load_state_dict(
             {k: v.float() if v.is_floating_point() else v for k, v in start.state_dict().items()}
         )
-        del start
     head.float()
     head.frozen_float32()
+    return head, columns, scale
+
+
+@dataclass
+class _Optimisation:
+    """The draft's optimiser and learning-rate schedule, and the steps they were built for."""
+
+    params: list[torch.nn.Parameter]
+    opt: torch.optim.Optimizer
+    sched: Any
+    steps_per_epoch: int
+    total: int
+
+
+def _optimisation(settings: TrainSettings, head: Any, n_train: int) -> _Optimisation:
+    """AdamW on the draft's trainable parameters, warmed up then cosine-decayed over the run."""
     params = [p for p in head.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=settings.lr, weight_decay=settings.weight_decay)
-    steps_per_epoch = math.ceil(len(train) / settings.batch_sequences)
+    steps_per_epoch = math.ceil(n_train / settings.batch_sequences)
     total = max(1, int(settings.epochs * steps_per_epoch))
     sched = get_cosine_schedule_with_warmup(opt, settings.warmup_steps, total)
+    return _Optimisation(params, opt, sched, steps_per_epoch, total)
+
+
+def _optimiser_step(optim: _Optimisation, losses: dict[str, torch.Tensor]) -> None:
+    """One update on a batch's loss, its gradient norm clipped to 1."""
+    optim.opt.zero_grad(set_to_none=True)
+    losses["loss"].backward()
+    torch.nn.utils.clip_grad_norm_(optim.params, 1.0)
+    optim.opt.step()
+    optim.sched.step()
+
+
+def _resume(
+    settings: TrainSettings, head: Any, optim: _Optimisation, log: Any
+) -> tuple[Path, int, list[dict[str, float]]]:
+    """The run's checkpoint file, and the step and history to go on from: a checkpoint's, loaded
+    into the draft and optimiser, if it was written with the same settings, else 0 and none."""
     ckpt_dir = Path(settings.cache) / "train" / Path(settings.out).stem
     ckpt_dir.mkdir(parents=True, exist_ok=True)
     ckpt = ckpt_dir / "checkpoint.pt"
@@ -499,63 +585,63 @@ def train_drafter(
         state = torch.load(ckpt, weights_only=False)
         if state["settings"] == asdict(settings):
             head.load_state_dict(state["head"])
-            opt.load_state_dict(state["opt"])
-            sched.load_state_dict(state["sched"])
+            optim.opt.load_state_dict(state["opt"])
+            optim.sched.load_state_dict(state["sched"])
             step, history = state["step"], state["history"]
             torch.set_rng_state(state["rng"])
-            log(f"resumed at step {step} of {total}")
-    rng = np.random.default_rng(settings.seed)
-    orders = [rng.permutation(len(train)) for _ in range(math.ceil(settings.epochs) + 1)]
-    if step == 0 and evals:  # where training starts from, on the held-out shards
-        history.append(
-            {"step": 0, "epoch": 0.0, "seconds": 0.0}
-            | evaluate(head, evals, remap, settings, columns)
-        )
-        log(json.dumps({k: round(v, 4) for k, v in history[-1].items()}))
-    head.train()
-    # a resumed run carries the seconds of training on, and counts itself (the card reads both)
-    t0 = time.perf_counter() - (history[-1]["seconds"] if history else 0.0)
-    run = history[-1].get("run", 1) + 1 if step else 1
-    bar = tqdm(total=total, initial=step, desc="distil", unit="step", disable=not progress)
-    while step < total:
-        epoch, b = divmod(step, steps_per_epoch)
-        idx = orders[epoch][b * settings.batch_sequences : (b + 1) * settings.batch_sequences]
-        batch = _make_batch(settings, [train[i] for i in idx], remap, columns)
-        losses = _losses(head, batch, settings)
-        opt.zero_grad(set_to_none=True)
-        losses["loss"].backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
-        sched.step()
-        step += 1
-        bar.update(1)
-        bar.set_postfix(alpha=f"{losses['alpha'].item():.3f}", ce=f"{losses['ce'].item():.2f}")
-        if step % settings.checkpoint_every == 0 or step == total:
-            row = {
-                "step": step,
-                "epoch": step / steps_per_epoch,
-                "seconds": time.perf_counter() - t0,
-                "run": run,
-            }
-            row.update({f"train_{k}": float(v.detach()) for k, v in losses.items()})
-            row.update(evaluate(head, evals, remap, settings, columns))
-            history.append(row)
-            log(json.dumps({k: round(v, 4) for k, v in row.items()}))
-            _atomic_torch_save(
-                {
-                    "settings": asdict(settings),
-                    "head": head.state_dict(),
-                    "opt": opt.state_dict(),
-                    "sched": sched.state_dict(),
-                    "step": step,
-                    "history": history,
-                    "rng": torch.get_rng_state(),
-                },
-                ckpt,
-            )
-    bar.close()
-    head.eval()
-    record = {
+            log(f"resumed at step {step} of {optim.total}")
+    return ckpt, step, history
+
+
+def _save_checkpoint(
+    ckpt: Path,
+    settings: TrainSettings,
+    head: Any,
+    optim: _Optimisation,
+    step: int,
+    history: list[dict[str, float]],
+) -> None:
+    """Everything a killed run needs to go on from ``step`` as if it had not stopped."""
+    _atomic_torch_save(
+        {
+            "settings": asdict(settings),
+            "head": head.state_dict(),
+            "opt": optim.opt.state_dict(),
+            "sched": optim.sched.state_dict(),
+            "step": step,
+            "history": history,
+            "rng": torch.get_rng_state(),
+        },
+        ckpt,
+    )
+
+
+def _history_row(
+    step: int, optim: _Optimisation, seconds: float, run: int, losses: dict[str, torch.Tensor]
+) -> dict[str, float]:
+    """A checkpoint's history row, before its held-out terms: where training stands, and the
+    last batch's losses."""
+    row = {"step": step, "epoch": step / optim.steps_per_epoch, "seconds": seconds, "run": run}
+    row.update({f"train_{k}": float(v.detach()) for k, v in losses.items()})
+    return row
+
+
+def _log_row(log: Any, row: dict[str, float]) -> None:
+    """Log a history row as one JSON line, rounded for reading."""
+    log(json.dumps({k: round(v, 4) for k, v in row.items()}))
+
+
+def _training_record(
+    settings: TrainSettings,
+    history: list[dict[str, float]],
+    train: list[dict[str, torch.Tensor]],
+    evals: list[dict[str, torch.Tensor]],
+    shards: tuple[list[int], list[int]],
+    remap: torch.Tensor,
+) -> dict[str, Any]:
+    """The training record written next to the weights (and read by the model card)."""
+    train_shards, eval_shards = shards
+    return {
         "settings": asdict(settings),
         "history": history,
         "train_sequences": len(train),
@@ -567,15 +653,25 @@ def train_drafter(
         "subset_mass": _subset_mass(evals, remap),
         "provenance": provenance(device="cpu", seed=settings.seed, settings=asdict(settings)),
     }
+
+
+def _save_draft(
+    settings: TrainSettings,
+    target: Any,
+    subset: torch.Tensor,
+    scale: float,
+    head: Any,
+    record: dict[str, Any],
+) -> None:
+    """Save the trained weights as a fresh draft of the saved layout, and the record beside them."""
     out = Path(settings.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    head_out = _new_draft(settings, pair.target, subset, init=False, scale=scale)
+    head_out = _new_draft(settings, target, subset, init=False, scale=scale)
     head_out.load_state_dict(head.state_dict())
     if settings.arch == "layers":
         head_out.config_dict["init_layers"] = head.config_dict["init_layers"]
     save_head(head_out, out, {"train_tokens": record["train_tokens"]})
     atomic_write_json(out.with_suffix(".train.json"), record)
-    return record
 
 
 @torch.no_grad()

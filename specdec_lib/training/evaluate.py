@@ -122,8 +122,6 @@ def acceptance(
     ``bench --schedule threshold`` runs it), and ``stopped_rates`` holds what the steps say of
     such a draft with every narrower tree (:func:`~specdec_lib.bench.analysis.stopped_rates`).
     """
-    from tqdm.auto import tqdm
-
     if not isinstance(prompts, list):
         prompts = load_prompts(prompts)
     draft = pair.draft if draft is None else draft
@@ -139,6 +137,36 @@ def acceptance(
         top_k=top_k,
         top_p=top_p,
     )
+    cells, per_prompt = _decode_prompts(dec, pair, prompts, seeds, max_new_tokens, progress)
+    widths = drafted_widths(K, dec.tree)
+    return {
+        **_totals(cells, per_prompt, K),
+        **_narrower_rates(cells, K, widths, threshold, max_new_tokens),
+        "settings": {
+            "K": K,
+            "tree": list(dec.tree),
+            "temperature": temperature,
+            "top_k": top_k,
+            "top_p": top_p,
+            "max_new_tokens": max_new_tokens,
+            "seeds": list(seeds),
+            "threshold": threshold,
+        },
+    }
+
+
+def _decode_prompts(
+    dec: SpeculativeDecoder,
+    pair: ModelPair,
+    prompts: list[dict[str, str]],
+    seeds: Iterable[int],
+    max_new_tokens: int,
+    progress: bool,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Decode every prompt with every seed: each run's steps (what the bench analyses read) and
+    its per-prompt counts."""
+    from tqdm.auto import tqdm
+
     cells, per_prompt = [], []
     jobs = [(i, p, s) for i, p in enumerate(prompts) for s in seeds]
     for i, p, s in tqdm(jobs, desc="acceptance", disable=not progress):
@@ -156,18 +184,17 @@ def acceptance(
                 "tau": r.tau,
             }
         )
+    return cells, per_prompt
+
+
+def _totals(
+    cells: list[dict[str, Any]], per_prompt: list[dict[str, Any]], K: int
+) -> dict[str, Any]:
+    """Acceptance over all runs and by draft position, the mean tokens per step, and the runs'
+    own counts."""
     proposed = sum(c["proposed"] for c in per_prompt)
     accepted = sum(c["accepted"] for c in per_prompt)
     reached_at, accepted_at = position_counts(cells, K)
-    widths = drafted_widths(K, dec.tree)
-    extra: dict[str, Any] = {}
-    if threshold is not None:
-        extra["stopped_rates"] = stopped_rates(cells, K, max(widths), max_new_tokens) | {
-            "widths": widths,
-            "threshold": threshold,
-        }
-    elif max(widths) > 1:
-        extra["tree_rates"] = tree_rates(cells, K, max(widths)) | {"widths": widths}
     return {
         "alpha": accepted / proposed if proposed else float("nan"),
         "by_position": rates(reached_at, accepted_at),
@@ -177,18 +204,26 @@ def acceptance(
         "accepted": accepted,
         "tau": float(np.mean([c["tau"] for c in per_prompt])),
         "per_prompt": per_prompt,
-        **extra,
-        "settings": {
-            "K": K,
-            "tree": list(dec.tree),
-            "temperature": temperature,
-            "top_k": top_k,
-            "top_p": top_p,
-            "max_new_tokens": max_new_tokens,
-            "seeds": list(seeds),
-            "threshold": threshold,
-        },
     }
+
+
+def _narrower_rates(
+    cells: list[dict[str, Any]],
+    K: int,
+    widths: list[int],
+    threshold: float | None,
+    max_new_tokens: int,
+) -> dict[str, Any]:
+    """What the steps say of every narrower tree: ``stopped_rates`` for a draft stopped at a
+    threshold, ``tree_rates`` when a depth had several candidates, else nothing."""
+    if threshold is not None:
+        return {
+            "stopped_rates": stopped_rates(cells, K, max(widths), max_new_tokens)
+            | {"widths": widths, "threshold": threshold}
+        }
+    if max(widths) > 1:
+        return {"tree_rates": tree_rates(cells, K, max(widths)) | {"widths": widths}}
+    return {}
 
 
 def evaluate_drafter(

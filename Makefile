@@ -23,7 +23,7 @@ export MPLBACKEND := Agg
 export PYTHONHASHSEED := 0
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help install test test-lib test-gpu-stack test-notebooks reproduce book lab lint format sync bench campaign machine-check \
+.PHONY: help install test test-lib test-gpu-stack test-notebooks reproduce book lab lint format sync bench campaign \
 	gpu-run gpu-rehearsal clean
 
 help:
@@ -34,8 +34,6 @@ help:
 	@echo "make bench       the campaign: every run the series cites (specdec_lib/research/campaign.toml),"
 	@echo "                 on this machine, from this commit, into data/results/campaign/ (resumable here)"
 	@echo "make campaign    the same as make bench"
-	@echo "make machine-check  bench's defaults, and with its tree tuned here, against autoregressive decoding on this CPU"
-	@echo "                 into data/results/machines/<this machine>/, never cited by the series"
 	@echo "make gpu-run     on a lent GPU machine: pass costs and decoder steps, one JSON under \$$OUT"
 	@echo "make gpu-rehearsal  the same on this CPU, dry (tiny settings), checking data/ is untouched"
 	@echo "make lint        ruff check + format check + notebooks in sync with their .py twins"
@@ -147,16 +145,6 @@ campaign: install
 	$(PY) -m specdec_lib campaign --out data/results/campaign
 
 bench: campaign
-
-# `make machine-check`: does bench with its defaults beat autoregressive decoding on this CPU, at
-# T = 1 and greedy, and what does a tree tuned to this CPU's pass costs change
-# (specdec_lib/research/machine_check.toml)? Into data/results/machines/<this
-# machine>/, from a commit, resumable, like the campaign; never cited by the series. With the
-# kernels limited (e.g. ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2
-# MKL_ENABLE_INSTRUCTIONS=AVX2), the folder's name says so.
-machine-check: install
-	$(PY) -m specdec_lib campaign --plan specdec_lib/research/machine_check.toml \
-	  --out 'data/results/machines/{machine}'
 
 # The GPU run (specdec_lib/research/gpu_run.py; README, "On a GPU"), on a lent GPU machine with its
 # own python3 (no venv, no install): the target's passes, the draft step, the real decoder's steps

@@ -105,8 +105,8 @@ def model_forward(
 
 
 # The passes (new tokens over the cached ones) that decode_attention computes itself, by dtype;
-# the others go to sdpa. research.levers --lever attention times both at 1..16 queries, in each
-# dtype, at contexts of 64, 300 and 1000 tokens. Measured on an AMD EPYC (Zen 4, 2 cores):
+# the others go to sdpa. The attention lever of research.levers (at commit 5a6d19a) timed both at
+# 1..16 queries, in each dtype, at contexts of 64, 300 and 1000 tokens. Measured on an AMD EPYC (Zen 4, 2 cores):
 # - bfloat16: one query (the baseline's pass and a draft step), 0.77-1.0 of sdpa's pass, most
 #   saved at the longest context; over more queries sdpa's kernel was as fast (0.92-1.07).
 # - float32: two queries and more (a tree's pass, a chain's over the cache: under a mask sdpa copies
@@ -206,7 +206,7 @@ class BufferLayer(DynamicLayer):
     node's entries) writes into the cache; a tensor assigned to them (transformers' batch and
     offloading methods) becomes the buffer. Written by hand because transformers' growing cache
     copies and its static one (``StaticLayer``) attends over its whole preallocated length.
-    Measured with ``python -m specdec_lib.research.levers --lever cache``: see
+    Measured with the cache lever of ``research.levers`` (at commit 5a6d19a): see
     :data:`BUFFERED_CACHE`."""
 
     MIN_CAPACITY = 256
@@ -306,7 +306,8 @@ class BufferCache(DynamicCache):
 
 
 # Whether KVState keeps its cache in a BufferCache (else transformers' DynamicCache); both sides
-# of every comparison read it. research.levers --lever cache times the default tree's passes and
+# of every comparison read it. The cache lever of research.levers (at commit 5a6d19a) timed the
+# default tree's passes and
 # each K's host work with each, at contexts of 64, 300 and 1000 tokens. Measured on an AMD EPYC
 # (Zen 4, 2 cores), a pass with the buffers over one with DynamicCache:
 # - bfloat16: 0.99-1.02 at 64 tokens, 0.96-0.99 at 300, 0.93-0.97 at 1000;

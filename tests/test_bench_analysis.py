@@ -11,8 +11,6 @@ from specdec_lib.bench import (
     depth_counts,
     disturbed_cells,
     identical_outputs,
-    pool_repeats,
-    runs_frame,
     speedup_interval,
     summarize,
     tree_rates,
@@ -77,41 +75,6 @@ def test_speedup_interval_brackets_the_pooled_speedup():
     assert low <= 1.25 <= high and high - low < 1e-6
     with pytest.raises(ValueError, match="'slow'"):
         speedup_interval({"cells": cells}, "slow", 0, baseline="slow")
-
-
-def test_pool_repeats_merges_runs_under_distinct_repeats():
-    def run(seed, slow):
-        cells = {}
-        for p in range(3):
-            for rep in range(2):
-                cells[f"autoregressive|0|{p}|{rep}"] = {"tokens": [0] * 10, "elapsed_s": 1.0}
-                cells[f"speculative|1|{p}|{rep}"] = {
-                    "tokens": [0] * 10,
-                    "elapsed_s": slow,
-                    "n_proposed": 5,
-                    "n_accepted": 3,
-                    "n_steps": 6,
-                    "steps": [[1, 1, 2]] * 3 + [[1, 0, 1]] * 2,
-                    "draft_ms": 1.0,
-                }
-        settings = {"seed": seed, "repeats": 2, "width": 1, "temperature": 1.0, "K": [1]}
-        prompts = [{"category": "x"}] * 3
-        return {"settings": settings, "prompts": prompts, "cells": cells}
-
-    pooled = pool_repeats([run(0, 0.5), run(1, 1.0)])
-    assert len(pooled["cells"]) == 24 and pooled["settings"]["repeats"] == 4
-    spec = runs_frame(pooled).set_index("method").loc["speculative"]
-    assert spec.speedup == pytest.approx(60 / 4.5 / (60 / 6.0))  # pooled tokens/s over pooled
-    with pytest.raises(ValueError, match="share their settings"):
-        pool_repeats(
-            [run(0, 0.5), {**run(1, 1.0), "settings": {**run(1, 1.0)["settings"], "width": 2}}]
-        )
-    # the same settings measured on two machines: refused, naming both
-    here = {"machine": machine_info()}
-    there = {"machine": {**machine_info(), "cpu": "AMD EPYC 7B13", "isa": ["avx2"]}}
-    with pytest.raises(ValueError, match="pool_repeats: the results come from 2 machines.*EPYC"):
-        pool_repeats([{**run(0, 0.5), "provenance": here}, {**run(1, 1.0), "provenance": there}])
-    assert pool_repeats([{**run(0, 0.5), "provenance": here}, {**run(1, 1.0), "provenance": here}])
 
 
 @pytest.mark.parametrize(
@@ -206,49 +169,6 @@ def test_headline_chooses_K_on_the_first_run_and_reads_the_replicate_there():
     with pytest.raises(ValueError, match="runs: the headline needs greedy"):
         headline({k: v for k, v in runs.items() if k != "greedy"})
     assert set(HEADLINE_RUNS) == set(speeds)
-
-
-def test_a_machine_check_reads_each_runs_own_best_and_slowest_K():
-    from specdec_lib.bench import MACHINE_CHECK_RUNS, machine_check, machine_check_runs
-    from specdec_lib.bench.analysis import TUNED_BY_FLAG_RUNS
-
-    rng = np.random.default_rng(1)
-
-    # T = 1 is fastest at K = 2 and loses to the baseline at K = 3; greedy is fastest at K = 3.
-    at_K = {"T1": {1: 0.8, 2: 0.6, 3: 1.2}, "greedy": {1: 0.9, 2: 0.7, 3: 0.5}}
-    at_K |= {"fixed_T1": at_K["T1"], "fixed_greedy": at_K["greedy"]}
-    runs = {name: _timed_run(s, rng, jitter=0.05) for name, s in at_K.items()}
-    m = machine_check(runs)
-    picked = (m["T1"]["K"], m["T1"]["worst_K"], m["greedy"]["K"], m["greedy"]["worst_K"])
-    assert picked == (2, 3, 3, 1)
-    assert m["T1"]["worst_speedup"] < 1 < m["T1"]["low"] <= m["T1"]["speedup"] <= m["T1"]["high"]
-    assert m["machine"] == machine_info()
-    not_recorded = ("efficiency", "host_share", "host_ms", "target_only")
-    assert all(m["T1"][k] is None for k in not_recorded)
-    # over every K of a run that records them: the model's agreement, the host's share and its
-    # milliseconds a step; at the best K, the speedup over the target passes' share of the time
-    for r in runs["T1"]["runs"]:
-        if r["method"] == "speculative":
-            r |= {"efficiency_cells": 0.9 + 0.02 * r["K"], "host_share": 0.05 - 0.01 * r["K"]}
-            r |= {"host_ms_per_step": 0.8 + 0.1 * r["K"], "target_share": 0.8 + 0.05 * r["K"]}
-    m = machine_check(runs)
-    assert m["T1"]["efficiency"] == pytest.approx((0.92, 0.96))
-    assert m["T1"]["host_share"] == pytest.approx((0.02, 0.04))
-    assert m["T1"]["host_ms"] == pytest.approx((0.9, 1.1))
-    assert m["T1"]["target_only"] == pytest.approx(m["T1"]["speedup"] / 0.9)  # K = 2
-    with pytest.raises(
-        ValueError, match="runs: the machine check needs fixed_T1, fixed_greedy, gre"
-    ):
-        machine_check({"T1": runs["T1"]})
-    assert set(MACHINE_CHECK_RUNS) == set(runs)
-    # a check that ran the tuned tree by flag beside the fixed default reads the same way
-    flagged = {k.replace("fixed", "tuned"): v for k, v in runs.items()}
-    assert set(machine_check(flagged)) == {"machine"} | set(TUNED_BY_FLAG_RUNS)
-    # the plan a folder holds, from its manifest's run names
-    assert machine_check_runs(MACHINE_CHECK_RUNS.values()) == MACHINE_CHECK_RUNS
-    assert machine_check_runs(list(TUNED_BY_FLAG_RUNS.values()) + ["x"]) == TUNED_BY_FLAG_RUNS
-    with pytest.raises(ValueError, match="names: a machine check holds defaults_T1"):
-        machine_check_runs(["defaults_T1", "defaults_greedy"])
 
 
 def test_cells_run_while_the_machine_ran_slow_are_flagged():

@@ -177,9 +177,7 @@ def _notebook_03():
     )
     claim = {"K": [1, 2, 3], "speedup": [1.0, 1.28, 1.51]}
     runs = _runs()
-    spec = runs[runs.method == "speculative"]
     return [
-        (speedup_vs_k.pass_costs, ([1.0, 1.4, 1.9],), {"c": 0.3}, 1),
         (speedup_vs_k.speedup_vs_K, ({"T = 1": panel, "greedy": panel},), {"claim": claim}, 2),
         (
             speedup_vs_k.speedup_vs_K,
@@ -187,25 +185,7 @@ def _notebook_03():
             {"target": 1.3, "ylim": (0, None), "suptitle": "bf16"},
             1,
         ),
-        (speedup_vs_k.alpha_tau_vs_K, ({"T = 1": spec, "greedy": spec},), {}, 2),
         (speedup_vs_k.latency_throughput, (runs,), {"setting": "T = 1", "n_tokens": 50}, 2),
-        (
-            speedup_vs_k.gpu_costs,
-            (
-                {"this CPU": [1.0, 1.2, 1.5], "H200": [1.0, 1.0, 1.01]},
-                pd.DataFrame(
-                    [
-                        {"device": d, "width": w, "K": K, "predicted_speedup": 1 + 0.1 * K}
-                        for d in ("this CPU", "H200")
-                        for w in (1, 2)
-                        for K in (1, 2)
-                    ]
-                ),
-                pd.DataFrame({"width": [1, 1, 2], "K": [1, 2, 1], "speedup": [1.1, 1.2, 1.3]}),
-            ),
-            {"title": "modelled"},
-            2,
-        ),
     ]
 
 
@@ -220,9 +200,6 @@ def _notebook_04():
             "category": ["code", "prose", "code", "prose"],
             "alpha": [0.41, 0.29, 0.42, 0.31],
         }
-    )
-    rates = pd.DataFrame(
-        {"run": ["a"] * 3 + ["b"] * 3, "K": [2, 2, 1] * 2, "position": [1, 2, 1] * 2, "rate": 0.5}
     )
     views = {
         "early exit": [("code", ["accepted", "corrected", "no draft"]), ("prose", ["bonus"])],
@@ -242,7 +219,6 @@ def _notebook_04():
             {"categories": categories, "claim": claim},
             1,
         ),
-        (acceptance_by_prompt_type.alpha_by_position, (rates,), {}, 2),
         (acceptance_by_prompt_type.token_view, (views,), {"n_tokens": 4}, 2),
     ]
 
@@ -288,27 +264,9 @@ def _notebook_05():
 
 def _notebook_06():
     history = _history()
-    costs = pd.DataFrame(
-        {"float32 / one token": [1.0, 1.6], "bfloat16 / one token": [1.0, 1.05]}, index=[1, 2]
-    )
     return [
         (drafting_appendix.pilot_curves, ({"a": history, "b": history},), {"title": "pilot"}, 1),
         (drafting_appendix.full_training, (history,), {"alpha_decoding": 0.34}, 1),
-        (drafting_appendix.dtype_pass_costs, (costs,), {}, 1),
-        (
-            drafting_appendix.position_rates,
-            (
-                pd.DataFrame(
-                    {
-                        "draft": ["a", "a", "b", "b"],
-                        "position": [1, 2, 1, 2],
-                        "rate": [0.5, 0.3, 0.5, 0.4],
-                    }
-                ).assign(lo=lambda d: d.rate - 0.05, hi=lambda d: d.rate + 0.05),
-            ),
-            {"title": "t"},
-            1,
-        ),
         (
             drafting_appendix.tree_acceptance,
             (

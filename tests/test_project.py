@@ -5,6 +5,8 @@ import re
 import tomllib
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -57,3 +59,18 @@ def test_offline_and_two_commands():
     assert "make test" in (ROOT / ".ci/run").read_text()
     readme = (ROOT / "README.md").read_text()
     assert "make reproduce" in readme and "make test" in readme and "make lab" in readme
+
+
+def test_the_tracked_tree_stays_under_40_mb():
+    """A lent GPU machine copies the working tree, and at most 64 MiB travels with what a run
+    carries: the tracked files keep room for the real weights beside them."""
+    import subprocess
+
+    listed = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    if listed.returncode != 0:
+        pytest.skip("not a git checkout")
+    files = [ROOT / f for f in listed.stdout.split("\0") if f]
+    size = sum(f.stat().st_size for f in files if f.is_file())
+    assert size <= 40e6, f"the tracked tree is {size / 1e6:.1f} MB"

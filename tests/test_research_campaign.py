@@ -10,17 +10,12 @@ import subprocess
 import pytest
 
 from specdec_lib.__main__ import build_parser
-from specdec_lib.bench import machine_check_runs
-from specdec_lib.bench.analysis import TUNED_BY_FLAG_RUNS
 from specdec_lib.research import campaign, levers
 from specdec_lib.results import machine_info, machine_key, machine_slug
 
-MACHINE_CHECK = campaign.MACHINE_CHECK_PLAN
 
-
-@pytest.mark.parametrize("plan", [campaign.PLAN_FILE, MACHINE_CHECK], ids=lambda p: p.stem)
-def test_the_committed_plans_parse_with_the_command_line(plan):
-    runs = campaign.load_plan(plan)
+def test_the_committed_plan_parses_with_the_command_line():
+    runs = campaign.load_plan(campaign.PLAN_FILE)
     assert all(r["why"].strip() for r in runs)
     parser = build_parser()
     parsers = {"specdec_lib": parser, "specdec_lib.research.levers": levers.build_parser()}
@@ -28,8 +23,7 @@ def test_the_committed_plans_parse_with_the_command_line(plan):
         argv = campaign._argv(r, campaign.REPO_ROOT / "x")
         module = r.get("module", "specdec_lib")
         parsers[module].parse_args(argv[2:] if module != "specdec_lib" else argv)  # exits if bad
-    first = {campaign.PLAN_FILE: "recommended_T1", MACHINE_CHECK: "defaults_T1"}[plan]
-    assert runs[0]["name"] == first
+    assert runs[0]["name"] == "recommended_T1"
 
 
 def test_a_machine_has_one_folder_name_and_its_kernel_limits_change_it():
@@ -56,36 +50,6 @@ def test_the_campaign_command_names_its_folder_after_the_machine(monkeypatch, tm
     args = build_parser().parse_args(["campaign", "--out", str(tmp_path / "{machine}")])
     commands._campaign(args)
     assert got["folder"] == str(tmp_path / machine_slug(machine_info()))
-
-
-def _machine_checks():
-    from specdec_lib.config import RESULTS_DIR
-
-    return sorted(p for p in (RESULTS_DIR / "machines").glob("*") if p.is_dir())
-
-
-@pytest.mark.parametrize("folder", _machine_checks(), ids=lambda p: p.name)
-def test_each_committed_machine_check_is_complete_from_committed_code_on_its_machine(folder):
-    c = campaign.Campaign.read(folder)
-    assert c.manifest["status"] == "complete"
-    assert campaign.REPO_ROOT / c.manifest["plan"] == MACHINE_CHECK
-    assert folder.name == machine_slug(c.manifest["machine"])
-    names = machine_check_runs(c.manifest["runs"]).values()
-    runs = c.runs(names)  # refused if two machines
-    for result in runs.values():
-        prov = result["provenance"]
-        assert result["status"] == "complete"
-        assert machine_key(prov) == c.manifest["machine_key"]
-        assert not prov["git_commit"].endswith("+dirty")
-    plan = {r["name"]: r["command"] for r in campaign.load_plan(MACHINE_CHECK)}
-    if set(names) == set(plan):  # the plan as committed now
-        for name, command in plan.items():
-            assert c.command(name)[: len(command)] == command
-    else:  # a check whose defaults ran the fixed tree, beside the tuned tree by flag
-        assert set(names) == set(TUNED_BY_FLAG_RUNS.values())
-        for name in names:
-            assert ("--tune-tree" in c.command(name)) == name.startswith("tuned")
-            assert runs[name]["settings"]["tune_tree"] == name.startswith("tuned")
 
 
 def _plan(tmp_path, *names):

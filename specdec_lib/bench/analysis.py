@@ -28,8 +28,7 @@ from ..costs import (
     step_cost,
 )
 from ..results import check_same_machine, read_json
-from .passes import costs_among_cells
-from .settings import METHODS, faster_baseline
+from .settings import METHODS
 
 __all__ = [
     "DISTURBED_PACE",
@@ -41,10 +40,7 @@ __all__ = [
     "disturbed_cells",
     "headline",
     "identical_outputs",
-    "machine_check",
     "model_costs",
-    "per_prompt_frame",
-    "pool_repeats",
     "position_counts",
     "rates",
     "run_tree",
@@ -514,47 +510,6 @@ def _per_prompt(cells: list[dict[str, Any]], prompts: list[dict[str, Any]], meth
     return out
 
 
-def pool_repeats(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Several runs of the same settings (other sampling seeds allowed) as one run with more
-    repeats: their cells under distinct repeat indices, ``runs`` summarized again over all of them
-    (so :func:`runs_frame` and :func:`speedup_interval` pool the repeats). Runs from different
-    machines are refused. The first run's prompts, costs and provenance are kept (the pass-cost
-    rounds spread among the cells, where every run has them, are pooled); ``pooled_from`` lists
-    every run's seed and repeats."""
-    if not results:
-        raise ValueError("results must hold at least one benchmark run")
-    check_same_machine(results, "pool_repeats")
-    first = results[0]
-
-    def comparable(settings: dict[str, Any]) -> dict[str, Any]:
-        return {k: v for k, v in settings.items() if k not in {"seed", "repeats"}}
-
-    cells: dict[str, Any] = {}
-    offset = 0
-    for res in results:
-        if comparable(res["settings"]) != comparable(first["settings"]):
-            raise ValueError("results must share their settings (other than seed and repeats)")
-        for key, cell in res["cells"].items():
-            method, K, prompt, rep = key.split("|")
-            cells[cell_key(method, int(K), int(prompt), int(rep) + offset)] = cell
-        offset += int(res["settings"]["repeats"])
-    pooled = {
-        **first,
-        "settings": {**first["settings"], "repeats": offset},
-        "cells": cells,
-        "pooled_from": [
-            {"seed": r["settings"]["seed"], "repeats": r["settings"]["repeats"]} for r in results
-        ],
-    }
-    if all(r.get("cost_rounds") for r in results):  # the rounds of every run, pooled alike
-        pooled["cost_rounds"] = [rnd for r in results for rnd in r["cost_rounds"]]
-        pooled["costs_during"] = costs_among_cells(
-            pooled["cost_rounds"], first["costs_during"]["context"]
-        )
-    pooled["runs"] = summarize(pooled)
-    return pooled
-
-
 # --------------------------------------------------------------------------------------------
 # Intervals and frames
 # --------------------------------------------------------------------------------------------
@@ -649,20 +604,6 @@ def speculative_runs(files: Mapping[tuple[str, str], Any]):
     return pd.concat(frames, ignore_index=True)
 
 
-def per_prompt_frame(result: dict[str, Any]):
-    """Per-prompt throughput, alpha and speedup over the same prompt's autoregressive run."""
-    import pandas as pd
-
-    rows = []
-    for run in result["runs"]:
-        for pp in run["per_prompt"]:
-            rows.append({"method": run["method"], "K": run["K"], **pp})
-    df = pd.DataFrame(rows)
-    base = df[df.method == "autoregressive"].set_index("prompt")["tokens_per_s"]
-    df["speedup"] = df["tokens_per_s"] / df["prompt"].map(base)
-    return df
-
-
 def best_K(result: dict[str, Any], method: str = "speculative") -> int:
     """The ``K`` at which a stored run's ``method`` was fastest against its baseline (its highest
     measured speedup; the intervals are read at that ``K`` by :func:`speedup_interval`)."""
@@ -719,111 +660,3 @@ def headline(runs: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
     out["greedy_best_K"] = best_K(runs["greedy"])
     out["machine"] = runs["T1"]["provenance"]["machine"]
     return out
-
-
-# The machine check's runs (specdec_lib/research/machine_check.toml), by their names there:
-# bench's defaults (the tree tuned on the machine), then the preset's fixed tree.
-MACHINE_CHECK_RUNS = {
-    "T1": "defaults_T1",
-    "greedy": "defaults_greedy",
-    "fixed_T1": "fixed_T1",
-    "fixed_greedy": "fixed_greedy",
-}
-# A check whose defaults ran the fixed tree (4, 3) and the tuned tree by flag (--tune-tree), as
-# bench's defaults were at the commit it ran from (its settings record which).
-TUNED_BY_FLAG_RUNS = {
-    "T1": "defaults_T1",
-    "greedy": "defaults_greedy",
-    "tuned_T1": "tuned_T1",
-    "tuned_greedy": "tuned_greedy",
-}
-MACHINE_CHECK_PLANS = (MACHINE_CHECK_RUNS, TUNED_BY_FLAG_RUNS)
-
-
-def machine_check_runs(names: Iterable[str]) -> dict[str, str]:
-    """The runs a machine check's folder holds, by label, from the run ``names`` of its
-    manifest: :data:`MACHINE_CHECK_RUNS`, or :data:`TUNED_BY_FLAG_RUNS` for a check that ran
-    the tuned tree by flag."""
-    names = set(names)
-    for plan in MACHINE_CHECK_PLANS:
-        if set(plan.values()) <= names:
-            return plan
-    raise ValueError(
-        f"names: a machine check holds {', '.join(MACHINE_CHECK_RUNS.values())} (got "
-        f"{', '.join(sorted(names))})"
-    )
-
-
-def machine_check(runs: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
-    """What a machine check says (``machine_check(campaign.runs(machine_check_runs(names)))``
-    for the ``Campaign`` of its folder and the run names of its manifest): for each run of
-    :data:`MACHINE_CHECK_RUNS` (``bench``'s defaults, the tree tuned on the machine, then the
-    preset's fixed tree) or of :data:`TUNED_BY_FLAG_RUNS`, the best ``K`` of that run with its
-    ``tree``, the speedup over the autoregressive
-    baseline, its 95% bootstrap interval over prompts (``low``, ``high``) and both sides' tokens
-    per second, the slowest ``K`` it ran (``worst_K``, ``worst_speedup``: whether the
-    defaults ever lose to the baseline), how the run set its draft's length (``schedule``), and
-    over every ``K`` the range of measured / predicted
-    for the run's own cells (``efficiency``, ``None`` where a run predates that prediction), of
-    the host's share of the time (``host_share``) and of its milliseconds a step (``host_ms``),
-    at the best ``K`` the speedup with the target's passes alone (``target_only``: the draft and
-    the host's work taking no time, the bound that acceptance and verification set), where the
-    start-up timing left the
-    autoregressive baseline faster in another dtype, which
-    (:func:`~specdec_lib.bench.settings.faster_baseline`), and how many of the run's cells ran
-    while the machine ran slow (``disturbed_cells``, :func:`disturbed_cells`: rerun a run with
-    any before citing it). The best
-    ``K`` is chosen on the run it is reported from (one run per temperature: no replicate checks
-    the choice, unlike the campaign's :func:`headline`). Runs from different machines are refused."""
-    labels = next(
-        (list(p) for p in MACHINE_CHECK_PLANS if set(p) <= set(runs)),
-        None,
-    )
-    if labels is None:
-        missing = set(MACHINE_CHECK_RUNS) - set(runs)
-        raise ValueError(f"runs: the machine check needs {', '.join(sorted(missing))} as well")
-    runs = {name: runs[name] for name in labels}
-    check_same_machine(runs.values(), "machine check")
-    out: dict[str, Any] = {"machine": runs["T1"]["provenance"]["machine"]}
-    for name, result in runs.items():
-        spec = _speculative_by_K(result)
-        K = best_K(result)
-        worst = min(spec.values(), key=lambda r: r["speedup"])
-        low, high = speedup_interval(result, "speculative", K)
-        out[name] = {
-            "K": K,
-            "speedup": spec[K]["speedup"],
-            "low": low,
-            "high": high,
-            "tokens_per_s": spec[K]["tokens_per_s"],
-            "baseline_tokens_per_s": _baseline_tokens_per_s(result),
-            "worst_K": worst["K"],
-            "worst_speedup": worst["speedup"],
-            "dtype": result["settings"].get("dtype"),
-            "pack": result["settings"].get("pack"),
-            "tree": spec[K]["tree"],
-            "schedule": result["settings"].get("schedule", "fixed"),
-            "efficiency": _span(r.get("efficiency_cells") for r in spec.values()),
-            "host_share": _span(r.get("host_share") for r in spec.values()),
-            "host_ms": _span(r.get("host_ms_per_step") for r in spec.values()),
-            "target_only": _target_only(spec[K]),
-            "faster_baseline": faster_baseline(result.get("dtype_choice")),
-            "disturbed_cells": len(disturbed_cells(result)),
-        }
-    return out
-
-
-def _target_only(run: dict[str, Any]) -> float | None:
-    """A stored speculative run's speedup had its draft and the host's work taken no time: its
-    speedup over the share of its cells' time the target's passes took (``None`` where the run
-    does not record the share). What the acceptance and the verification passes allow alone."""
-    share = run.get("target_share")
-    return run["speedup"] / share if share else None
-
-
-def _span(values: Iterable[float | None]) -> tuple[float, float] | None:
-    """``(min, max)`` of ``values``, or ``None`` where any is missing."""
-    vals = list(values)
-    if not vals or any(v is None for v in vals):
-        return None
-    return min(vals), max(vals)

@@ -173,8 +173,8 @@ class BenchSettings:
     draft_temperature_scale: float = setting(
         1.0,
         "the draft's temperature over the target's: its drafts are drawn at temperature times "
-        "this, exact at any value (research.levers --lever draft-temperature measures one beside "
-        "another)",
+        "this, exact at any value (the draft-temperature lever of research.levers measured one "
+        "beside another)",
     )
     repeats: int = setting(1, "repeats of every (method, K, prompt) cell")
     seed: int = setting(0, "seed of the cells' sampling seeds")

@@ -13,11 +13,10 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.ticker import MaxNLocator
 
 from ..style import COLORS
 
-__all__ = ["TOKEN_KINDS", "alpha_by_category", "alpha_by_position", "token_view"]
+__all__ = ["TOKEN_KINDS", "alpha_by_category", "token_view"]
 
 # The paths a generated token can come from, in the legend's order (colours in COLORS).
 TOKEN_KINDS = ("accepted", "corrected", "bonus", "no draft")
@@ -95,60 +94,6 @@ def alpha_by_category(
         ncol=2,
         fontsize=8.5,
     )
-    return fig
-
-
-def alpha_by_position(rates: pd.DataFrame) -> Figure:
-    """Notebook 04, ``04_alpha_by_position``: the acceptance probability of each draft position
-    given that it was reached, one panel per run and one line per ``K`` (``rates``: ``run``, ``K``,
-    ``position``, ``rate``, and where present its 95 % interval ``lo``-``hi``, drawn as error
-    bars). Each panel has its own y-range (the early exit's rates are a tenth of the trained
-    draft's); the lines of different ``K`` are offset sideways and differ in marker and line style,
-    so that identical curves stay visible."""
-    runs = list(dict.fromkeys(rates.run))
-    Ks = sorted(rates.K.unique())
-    palette = [COLORS["target"], COLORS["draft"], COLORS["speculative"], COLORS["hf"]]
-    styles = {
-        K: (palette[i % len(palette)], "osD^v"[i % 5], ("-", "--", ":", "-.")[i % 4])
-        for i, K in enumerate(Ks)
-    }
-    n_cols = min(2, len(runs))
-    n_rows = -(-len(runs) // n_cols)
-    fig, axes = plt.subplots(n_rows, n_cols, figsize=(4.6 * n_cols, 3.6 * n_rows), squeeze=False)
-    for ax in axes.flat[len(runs) :]:
-        ax.set_visible(False)
-    for ax, run in zip(axes.flat, runs, strict=False):
-        sub_run = rates[rates.run == run]
-        ks = sorted(sub_run.K.unique())
-        for j, (K, d) in enumerate(sub_run.groupby("K")):
-            color, marker, ls = styles[K]
-            shift = (j - (len(ks) - 1) / 2) * 0.08
-            yerr = None
-            if "lo" in d:
-                yerr = np.vstack([d.rate - d.lo, d.hi - d.rate]).clip(min=0)
-            ax.errorbar(
-                d.position + shift,
-                d.rate,
-                yerr=yerr,
-                fmt=marker,
-                ls=ls,
-                ms=5,
-                capsize=2,
-                color=color,
-                label=f"K = {K}",
-            )
-        # The y-range follows the rates; intervals of rarely reached positions run off the top.
-        top = min(1.0, max(0.2, 1.4 * float(sub_run.rate.max())))
-        ax.set(xlabel="position in the draft", title=run, ylim=(0, top))
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, fontsize=8.5)
-    for row in axes:
-        row[0].set_ylabel("P(accept | position reached)")
-    fig.suptitle(
-        "Acceptance by position in the draft\n(error bars: 95% Wilson interval over judged drafts)",
-        fontsize=11,
-    )
-    fig.tight_layout()
     return fig
 
 

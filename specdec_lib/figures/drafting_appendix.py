@@ -19,10 +19,8 @@ from ..style import COLORS, CURVE_COLORS
 from .drafting_strategies import BOUND_LABEL, training_curves
 
 __all__ = [
-    "dtype_pass_costs",
     "full_training",
     "pilot_curves",
-    "position_rates",
     "tree_acceptance",
     "tree_ceiling",
 ]
@@ -67,55 +65,6 @@ def full_training(history: pd.DataFrame, *, alpha_decoding: float) -> Figure:
         title="The feature head during training on all the data (T = 1)",
     )
     ax.legend(loc="lower right", fontsize=9)
-    return fig
-
-
-def dtype_pass_costs(costs: pd.DataFrame) -> Figure:
-    """Notebook 06, ``06_dtype_pass_costs``: the cost of a cached target pass over ``n`` tokens
-    relative to one token, in float32 and in bfloat16 (``costs``, indexed by ``n``:
-    ``float32 / one token``, ``bfloat16 / one token``)."""
-    fig, ax = plt.subplots(figsize=(6.4, 4))
-    ax.plot(
-        costs.index, costs["float32 / one token"], "o-", color=COLORS["target"], label="float32"
-    )
-    ax.plot(
-        costs.index, costs["bfloat16 / one token"], "s-", color=COLORS["draft"], label="bfloat16"
-    )
-    ax.axhline(1, color="black", lw=0.8)
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set(
-        xlabel="tokens in one cached target pass (K + 1)",
-        ylabel="time relative to a 1-token pass (×)",
-        title="Verification cost, SmolLM2-135M on this CPU (one thread)",
-        ylim=(0, None),
-    )
-    ax.legend(loc="lower right")
-    return fig
-
-
-def position_rates(rates: pd.DataFrame, *, title: str) -> Figure:
-    """Notebook 06, ``06_ttt_by_position``: the acceptance probability of each draft position given
-    that it was reached, one line per draft (``rates``: ``draft``, ``position`` (1-based),
-    ``rate``, ``lo``, ``hi``: its 95% interval, drawn as error bars; points dodged sideways)."""
-    drafts = list(dict.fromkeys(rates["draft"]))
-    colors = dict(zip(drafts, CURVE_COLORS, strict=False))
-    fig, ax = plt.subplots(figsize=(6.4, 4.0))
-    for i, name in enumerate(drafts):
-        d = rates[rates["draft"] == name].sort_values("position")
-        x = d["position"].to_numpy(float) + (i - (len(drafts) - 1) / 2) * 0.08
-        err = np.vstack([d["rate"] - d["lo"], d["hi"] - d["rate"]]).clip(min=0)
-        ax.errorbar(
-            x, d["rate"], yerr=err, fmt="o-", ms=5, capsize=3, color=colors[name], label=name
-        )
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set(
-        xlabel="position in the draft",
-        ylabel="P(accept | position reached)\nbars: 95% Wilson interval",
-        ylim=(0, min(1.0, 1.3 * float(rates["hi"].max()))),
-        title=title,
-    )
-    ax.legend(loc="lower left", fontsize=9)
-    fig.tight_layout()
     return fig
 
 

@@ -11,40 +11,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
-from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
 from ..style import COLORS
 
-__all__ = ["alpha_tau_vs_K", "gpu_costs", "latency_throughput", "pass_costs", "speedup_vs_K"]
-
-
-def pass_costs(relative, *, c: float) -> Figure:
-    """Notebook 03, ``03_pass_costs``: the measured cost of one target pass over ``n`` tokens
-    relative to a 1-token pass (``relative[n - 1]``), against the theory's free verification (1)
-    and one draft pass (``c``)."""
-    relative = np.asarray(relative)
-    fig, ax = plt.subplots(figsize=(6.4, 3.6))
-    ax.plot(
-        np.arange(1, len(relative) + 1),
-        relative,
-        "o-",
-        color=COLORS["target"],
-        label="target, measured (this CPU, float32)",
-    )
-    ax.axhline(
-        1.0, color=COLORS["theory"], ls="--", label="the theory's assumption: free verification"
-    )
-    ax.axhline(c, color=COLORS["draft"], ls=":", label=f"one draft pass (c = {c:.2f})")
-    ax.set(
-        xlabel="tokens in one target pass (K + 1)",
-        ylabel="cost relative to a 1-token pass",
-        title="Verification is not free on a CPU",
-        ylim=(0, None),
-    )
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=9)
-    return fig
+__all__ = ["latency_throughput", "speedup_vs_K"]
 
 
 def speedup_vs_K(
@@ -150,56 +121,6 @@ def speedup_vs_K(
     return fig
 
 
-def alpha_tau_vs_K(runs: Mapping[str, pd.DataFrame]) -> Figure:
-    """Notebook 03, ``03_alpha_tau_vs_K``: acceptance and tokens per step against ``K``, one line
-    style per run (``runs[name]``, the speculative rows of a runs table: ``K``, ``alpha_iid`` =
-    accepted / judged, ``alpha`` = accepted / proposed, ``tau`` = tokens per target pass, and
-    ``tau_iid``, the i.i.d. formula at the measured ``alpha_iid``)."""
-    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 3.8))
-    for (name, d), marker, ls in zip(runs.items(), "osD^", ("-", "--", ":", "-."), strict=False):
-        ax0.plot(
-            d.K,
-            d.alpha_iid,
-            marker=marker,
-            color=COLORS["speculative"],
-            ls=ls,
-            label=f"{name}: accepted / judged (α of the model)",
-        )
-        ax0.plot(
-            d.K,
-            d.alpha,
-            marker=marker,
-            color=COLORS["draft"],
-            ls=ls,
-            label=f"{name}: accepted / proposed",
-        )
-        ax1.plot(
-            d.K,
-            d.tau,
-            marker=marker,
-            color=COLORS["speculative"],
-            ls=ls,
-            label=f"{name}, measured τ",
-        )
-        ax1.plot(d.K, d.tau_iid, "x", color=COLORS["theory"], label=f"{name}, (1-α^(K+1))/(1-α)")
-    ax0.set(
-        xlabel="draft length K",
-        ylabel="acceptance rate α",
-        title="Acceptance rate vs K",
-        ylim=(0, None),
-    )
-    ax1.set(
-        xlabel="draft length K",
-        ylabel="tokens per target pass (tokens)",
-        title="Tokens per step vs K",
-        ylim=(0.9, None),
-    )
-    for ax in (ax0, ax1):
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize=8.5)
-    return fig
-
-
 def latency_throughput(
     runs: pd.DataFrame,
     *,
@@ -244,98 +165,4 @@ def latency_throughput(
     for ax in (ax0, ax1):
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=9)
-    return fig
-
-
-def gpu_costs(
-    passes: Mapping[str, Sequence[float]],
-    predicted: pd.DataFrame,
-    measured_cpu: pd.DataFrame,
-    *,
-    title: str,
-) -> Figure:
-    """Notebook 03, ``03_gpu``: what a GPU changes. Left, the cost of one target pass over ``n``
-    tokens relative to a 1-token pass (``passes[device]``, ``n = 1..``); right, the speedup
-    predicted from those costs against ``K`` (``predicted``: ``device``, ``width``, ``K``,
-    ``predicted_speedup``; one colour per device, solid width 1, dashed width 2), with the
-    speedups measured on this CPU (``measured_cpu``: ``width``, ``K``, ``speedup``, and where
-    present its 95 % interval ``speedup_low``-``speedup_high``; open markers with error bars).
-    Each later device is drawn thinner on top, so that curves that coincide stay visible.
-    ``title`` says whether the GPU costs are measured or modelled."""
-
-    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11.0, 4.4))
-    palette = [COLORS["target"], COLORS["speculative"], COLORS["hf"], COLORS["draft"]]
-    colors = dict(zip(passes, palette, strict=False))
-    widths = {d: 3.4 - 0.8 * i for i, d in enumerate(passes)}
-    for device, t in passes.items():
-        t = np.asarray(t, dtype=float)
-        ax0.plot(
-            np.arange(1, len(t) + 1), t / t[0], "o-", ms=3, lw=widths[device], color=colors[device]
-        )
-    ax0.axhline(1.0, color=COLORS["theory"], ls=":", lw=1)
-    ax0.set(
-        xlabel="tokens in one target pass (K + width)",
-        ylabel="time relative to a 1-token pass",
-        title="The cost of verification",
-        ylim=(0, None),
-    )
-    ax0.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
-    for (device, width), sub in predicted.groupby(["device", "width"], sort=False):
-        ls = "-" if width == 1 else "--"
-        ax1.plot(
-            sub.K,
-            sub.predicted_speedup,
-            ls,
-            lw=widths.get(device, 1.8),
-            color=colors.get(device, COLORS["theory"]),
-        )
-    for width, sub in measured_cpu.groupby("width"):
-        marker = "o" if width == 1 else "s"
-        yerr = None
-        if "speedup_low" in sub:
-            yerr = np.vstack([sub.speedup - sub.speedup_low, sub.speedup_high - sub.speedup])
-        ax1.errorbar(
-            sub.K + (0.08 if width == 2 else 0.0),
-            sub.speedup,
-            yerr=yerr,
-            fmt=marker,
-            mfc="white",
-            capsize=2,
-            color=COLORS["target"],
-        )
-    ax1.axhline(1.0, color="black", lw=0.8)
-    ax1.set(
-        xlabel="draft length K", ylabel="speedup over autoregressive", title="Predicted speedup"
-    )
-    ax1.set_ylim(0, None)
-    ax1.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
-    handles = [Line2D([], [], color=c, lw=widths[d], label=d) for d, c in colors.items()]
-    handles += [
-        Line2D([], [], color="black", ls="-", label="width 1 (predicted)"),
-        Line2D([], [], color="black", ls="--", label="width 2 (predicted)"),
-        Line2D(
-            [],
-            [],
-            color=COLORS["target"],
-            marker="o",
-            mfc="white",
-            ls="none",
-            label="this CPU, measured, width 1",
-        ),
-        Line2D(
-            [],
-            [],
-            color=COLORS["target"],
-            marker="s",
-            mfc="white",
-            ls="none",
-            label="this CPU, measured, width 2",
-        ),
-    ]
-    if "speedup_low" in measured_cpu:
-        handles[-2].set_label("this CPU, measured, width 1 (95% interval)")
-        handles[-1].set_label("this CPU, measured, width 2 (95% interval)")
-    fig.legend(handles=handles, loc="lower center", ncol=4, fontsize=8, frameon=False)
-    fig.suptitle(title, fontsize=10.5)
-    fig.tight_layout(rect=(0, 0.13, 1, 1))
     return fig

@@ -45,11 +45,9 @@ from ..results import (
 )
 from ..settings import from_command_line
 
-__all__ = ["MACHINE_CHECK_PLAN", "PLAN_FILE", "Campaign", "RunFailed", "load_plan", "run_campaign"]
+__all__ = ["PLAN_FILE", "Campaign", "RunFailed", "load_plan", "run_campaign"]
 
 PLAN_FILE = Path(__file__).with_name("campaign.toml")
-# make machine-check's plan: bench's defaults against the baseline on the machine at hand
-MACHINE_CHECK_PLAN = PLAN_FILE.with_name("machine_check.toml")
 MANIFEST = "manifest.json"
 
 

@@ -139,9 +139,6 @@ CONFIGS: dict[str, Config] = {
     "trained-int8-bf16-w2": Config("trained-int8", "bfloat16", width=2),
     "trained-int8-bf16-w2-topp0.9": Config("trained-int8", "bfloat16", width=2, top_p=0.9),
     "ngram-bf16": Config("ngram", "bfloat16"),
-    "ttt-int8-bf16-w2": Config(
-        "trained-int8", "bfloat16", width=2, head="data/drafter/feature_head_ttt.safetensors"
-    ),
     "trained-int8-bf16-tree4-3": Config("trained-int8", "bfloat16", tree=(4, 3)),
     "trained-int8-bf16-tree4-3-packed": Config("trained-int8", "bfloat16", tree=(4, 3), pack=True),
     "trained-f32-tree4-3-packed": Config("trained", "float32", tree=(4, 3), pack=True),
@@ -152,12 +149,6 @@ CONFIGS: dict[str, Config] = {
     "trained-bf16-tree4-3-library": Config("trained-bf16", "bfloat16", tree=(4, 3), pack="library"),
     "trained-bf16-tree4-3-library-stopped": Config(
         "trained-bf16", "bfloat16", tree=(4, 3), pack="library", threshold=0.4
-    ),
-    "ttt-full-int8-bf16-tree4-3": Config(
-        "trained-int8",
-        "bfloat16",
-        tree=(4, 3),
-        head="data/drafter/feature_head_ttt_full.safetensors",
     ),
     "hf-assisted-early-exit-f32": Config("early-exit", "float32", method="hf_assisted"),
 }

@@ -6,8 +6,7 @@ the few that are not settings (where to write, whether to resume, progress bars)
 with the command. ``bench`` is here; the wings register their own commands
 (:mod:`specdec_lib.training.commands`, :mod:`specdec_lib.research.commands`).
 A bad value is one line on stderr and exit status 2; an interrupted run says how to resume.
-The command line may import the wings (``bench --reuse-memory`` and the inverse-CDF baseline come
-from :mod:`specdec_lib.research.hostwork`, the packing ``library`` from
+The command line may import the wings (the packing ``library`` comes from
 :mod:`specdec_lib.research.speed`); the library's core never does.
 """
 
@@ -25,7 +24,6 @@ from .config import RESULTS_DIR
 from .models import ModelUnavailableError
 from .research import commands as research_commands
 from .research import speed  # noqa: F401  registers the library's bfloat16 product (--pack library)
-from .research.hostwork import BASELINES, reuse_freed_memory
 from .settings import add_arguments, from_arguments
 from .training import commands as training_commands
 
@@ -71,8 +69,6 @@ def _bench(args: argparse.Namespace) -> None:
         out,
         resume=not args.restart,
         progress=not args.no_progress,
-        tune_allocator=reuse_freed_memory,  # run only when --reuse-memory asks
-        baselines=BASELINES,  # measured only when --methods names them
     )
     _print_table(result)
     print(f"wrote {out}")

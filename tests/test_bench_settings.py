@@ -25,7 +25,6 @@ from specdec_lib.research.speed.kernels import unavailable as library_unavailabl
         (dict(pair="tiny-random", draft="early-exit"), "draft"),  # not a draft of that pair
         (dict(draft="early-exit", head="data/drafter/feature_head.safetensors"), "head"),
         (dict(head="/nonexistent/head.safetensors"), "head"),
-        (dict(methods=["autoregressive", "autoregressive_inverse_cdf"]), "temperature 0"),
         (dict(draft_temperature_scale=0.0), "draft_temperature_scale"),
     ],
 )

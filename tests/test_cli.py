@@ -86,13 +86,10 @@ def test_cli_smoke(tmp_path, prompts_file):
         "--out",
         str(out),
         "--no-progress",
-        "--reuse-memory",
     )
     assert r.returncode == 0, r.stderr
     res = json.loads(out.read_text())
-    assert res["status"] == "complete" and res["settings"]["reuse_memory"]
-    # the allocator experiment, run by the command line: what it set (glibc), else why not
-    assert res["provenance"]["allocator"].startswith(("glibc mallopt", "unchanged ("))
+    assert res["status"] == "complete"
     assert "speculative" in r.stdout
 
 

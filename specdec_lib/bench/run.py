@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,7 @@ from ..sampling import Warp
 from ..trees import is_chain
 from .analysis import cell_key, summarize
 from .passes import PassTimer, costs_among_cells, measure_pass_costs
-from .settings import SUPPLIED_BASELINES, BenchSettings, settings_record
+from .settings import BenchSettings, settings_record
 from .tuning import pass_tokens, tune
 
 __all__ = ["CellRunner", "hf_generate", "run_benchmark"]
@@ -54,7 +54,6 @@ def _cell_seed(seed: int, prompt: int, repeat: int) -> int:
 
 def _configs(settings: BenchSettings) -> list[tuple[str, int]]:
     configs: list[tuple[str, int]] = [("autoregressive", 0)]
-    configs += [(m, 0) for m in SUPPLIED_BASELINES if m in settings.methods]
     if "hf_autoregressive" in settings.methods:
         configs.append(("hf_autoregressive", 0))
     for K in settings.K:
@@ -74,16 +73,6 @@ def _scheduled(draft: Any, settings: BenchSettings, K: int) -> Any:
     return DynamicK.stopped(draft, K, settings.threshold)
 
 
-def _check_supplied(settings: BenchSettings, baselines: Mapping[str, Any] | None) -> None:
-    """Every baseline the settings name beyond the core's comes with its decoder."""
-    for m in SUPPLIED_BASELINES:
-        if m in settings.methods and m not in (baselines or {}):
-            raise ValueError(
-                f"methods: {m!r} is an experiment outside the library's core; pass its decoder "
-                f"in baselines (the command line passes specdec_lib.research.hostwork's)"
-            )
-
-
 class CellRunner:
     """Runs one cell of any method with the decoders of one run's settings, timed: the cell a
     run stores (``run(method, K, ids, seed)``)."""
@@ -92,7 +81,6 @@ class CellRunner:
         self,
         pair: ModelPair,
         settings: BenchSettings,
-        baselines: Mapping[str, Callable[..., Any]] | None = None,
         trees: Mapping[int, Any] | None = None,
     ) -> None:
         """``trees``: the step's shape at each ``K`` (default: ``settings.tree`` at every one)."""
@@ -103,12 +91,6 @@ class CellRunner:
         w = settings.warp
         warps = dict(temperature=w.temperature, top_k=w.top_k, top_p=w.top_p)
         self.ar = AutoregressiveDecoder(pair.target, **warps)
-        _check_supplied(settings, baselines)
-        self.supplied = {
-            m: make(pair.target, **warps)
-            for m, make in (baselines or {}).items()
-            if m in settings.methods and m in SUPPLIED_BASELINES
-        }
         self.spec = {
             K: SpeculativeDecoder(
                 _scheduled(pair.draft, settings, K),
@@ -125,8 +107,6 @@ class CellRunner:
         n = self.s.max_new_tokens
         if method == "autoregressive":
             r = self.ar.generate_ids(ids, n, self.eos, seed=seed)
-        elif method in self.supplied:
-            r = self.supplied[method].generate_ids(ids, n, self.eos, seed=seed)
         elif method == "speculative":
             r = self.spec[K].generate_ids(ids, n, self.eos, seed=seed)
         else:  # transformers' generation: hf_assisted with K drafts, or hf_autoregressive
@@ -228,20 +208,13 @@ def run_benchmark(
     resume: bool = True,
     progress: bool = True,
     pair: ModelPair | None = None,
-    tune_allocator: Callable[[], str] | None = None,
-    baselines: Mapping[str, Callable[..., Any]] | None = None,
 ) -> dict[str, Any]:
     """Run (or resume) a benchmark and write it to ``out``; returns the final result dict.
 
     The file is rewritten atomically after every cell with ``"status": "partial"``; the final
     write has ``"status": "complete"`` and the ``runs`` summary. With ``resume`` a partial file
     made with the same settings is continued; a file made with other settings is refused.
-    ``pair``: the models, when already loaded. Two experiments of the research wing come from
-    the caller, since the core never imports it (the command line passes them): ``tune_allocator``,
-    what ``settings.reuse_memory`` runs before the cells (it returns what it set, for the
-    provenance's ``allocator``), and ``baselines``, the decoder of each method of
-    :data:`~specdec_lib.bench.settings.SUPPLIED_BASELINES` the settings name, called as
-    ``make(target, temperature=, top_k=, top_p=)``.
+    ``pair``: the models, when already loaded.
     """
     from tqdm.auto import tqdm
 
@@ -250,8 +223,6 @@ def run_benchmark(
     out = Path(out)
     if settings.threads is not None:
         torch.set_num_threads(settings.threads)
-    _check_supplied(settings, baselines)
-    allocator = _allocator(settings, tune_allocator)
     result = _previous(out, settings) if resume else None
     if result is not None and result["status"] == "complete":
         return result
@@ -270,7 +241,6 @@ def run_benchmark(
         result = _new_result(settings, pair, prompts)
     result["sessions"].append(
         provenance(device=pair.device, seed=settings.seed, settings=settings_record(settings))
-        | {"allocator": allocator}
     )
     result["provenance"] = result["sessions"][0]
 
@@ -301,8 +271,8 @@ def run_benchmark(
         result["tuned_trees"] = tune(pair, settings, result["costs"])
         atomic_write_json(out, result)
     trees = _trees(settings, result)
-    _warm_up(pair, settings, baselines, encoded[0], trees)
-    runner = CellRunner(pair, settings, baselines, trees)
+    _warm_up(pair, settings, encoded[0], trees)
+    runner = CellRunner(pair, settings, trees)
     todo = _cells_to_run(settings, len(prompts), result["cells"])
     rounds_before = _rounds_before(settings, len(prompts))
     timer = None
@@ -370,19 +340,6 @@ def pass_shapes(trees: Mapping[int, Sequence[int]]) -> dict[int, list[int]]:
     return shapes
 
 
-def _allocator(settings: BenchSettings, tune_allocator: Callable[[], str] | None) -> str:
-    """The allocator tuning ``settings.reuse_memory`` asks for, run; what it set, for the record."""
-    if not settings.reuse_memory:
-        return "unchanged"
-    if tune_allocator is None:
-        raise ValueError(
-            "reuse_memory: the allocator tuning is an experiment outside the library's core; pass "
-            "tune_allocator (the command line passes specdec_lib.research.hostwork's "
-            "reuse_freed_memory)"
-        )
-    return tune_allocator()
-
-
 def _previous(out: Path, settings: BenchSettings) -> dict[str, Any] | None:
     """The run stored at ``out`` to resume (partial) or return (complete), if any; a run made
     with other settings is refused."""
@@ -424,7 +381,6 @@ def _new_result(
 def _warm_up(
     pair: ModelPair,
     settings: BenchSettings,
-    baselines: Mapping[str, Callable[..., Any]] | None,
     ids: torch.Tensor,
     trees: Mapping[int, Any],
 ) -> None:
@@ -432,7 +388,7 @@ def _warm_up(
     configs = _configs(settings)
     s_short = dataclasses.replace(settings, max_new_tokens=4)
     for method, K in configs[:: max(1, len(configs) // 4)] + [("autoregressive", 0)]:
-        CellRunner(pair, s_short, baselines, trees).run(method, K or settings.K[0], ids, seed=0)
+        CellRunner(pair, s_short, trees).run(method, K or settings.K[0], ids, seed=0)
 
 
 def _rounds_before(settings: BenchSettings, n_prompts: int) -> set[str]:

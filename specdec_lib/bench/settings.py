@@ -44,7 +44,6 @@ __all__ = [
     "METHODS",
     "PRESETS",
     "SCHEDULES",
-    "SUPPLIED_BASELINES",
     "BenchSettings",
     "baseline_note",
     "draft_runs",
@@ -56,18 +55,8 @@ __all__ = [
     "settings_record",
 ]
 
-METHODS = (
-    "autoregressive",
-    "speculative",
-    "hf_assisted",
-    "hf_autoregressive",
-    "autoregressive_inverse_cdf",
-)
-DEFAULT_METHODS = METHODS[:4]
-# Baselines whose decoder the caller supplies (run_benchmark's baselines): the greedy baseline
-# drawing by inverse CDF from a one-hot row instead of taking the argmax, a measure of
-# what the argmax saves (specdec_lib.research.hostwork); never measured unless asked for.
-SUPPLIED_BASELINES = ("autoregressive_inverse_cdf",)
+METHODS = ("autoregressive", "speculative", "hf_assisted", "hf_autoregressive")
+DEFAULT_METHODS = METHODS
 SCHEDULES = ("fixed", "heuristic", "threshold")
 DTYPES = ("float32", "bfloat16", "float16")
 COST_TIMINGS = ("spread", "start")
@@ -231,11 +220,6 @@ class BenchSettings:
         "end a cell at the target's end-of-sequence token (Spec-Bench's convention) instead of "
         "always generating max_new_tokens",
     )
-    reuse_memory: bool = setting(
-        False,
-        "keep freed memory for reuse (glibc's mallopt, for the whole process: every method "
-        "alike; the allocator experiment of research.hostwork, applied by the command line)",
-    )
 
     def validate(self) -> BenchSettings:
         """Check every field and resolve the defaults (device, dtype, draft, the step's shape) in
@@ -264,11 +248,6 @@ class BenchSettings:
                 "methods must include 'autoregressive' (the baseline every speedup is relative to)"
             )
         Warp(self.temperature, self.top_k, self.top_p)  # validates the warps
-        if "autoregressive_inverse_cdf" in self.methods and self.temperature != 0:
-            raise ValueError(
-                "methods: 'autoregressive_inverse_cdf' is the greedy baseline without the argmax; "
-                f"it needs temperature 0, got {self.temperature}"
-            )
         probability(self.threshold, "threshold", one=False)
         one_of(self.pair, "pair", PAIRS)
         preset = one_of(self.preset, "preset", PRESETS)

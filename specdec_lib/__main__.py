@@ -23,7 +23,7 @@ from .bench.settings import baseline_note
 from .config import RESULTS_DIR
 from .models import ModelUnavailableError
 from .research import commands as research_commands
-from .research import speed  # noqa: F401  registers the library's bfloat16 product (--pack library)
+from .research import speed  # the start-up choice; registers the packing library on import
 from .settings import add_arguments, from_arguments
 from .training import commands as training_commands
 
@@ -62,7 +62,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _bench(args: argparse.Namespace) -> None:
-    settings = from_arguments(BenchSettings, args).validate()
+    settings = from_arguments(BenchSettings, args)
+    choice = speed.choose(settings)  # the start-up timing, where the dtype is the machine's
+    if choice is not None:
+        print(f"start-up choice: {choice.describe()}")
+    settings.validate(choice)
     out = Path(args.out) if args.out else default_out(settings)
     result = run_benchmark(
         settings,

@@ -24,17 +24,6 @@ from specdec_lib.research.stats import chisquare_gof, exact_continuation_law  # 
 from specdec_lib.training import DataSettings, TrainSettings, generate_onpolicy  # noqa: E402
 
 
-@pytest.fixture(autouse=True)
-def _dtype_auto_is_not_timed(monkeypatch):
-    """``--dtype auto`` on a CPU times the target in both dtypes (``fastest_dtype``): the tests
-    resolve it to float32 without loading models, but the ones that test the timing itself."""
-    from specdec_lib.bench import settings
-
-    monkeypatch.setattr(
-        settings, "fastest_dtype", lambda pair, device: {"dtype": "float32", "why": "tests"}
-    )
-
-
 @pytest.fixture(scope="session")
 def tiny_pair():
     return load_pair("tiny-random")

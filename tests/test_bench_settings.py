@@ -33,20 +33,30 @@ def test_bad_settings(settings, name):
         BenchSettings(**settings).validate()
 
 
+def chose(dtype: str, pack: str | None = None) -> settings.SettingChoice:
+    """A start-up choice, as research.speed.choose_setting makes one, without timing."""
+    return settings.SettingChoice(dtype, pack, "tests")
+
+
 def test_device_and_dtype_resolved_and_recorded(monkeypatch):
     import torch
 
-    s = BenchSettings(pair="tiny-random").validate()
-    assert (s.device, s.dtype) == ("cpu", "float32")  # auto: the faster dtype, measured
-    assert s.dtype_choice == {"dtype": "float32", "why": "tests"}  # recorded with the run
-    assert s.validate().dtype_choice == {"dtype": "float32", "why": "tests"}  # kept when re-run
-    _bf16 = {"dtype": "bfloat16", "why": "tests"}
-    monkeypatch.setattr(settings, "fastest_dtype", lambda pair, device: _bf16)
-    assert BenchSettings(pair="tiny-random").validate().dtype == "bfloat16"
-    assert BenchSettings(pair="tiny-random", dtype="float32").validate().dtype_choice is None
+    s = BenchSettings(pair="tiny-random")
+    assert s.leaves_dtype_to_machine()  # auto on a CPU: the start-up step's to time
+    s.validate()  # nothing timed while validating: float32 as loaded, saying why
+    assert (s.device, s.dtype, s.pack) == ("cpu", "float32", "off")
+    assert s.choice == settings.untimed_choice("cpu") and "no start-up timing" in s.choice.why
+    chosen = chose("float32")
+    s = BenchSettings(pair="tiny-random").validate(chosen)
+    assert s.choice.record() == {"dtype": "float32", "why": "tests"}  # recorded with the run
+    assert s.validate().choice is chosen  # kept when re-run
+    assert BenchSettings(pair="tiny-random").validate(chose("bfloat16")).dtype == "bfloat16"
+    s = BenchSettings(pair="tiny-random", dtype="float32")
+    assert not s.leaves_dtype_to_machine() and s.validate(chose("bfloat16")).choice is None
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    s = BenchSettings(pair="tiny-random").validate()
-    assert (s.device, s.dtype) == ("cuda", "bfloat16")  # auto: bf16 on a GPU
+    s = BenchSettings(pair="tiny-random")
+    assert not s.leaves_dtype_to_machine() and s.validate().dtype == "bfloat16"  # bf16 on a GPU
+    assert s.device == "cuda" and s.choice.why == "a CUDA device (tensor cores)"
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(ValueError, match="device='cuda' but torch sees no CUDA device"):
         BenchSettings(pair="tiny-random", device="cuda").validate()
@@ -56,8 +66,10 @@ def test_defaults_come_from_the_default_preset(monkeypatch):
     default = PRESETS["default"]
     assert default["why"] and DEFAULT_TREE == tuple(default["tree"]) == (4, 3)
     assert default["tune_tree"] is True
-    monkeypatch.setattr(settings, "fastest_dtype", lambda pair, device: {"dtype": "bfloat16"})
-    s = BenchSettings().validate()  # the trained head's tree is tuned: its rates are committed
+    chosen = chose("bfloat16")
+    s = BenchSettings().validate(
+        chosen
+    )  # the trained head's tree is tuned: its rates are committed
     assert (s.preset, s.draft, s.tree, s.tune_tree, s.dtype) == (
         "default",
         "trained-int8",
@@ -66,72 +78,80 @@ def test_defaults_come_from_the_default_preset(monkeypatch):
         "bfloat16",
     )
     # a tree or width given is the step's shape; --no-tune-tree runs the preset's fixed tree
-    assert (BenchSettings(tree=[2]).validate().tree, BenchSettings(width=3).validate().tree) == (
+    assert (
+        BenchSettings(tree=[2]).validate(chosen).tree,
+        BenchSettings(width=3).validate(chosen).tree,
+    ) == (
         [2],
         [3],
     )
-    s = BenchSettings(tune_tree=False).validate()
+    s = BenchSettings(tune_tree=False).validate(chosen)
     assert (s.draft, s.tree, s.tune_tree) == ("trained-int8", [4, 3], False)
-    monkeypatch.setattr(settings, "fastest_dtype", lambda pair, device: {"dtype": "float32"})
-    s = BenchSettings().validate()  # int8 weights run only in bfloat16 on a CPU: the head in bf16
+    chosen = chose("float32")
+    s = BenchSettings().validate(
+        chosen
+    )  # int8 weights run only in bfloat16 on a CPU: the head in bf16
     assert (s.draft, s.tree, s.tune_tree, s.dtype) == ("trained-bf16", None, True, "float32")
     # the preset's tree is for its drafts, on its pair: anything else runs the chain, untuned
-    s = BenchSettings(draft="ngram").validate()
+    s = BenchSettings(draft="ngram").validate(chosen)
     assert (s.tree, s.tune_tree) == ([1], False)
-    s = BenchSettings(pair="tiny-random").validate()
+    s = BenchSettings(pair="tiny-random").validate(chosen)
     assert (s.draft, s.tree, s.tune_tree) == ("model", [1], False)
-    s = BenchSettings(preset="chain").validate()
+    s = BenchSettings(preset="chain").validate(chosen)
     assert (s.draft, s.tree, s.tune_tree, s.dtype) == ("trained", [1], False, "float32")
     # on the library's bfloat16 product, the head in bfloat16 (its output rows packed too)
-    timed = {"dtype": "bfloat16", "pack": "library"}
-    monkeypatch.setattr(settings, "fastest_dtype", lambda pair, device: timed)
-    s = BenchSettings().validate()
+    chosen = chose("bfloat16", "library")
+    s = BenchSettings().validate(chosen)
     assert (s.draft, s.tune_tree, s.dtype, s.pack) == ("trained-bf16", True, "bfloat16", "library")
-    s = BenchSettings(pack="on").validate()
+    s = BenchSettings(pack="on").validate(chosen)
     assert (s.draft, s.tune_tree, s.pack) == ("trained-int8", True, "on")
     # the draft stops by confidence; a schedule given wins; presets that name none run fixed K
-    assert default["schedule"] == "threshold" and BenchSettings().validate().schedule == "threshold"
-    assert BenchSettings(schedule="fixed").validate().schedule == "fixed"
-    assert BenchSettings(preset="chain").validate().schedule == "fixed"
-    assert BenchSettings(pair="tiny-random").validate().schedule == "fixed"
-    assert BenchSettings(draft="ngram").validate().schedule == "fixed"  # not the preset's draft
-    assert BenchSettings(draft="early-exit").validate().schedule == "fixed"
+    assert (
+        default["schedule"] == "threshold"
+        and BenchSettings().validate(chosen).schedule == "threshold"
+    )
+    assert BenchSettings(schedule="fixed").validate(chosen).schedule == "fixed"
+    assert BenchSettings(preset="chain").validate(chosen).schedule == "fixed"
+    assert BenchSettings(pair="tiny-random").validate(chosen).schedule == "fixed"
+    assert (
+        BenchSettings(draft="ngram").validate(chosen).schedule == "fixed"
+    )  # not the preset's draft
+    assert BenchSettings(draft="early-exit").validate(chosen).schedule == "fixed"
 
 
 def test_a_head_without_committed_tree_rates_runs_the_presets_fixed_tree(monkeypatch, tmp_path):
     from specdec_lib.bench.tuning import tree_rates_path
 
-    monkeypatch.setattr(settings, "fastest_dtype", lambda pair, device: {"dtype": "bfloat16"})
+    chosen = chose("bfloat16")
     head = tmp_path / "head.safetensors"
     assert not tree_rates_path(head).exists()
     s = BenchSettings(head=str(head))
     monkeypatch.setattr(settings, "check_head", lambda head, draft: None)  # no weights needed
-    s.validate()
+    s.validate(chosen)
     assert (s.tree, s.tune_tree) == ([4, 3], False)
     with pytest.raises(ValueError, match="tune_tree must be"):
-        BenchSettings(tune_tree=1).validate()
+        BenchSettings(tune_tree=1).validate(chosen)
 
 
 def test_the_drafts_are_drawn_at_the_targets_temperature_unless_told(monkeypatch):
-    monkeypatch.setattr(settings, "fastest_dtype", lambda pair, device: {"dtype": "bfloat16"})
-    assert BenchSettings().validate().draft_temperature_scale == 1.0
-    s = BenchSettings(draft_temperature_scale=0.8).validate()
+    chosen = chose("bfloat16")
+    assert BenchSettings().validate(chosen).draft_temperature_scale == 1.0
+    s = BenchSettings(draft_temperature_scale=0.8).validate(chosen)
     assert s.draft_temperature_scale == 0.8 and settings_record(s)["draft_temperature_scale"] == 0.8
 
 
 def test_weights_are_packed_in_bfloat16_on_a_cpu_unless_told(monkeypatch):
-    monkeypatch.setattr(settings, "fastest_dtype", lambda pair, device: {"dtype": "bfloat16"})
-    assert BenchSettings().validate().pack == "on"
-    assert BenchSettings(dtype="float32").validate().pack == "off"
-    assert BenchSettings(dtype="float32", pack="on").validate().pack == "on"
-    assert BenchSettings(pack="off").validate().pack == "off"
+    chosen = chose("bfloat16")
+    assert BenchSettings().validate(chosen).pack == "on"
+    assert BenchSettings(dtype="float32").validate(chosen).pack == "off"
+    assert BenchSettings(dtype="float32", pack="on").validate(chosen).pack == "on"
+    assert BenchSettings(pack="off").validate(chosen).pack == "off"
     # float32 is packed where the measurement found it faster packed
-    measured = {"dtype": "float32", "pack": True}
-    monkeypatch.setattr(settings, "fastest_dtype", lambda pair, device: measured)
-    assert BenchSettings().validate().pack == "on"
-    assert BenchSettings(pack="off").validate().pack == "off"
+    chosen = chose("float32", "on")
+    assert BenchSettings().validate(chosen).pack == "on"
+    assert BenchSettings(pack="off").validate(chosen).pack == "off"
     with pytest.raises(ValueError, match="pack"):
-        BenchSettings(pack="maybe").validate()
+        BenchSettings(pack="maybe").validate(chosen)
 
 
 def test_width_is_a_spelling_of_a_one_depth_tree():
@@ -164,23 +184,27 @@ def test_presets_say_why(tmp_path):
         load_presets(path)
 
 
-def test_the_dtype_auto_runs_in_is_timed_on_this_machine(monkeypatch):
-    monkeypatch.undo()  # the real timing, on the tiny pair
-    settings.fastest_dtype.cache_clear()
-    choice = settings.fastest_dtype("tiny-random", "cpu")
-    t = choice["t_target_s"]
-    timed = {"float32", "float32 packed", "bfloat16 packed"}
+def test_the_dtype_auto_runs_in_is_timed_at_start_up_on_this_machine():
+    from specdec_lib.research.speed import choose, choose_setting
+
+    choose_setting.cache_clear()
+    choice = choose_setting("tiny-random", "cpu")  # the real timing, on the tiny pair
+    t = choice.t_target_s
+    timed_here = {"float32", "float32 packed", "bfloat16 packed"}
     if library_unavailable() is None:  # the library's product runs here: it is timed too
-        assert set(t) == timed | {"bfloat16 library"} and "not_timed" not in choice
+        assert set(t) == timed_here | {"bfloat16 library"} and choice.not_timed is None
     else:
         why = library_unavailable()
-        assert set(t) == timed and choice["not_timed"] == {"bfloat16 library": why}
+        assert set(t) == timed_here and choice.not_timed == {"bfloat16 library": why}
     assert all(set(v) == {"1", "8"} for v in t.values())
     best = min(t, key=lambda v: t[v]["1"] + t[v]["8"])  # both passes together, as it ranks
-    assert settings._setting(choice["dtype"], choice["pack"]) == best
-    assert choice["pack"] in ("off", "on", "library")
-    assert choice["fastest_one_token"] == min(t, key=lambda v: t[v]["1"])
-    assert settings.fastest_dtype("tiny-random", "cuda")["dtype"] == "bfloat16"
+    assert settings._setting(choice.dtype, choice.pack) == best
+    assert choice.pack in ("off", "on", "library")
+    assert choice.fastest_one_token == min(t, key=lambda v: t[v]["1"])
+    assert choose_setting("tiny-random", "cuda").dtype == "bfloat16"
+    s = BenchSettings(pair="tiny-random")
+    assert choose(s) is choice and s.validate(choice).dtype == choice.dtype
+    assert choose(BenchSettings(pair="tiny-random", dtype="float32")) is None  # nothing to time
 
 
 def test_a_faster_baseline_in_another_dtype_is_named():

@@ -91,6 +91,10 @@ def test_cli_smoke(tmp_path, prompts_file):
     res = json.loads(out.read_text())
     assert res["status"] == "complete"
     assert "speculative" in r.stdout
+    # --dtype auto on a CPU: timed at start-up, printed, and recorded with the run
+    choice = res["dtype_choice"]
+    assert f"start-up choice: {choice['dtype']}, weights {choice['pack']}: " in r.stdout
+    assert res["settings"]["dtype"] == choice["dtype"] and "t_target_s" in choice
 
 
 def test_bench_prints_the_tuned_trees_and_what_their_ranking_assumed(capsys):

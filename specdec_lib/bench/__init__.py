@@ -36,7 +36,7 @@ from .settings import (
     PRESETS,
     SCHEDULES,
     BenchSettings,
-    fastest_dtype,
+    SettingChoice,
     resolve_device,
 )
 
@@ -49,6 +49,7 @@ __all__ = [
     "PRESETS",
     "SCHEDULES",
     "BenchSettings",
+    "SettingChoice",
     "against_baseline",
     "best_K",
     "cell_paces",
@@ -57,7 +58,6 @@ __all__ = [
     "headline",
     "identical_outputs",
     "measure_pass_costs",
-    "fastest_dtype",
     "resolve_device",
     "run_benchmark",
     "runs_frame",

@@ -2,7 +2,7 @@
 target pass over ``n`` new tokens with a KV cache, and ``t_draft``, one draft step, timed as the
 benchmark's runs record them. Its own module because both the benchmark's run
 (:mod:`~specdec_lib.bench.run`) and its settings (``--dtype auto``,
-:func:`~specdec_lib.bench.settings.fastest_dtype`) time passes.
+:func:`~specdec_lib.research.speed.choose_setting`) time passes.
 """
 
 from __future__ import annotations

@@ -373,7 +373,8 @@ def _new_result(
         "prompts": prompts,
         "sessions": [],
         "costs": None,
-        "dtype_choice": getattr(settings, "dtype_choice", None),  # how --dtype auto resolved
+        # how --dtype auto resolved: the start-up step's timed choice, or the untimed default
+        "dtype_choice": settings.choice.record() if settings.choice is not None else None,
         "cells": {},
     }
 

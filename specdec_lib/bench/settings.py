@@ -11,7 +11,6 @@ default, so that a stored run records what it measured.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,18 +23,15 @@ from ..config import DEFAULT_PROMPTS
 from ..costs import as_tree
 from ..models import (
     DRAFTS,
-    PACKINGS,
     PAIRS,
     TRAINED_DRAFTS,
     check_head,
     default_draft,
-    load_pair,
     packing,
 )
 from ..results import repo_relative
 from ..sampling import Warp
 from ..settings import setting
-from .passes import measure_pass_costs
 from .tuning import tree_rates_path
 
 __all__ = [
@@ -45,11 +41,11 @@ __all__ = [
     "PRESETS",
     "SCHEDULES",
     "BenchSettings",
+    "SettingChoice",
     "baseline_note",
     "draft_runs",
     "faster_baseline",
     "load_presets",
-    "fastest_dtype",
     "preset_draft",
     "resolve_device",
     "settings_record",
@@ -109,6 +105,44 @@ def load_presets(path: str | Path = PRESETS_FILE) -> dict[str, dict[str, Any]]:
 PRESETS = load_presets()
 # The default preset's tree, for the notebooks and tests that check or reuse it.
 DEFAULT_TREE = tuple(PRESETS["default"]["tree"])
+
+
+@dataclass(frozen=True)
+class SettingChoice:
+    """The dtype and weight layout a run decodes in where its settings leave them to the machine,
+    with why: timed at start-up on a CPU (:func:`specdec_lib.research.speed.choose_setting`, which
+    the command line runs before validating; ``t_target_s``: each setting's target passes over
+    one token and over a step's tokens, ``fastest_one_token``: the setting whose one-token pass,
+    the baseline's, was fastest; ``not_timed``: settings that cannot run here, with why), or
+    untimed (:func:`untimed_choice`). ``pack`` ``None`` is the core's default for the dtype."""
+
+    dtype: str
+    pack: str | None
+    why: str
+    t_target_s: dict[str, dict[str, float]] | None = None
+    fastest_one_token: str | None = None
+    not_timed: dict[str, str] | None = None
+
+    def record(self) -> dict[str, Any]:
+        """The choice as a run stores it (``dtype_choice``): its fields that are set."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
+    def describe(self) -> str:
+        layout = "" if self.pack is None else f", weights {self.pack}"
+        return f"{self.dtype}{layout}: {self.why}"
+
+
+def untimed_choice(device: str) -> SettingChoice:
+    """The dtype ``auto`` resolves to where no start-up timing was given: bfloat16 on a CUDA
+    device (its tensor cores), float32 as loaded on a CPU."""
+    if device == "cuda":
+        return SettingChoice("bfloat16", "off", "a CUDA device (tensor cores)")
+    return SettingChoice(
+        "float32",
+        None,
+        "no start-up timing given (the command line times one: "
+        "specdec_lib.research.speed.choose_setting)",
+    )
 
 
 def _preset_drafts(preset: dict[str, Any], draft: str) -> list[str]:
@@ -221,15 +255,47 @@ class BenchSettings:
         "always generating max_new_tokens",
     )
 
-    def validate(self) -> BenchSettings:
+    def __post_init__(self) -> None:
+        self.choice: SettingChoice | None = None
+
+    def validate(self, choice: SettingChoice | None = None) -> BenchSettings:
         """Check every field and resolve the defaults (device, dtype, draft, the step's shape) in
-        place, so that a run records where and what it measured; returns ``self``. A dtype left
-        to be measured (``auto`` on a CPU) is timed here (:func:`fastest_dtype`); the timings are
-        kept in ``dtype_choice`` (validating again keeps them)."""
-        choice = getattr(self, "dtype_choice", None)
-        self.dtype_choice: dict[str, Any] | None = (
-            choice if choice and choice["dtype"] == self.dtype else None
-        )
+        place, so that a run records where and what it measured; returns ``self``. Nothing is
+        timed here: a dtype left to the machine (``auto``, the preset naming none) is ``choice``'s,
+        the start-up step's (:meth:`leaves_dtype_to_machine`), else :func:`untimed_choice`'s; the
+        choice is kept in ``choice`` for the run's record (validating again keeps it)."""
+        if choice is not None:
+            self.choice = choice
+        if self.choice is not None and self.dtype not in ("auto", self.choice.dtype):
+            self.choice = None
+        self._check_fields()
+        preset = self._preset()
+        self.device = resolve_device(self.device)
+        self._resolve_dtype_and_pack(preset)
+        if self.draft is None:
+            self.draft = preset_draft(self.pair, preset, self.device, self.dtype, self.pack)
+        one_of(self.draft, "draft", PAIRS[self.pair])
+        if self.schedule is None:  # the preset's, for its drafts (as its tree)
+            mine = self.draft in _preset_drafts(preset, self.draft)
+            self.schedule = preset.get("schedule", "fixed") if mine else "fixed"
+        one_of(self.schedule, "schedule", SCHEDULES)
+        self.warp.for_draft(self.draft_temperature_scale)  # validates the scale
+        self.draft_temperature_scale = float(self.draft_temperature_scale)
+        shape = self._shape(preset)
+        self.tree = None if self.tune_tree else list(shape)
+        self.width = None  # a spelling only: the shape is the tree
+        check_head(self.head, self.draft)
+        return self
+
+    def leaves_dtype_to_machine(self) -> bool:
+        """Whether the dtype is the machine's to choose: ``auto``, the preset naming none, on a
+        CPU (the command line then times the choice at start-up before validating)."""
+        dtype = one_of(self.dtype, "dtype", DTYPES + ("auto",))
+        preset_dtype = self._preset().get("dtype", "auto")
+        return (dtype, preset_dtype, resolve_device(self.device)) == ("auto", "auto", "cpu")
+
+    def _check_fields(self) -> None:
+        """The fields that need nothing resolved, checked (``K`` sorted, duplicates dropped)."""
         if not self.K:
             raise ValueError("K: give at least one draft length")
         self.K = sorted({positive_int(k, "K", "draft tokens per step") for k in self.K})
@@ -249,37 +315,31 @@ class BenchSettings:
             )
         Warp(self.temperature, self.top_k, self.top_p)  # validates the warps
         probability(self.threshold, "threshold", one=False)
+
+    def _preset(self) -> dict[str, Any]:
+        """The preset's table where it applies to the pair, else ``{}``."""
         one_of(self.pair, "pair", PAIRS)
-        preset = one_of(self.preset, "preset", PRESETS)
-        preset = PRESETS[preset] if PRESETS[preset].get("pair", self.pair) == self.pair else {}
-        self.device = resolve_device(self.device)
+        name = one_of(self.preset, "preset", PRESETS)
+        return PRESETS[name] if PRESETS[name].get("pair", self.pair) == self.pair else {}
+
+    def _resolve_dtype_and_pack(self, preset: dict[str, Any]) -> None:
+        """``dtype`` and ``pack``: the flag's, else the preset's, else the choice's (the start-up
+        step's, else :func:`untimed_choice`'s); a layout left open is prepacked in bfloat16 on a
+        CPU."""
         self.dtype = one_of(self.dtype, "dtype", DTYPES + ("auto",))
         if self.dtype == "auto":
             self.dtype = preset.get("dtype", "auto")
         if self.dtype == "auto":
-            self.dtype_choice = fastest_dtype(self.pair, self.device)
-            self.dtype = self.dtype_choice["dtype"]
+            self.choice = self.choice or untimed_choice(self.device)
+            self.dtype = self.choice.dtype
         if self.pack != "auto":
             self.pack = packing(self.pack)
         if self.pack == "auto":
             self.pack = preset.get("pack", "auto")
-        if self.pack == "auto":  # as timed with the dtype, else prepacked in bfloat16 on a CPU
+        if self.pack == "auto":
+            chosen = self.choice.pack if self.choice is not None else None
             default = self.device == "cpu" and self.dtype == "bfloat16"
-            self.pack = packing((self.dtype_choice or {}).get("pack", default))
-        if self.draft is None:
-            self.draft = preset_draft(self.pair, preset, self.device, self.dtype, self.pack)
-        one_of(self.draft, "draft", PAIRS[self.pair])
-        if self.schedule is None:  # the preset's, for its drafts (as its tree)
-            mine = self.draft in _preset_drafts(preset, self.draft)
-            self.schedule = preset.get("schedule", "fixed") if mine else "fixed"
-        one_of(self.schedule, "schedule", SCHEDULES)
-        self.warp.for_draft(self.draft_temperature_scale)  # validates the scale
-        self.draft_temperature_scale = float(self.draft_temperature_scale)
-        shape = self._shape(preset)
-        self.tree = None if self.tune_tree else list(shape)
-        self.width = None  # a spelling only: the shape is the tree
-        check_head(self.head, self.draft)
-        return self
+            self.pack = packing(default if chosen is None else chosen)
 
     def _shape(self, preset: dict[str, Any]) -> tuple[int, ...]:
         """The step's shape: the tree or width given, else the preset's tree for its drafts, else
@@ -364,58 +424,13 @@ def resolve_device(device: str) -> str:
     return device
 
 
-# The pass the dtype is chosen on, besides the one-token pass (the baseline's): the last token and
-# a step's drafts (the default tree (4, 3) at K = 2 checks 1 + 7 tokens).
-STEP_TOKENS = 8
-
-
-@functools.cache
-def fastest_dtype(pair: str, device: str, reps: int = 5) -> dict[str, Any]:
-    """The dtype (and packing) ``--dtype auto`` resolves to, measured: bfloat16 on a CUDA device
-    (its tensor cores); on a CPU, of float32 as loaded, float32 prepacked and bfloat16 prepacked
-    for oneDNN (:func:`~specdec_lib.lm.pack_linears`), and bfloat16 packed for the library's
-    product where it runs (:mod:`~specdec_lib.research.speed`, where imported; where it does not, the reason is
-    recorded, ``not_timed``), the one whose target passes over one token (the baseline's) and
-    over a step's tokens (``STEP_TOKENS``, a step's verification) take least time together,
-    timed as the benchmark times its passes (:func:`~specdec_lib.bench.measure_pass_costs`; a few
-    seconds each, once per process). Whether bfloat16 is native or emulated and what packing buys
-    decide it; ``/proc/cpuinfo``'s flags do not tell the cost, so the run records the timings
-    (``dtype_choice``), and which setting passes over one token fastest (``fastest_one_token``:
-    where it is another, the autoregressive baseline would be faster there,
-    :func:`baseline_note`)."""
-    if device == "cuda":
-        return {"dtype": "bfloat16", "pack": "off", "why": "a CUDA device (tensor cores)"}
-    candidates = [("float32", "off"), ("float32", "on"), ("bfloat16", "on")]
-    not_timed = {}
-    for name, p in PACKINGS.items():  # a backend's, in the dtype it takes
-        if name not in ("off", "on") and p.dtype == torch.bfloat16:
-            if (why := p.unavailable()) is None:
-                candidates.append(("bfloat16", name))
-            else:
-                not_timed[_setting("bfloat16", name)] = why
-    t = {}
-    for d, pack in candidates:
-        costs = measure_pass_costs(load_pair(pair, dtype=d, pack=pack), STEP_TOKENS, reps=reps)
-        t_n = costs["t_target_s"]
-        t[_setting(d, pack)] = {"1": t_n[0], str(STEP_TOKENS): t_n[-1]}
-    best = min(t, key=lambda v: t[v]["1"] + t[v][str(STEP_TOKENS)])
-    dtype, pack = _dtype_and_pack(best)
-    return {
-        "dtype": dtype,
-        "pack": pack,
-        "why": f"the fastest target passes over 1 and {STEP_TOKENS} tokens on this CPU",
-        "t_target_s": t,
-        "fastest_one_token": min(t, key=lambda v: t[v]["1"]),
-    } | ({"not_timed": not_timed} if not_timed else {})
-
-
-# What fastest_dtype names the core's weight layouts (a stored choice's ``pack`` may be a bool:
+# What a timed choice names the core's weight layouts (a stored choice's ``pack`` may be a bool:
 # True is oneDNN's); a backend's is named by its packing ("bfloat16 library").
 _LAYOUT_NAMES = {"off": "", "on": " packed"}
 
 
 def _setting(dtype: str, pack: bool | str) -> str:
-    """The name :func:`fastest_dtype` times a dtype and weight layout under."""
+    """The name a timed choice gives a dtype and weight layout (``"bfloat16 packed"``)."""
     pack = pack if isinstance(pack, str) else ("on" if pack else "off")
     return dtype + _LAYOUT_NAMES.get(pack, f" {pack}")
 
@@ -460,10 +475,11 @@ def baseline_note(choice: dict[str, Any] | None) -> str | None:
     if f is None:
         return None
     other, chosen = f["setting"], f["chosen"]
+    step = max(int(n) for n in choice["t_target_s"][chosen])  # the step's pass it was timed on
     return (
         f"autoregressive decoding is faster in {other} (one-token pass "
         f"{f['t_one_token_s'] * 1e3:.1f} ms) than in {chosen} "
-        f"({f['chosen_t_one_token_s'] * 1e3:.1f} ms), whose passes over 1 and {STEP_TOKENS} "
+        f"({f['chosen_t_one_token_s'] * 1e3:.1f} ms), whose passes over 1 and {step} "
         f"tokens take least time together: the speedups are against {chosen}'s baseline "
         f"(one dtype on both sides); {_flags(other)} measures against the other"
     )

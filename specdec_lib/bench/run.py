@@ -216,8 +216,6 @@ def run_benchmark(
     made with the same settings is continued; a file made with other settings is refused.
     ``pair``: the models, when already loaded.
     """
-    from tqdm.auto import tqdm
-
     settings.validate()
     prompts = load_prompts(settings.prompts)
     out = Path(out)
@@ -243,20 +241,37 @@ def run_benchmark(
         provenance(device=pair.device, seed=settings.seed, settings=settings_record(settings))
     )
     result["provenance"] = result["sessions"][0]
-
     encoded = [
         pair.tokenizer(p["text"], return_tensors="pt").input_ids[0].to(pair.device) for p in prompts
     ]
     context = timing_context(settings, [ids.numel() for ids in encoded])
-    n_max = (
-        pass_tokens(max(settings.K))
-        if settings.tune_tree
-        else max(drafted_tokens(K, settings.tree) for K in settings.K) + 1
-    )
+    trees = _start_up(pair, settings, result, out, context)
+    _warm_up(pair, settings, encoded[0], trees)
+    _run_cells(pair, settings, result, out, encoded, context, trees, progress)
+    result["runs"] = summarize(result)
+    result["status"] = "complete"
+    atomic_write_json(out, result)
+    return result
+
+
+def _largest_pass(settings: BenchSettings) -> int:
+    """The most tokens a target pass of the run checks: the largest a tuned step can make, or the
+    settings' tree's at the longest ``K``."""
+    if settings.tune_tree:
+        return pass_tokens(max(settings.K))
+    return max(drafted_tokens(K, settings.tree) for K in settings.K) + 1
+
+
+def _start_up(
+    pair: ModelPair, settings: BenchSettings, result: dict[str, Any], out: Path, context: int
+) -> dict[int, tuple[int, ...]]:
+    """The pass costs timed before the cells (``costs``) and, for a tuned run, each ``K``'s tree
+    chosen from them (``tuned_trees``), each stored as soon as it is made (a resumed run keeps
+    them); returns the step's shape at each ``K``."""
     if result["costs"] is None:
         result["costs"] = measure_pass_costs(
             pair,
-            n_max,
+            _largest_pass(settings),
             k_max=max(settings.K),
             context=context,
             reps=settings.cost_reps,
@@ -270,16 +285,31 @@ def run_benchmark(
     if settings.tune_tree and result.get("tuned_trees") is None:
         result["tuned_trees"] = tune(pair, settings, result["costs"])
         atomic_write_json(out, result)
-    trees = _trees(settings, result)
-    _warm_up(pair, settings, encoded[0], trees)
+    return _trees(settings, result)
+
+
+def _run_cells(
+    pair: ModelPair,
+    settings: BenchSettings,
+    result: dict[str, Any],
+    out: Path,
+    encoded: Sequence[torch.Tensor],
+    context: int,
+    trees: Mapping[int, tuple[int, ...]],
+    progress: bool,
+) -> None:
+    """Every cell not yet in ``result``, in rotated order, each stored as it finishes, with the
+    rounds of pass costs spread among them (``cost_rounds``, summarized as ``costs_during``)."""
+    from tqdm.auto import tqdm
+
     runner = CellRunner(pair, settings, trees)
-    todo = _cells_to_run(settings, len(prompts), result["cells"])
-    rounds_before = _rounds_before(settings, len(prompts))
+    todo = _cells_to_run(settings, len(encoded), result["cells"])
+    rounds_before = _rounds_before(settings, len(encoded))
     timer = None
     if settings.cost_timing == "spread":
         timer = PassTimer(
             pair,
-            n_max,
+            _largest_pass(settings),
             k_max=max(settings.K),
             context=context,
             shapes=pass_shapes(trees),
@@ -300,10 +330,6 @@ def run_benchmark(
             context,
             timer.describe() if timer is not None else None,
         )
-    result["runs"] = summarize(result)
-    result["status"] = "complete"
-    atomic_write_json(out, result)
-    return result
 
 
 def _trees(settings: BenchSettings, result: dict[str, Any]) -> dict[int, tuple[int, ...]]:

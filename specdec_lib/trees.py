@@ -451,6 +451,21 @@ def verify_tree(
         rows = target_probs.all() if lazy else target_probs
         verdict = chain_verify(tokens, laws, rows, generator, correction=correction)
         return verdict, list(range(verdict.n_accepted))
+    return _verify_on_rows(tokens, par, laws, target_probs, generator, correction)
+
+
+def _verify_on_rows(
+    tokens: torch.Tensor,
+    par: list[int],
+    laws: torch.Tensor,
+    target_probs: torch.Tensor | WarpedRows,
+    generator: torch.Generator | None,
+    correction: Correction,
+) -> tuple[Verdict, list[int]]:
+    """:func:`verify_tree`'s recursion over full rows, a tree with alternatives: at each node its
+    children tried in order against what is left of the target's law, one uniform each."""
+    lazy = isinstance(target_probs, WarpedRows)
+    V = target_probs.shape[-1]
     device = target_probs.device
     tokens = tokens.to(device=device, dtype=torch.long)
     laws = laws.to(device)

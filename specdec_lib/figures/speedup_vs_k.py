@@ -6,6 +6,7 @@ latency and throughput, and what a GPU changes.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -46,64 +47,7 @@ def speedup_vs_K(
         1, len(panels), figsize=(width * len(panels), height), sharey=True, squeeze=False
     )
     for ax, (title, d) in zip(axes[0], panels.items(), strict=True):
-        Ks = d.index.values
-        if "speedup_low" in d:
-            ax.errorbar(
-                Ks,
-                d.speedup,
-                yerr=np.vstack([d.speedup - d.speedup_low, d.speedup_high - d.speedup]),
-                fmt="o-",
-                capsize=3,
-                color=COLORS["speculative"],
-                label="specdec, measured (95% bootstrap interval over prompts)",
-            )
-        else:
-            ax.fill_between(Ks, d.q25, d.q75, color=COLORS["speculative"], alpha=0.2, lw=0)
-            ax.plot(
-                Ks,
-                d.speedup,
-                "o-",
-                color=COLORS["speculative"],
-                label="specdec, measured (band: IQR over prompts)",
-            )
-        ax.plot(
-            Ks,
-            d.predicted_speedup,
-            "s--",
-            color=COLORS["target"],
-            ms=4,
-            label="predicted from measured costs and α",
-        )
-        if "ideal" in d:
-            ax.plot(
-                Ks,
-                d.ideal,
-                ":",
-                color=COLORS["theory"],
-                label="Leviathan et al., verification free",
-            )
-        if "hf_speedup" in d and d.hf_speedup.notna().any():
-            hf = d.dropna(subset=["hf_speedup"])
-            yerr = None
-            if "hf_low" in hf:
-                yerr = np.vstack([hf.hf_speedup - hf.hf_low, hf.hf_high - hf.hf_speedup])
-            ax.errorbar(
-                hf.index,
-                hf.hf_speedup,
-                yerr=yerr,
-                fmt="^-",
-                capsize=3,
-                color=COLORS["hf"],
-                label=hf_label,
-            )
-        if claim is not None:
-            ax.plot(
-                claim["K"],
-                claim["speedup"],
-                "--",
-                color=COLORS["claimed"],
-                label="claimed by the prototype (T4; not measured)",
-            )
+        _speedup_panel(ax, d, claim, hf_label)
         ax.axhline(1.0, color="black", lw=0.8)
         if target is not None:
             ax.axhline(target, color="grey", lw=0.8, ls=":")
@@ -119,6 +63,72 @@ def speedup_vs_K(
     if suptitle:
         fig.suptitle(suptitle)
     return fig
+
+
+def _speedup_panel(
+    ax: Any, d: pd.DataFrame, claim: Mapping[str, Sequence[float]] | None, hf_label: str
+) -> None:
+    """One panel of :func:`speedup_vs_K`: the measured speedup with its interval or band, the
+    cost model's prediction, and where given the ideal, transformers' assisted generation and
+    the prototype's claim."""
+    Ks = d.index.values
+    if "speedup_low" in d:
+        ax.errorbar(
+            Ks,
+            d.speedup,
+            yerr=np.vstack([d.speedup - d.speedup_low, d.speedup_high - d.speedup]),
+            fmt="o-",
+            capsize=3,
+            color=COLORS["speculative"],
+            label="specdec, measured (95% bootstrap interval over prompts)",
+        )
+    else:
+        ax.fill_between(Ks, d.q25, d.q75, color=COLORS["speculative"], alpha=0.2, lw=0)
+        ax.plot(
+            Ks,
+            d.speedup,
+            "o-",
+            color=COLORS["speculative"],
+            label="specdec, measured (band: IQR over prompts)",
+        )
+    ax.plot(
+        Ks,
+        d.predicted_speedup,
+        "s--",
+        color=COLORS["target"],
+        ms=4,
+        label="predicted from measured costs and α",
+    )
+    if "ideal" in d:
+        ax.plot(
+            Ks,
+            d.ideal,
+            ":",
+            color=COLORS["theory"],
+            label="Leviathan et al., verification free",
+        )
+    if "hf_speedup" in d and d.hf_speedup.notna().any():
+        hf = d.dropna(subset=["hf_speedup"])
+        yerr = None
+        if "hf_low" in hf:
+            yerr = np.vstack([hf.hf_speedup - hf.hf_low, hf.hf_high - hf.hf_speedup])
+        ax.errorbar(
+            hf.index,
+            hf.hf_speedup,
+            yerr=yerr,
+            fmt="^-",
+            capsize=3,
+            color=COLORS["hf"],
+            label=hf_label,
+        )
+    if claim is not None:
+        ax.plot(
+            claim["K"],
+            claim["speedup"],
+            "--",
+            color=COLORS["claimed"],
+            label="claimed by the prototype (T4; not measured)",
+        )
 
 
 def latency_throughput(

@@ -24,7 +24,7 @@ export PYTHONHASHSEED := 0
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: help install test test-lib test-gpu-stack test-notebooks reproduce book lab lint format sync bench campaign \
-	gpu-run gpu-rehearsal clean
+	gpu-run gpu-rehearsal gpu-parts gpu-run-real gpu-rehearsal-real clean
 
 help:
 	@echo "make reproduce   execute all notebooks on the embedded models, export figures (full mode)"
@@ -36,6 +36,9 @@ help:
 	@echo "make campaign    the same as make bench"
 	@echo "make gpu-run     on a lent GPU machine: pass costs and decoder steps, one JSON under \$$OUT"
 	@echo "make gpu-rehearsal  the same on this CPU, dry (tiny settings), checking data/ is untouched"
+	@echo "make gpu-parts   the embedded GGUF in three parts (.cache/gpu-parts/<k>) to carry to a GPU machine"
+	@echo "make gpu-run-real   on the GPU machine, the parts carried: the GPU run on the real weights"
+	@echo "make gpu-rehearsal-real  the same on this CPU, dry, the parts reassembled and checked"
 	@echo "make lint        ruff check + format check + notebooks in sync with their .py twins"
 	@echo "make sync        sync each notebook with its .py twin (after editing either)"
 
@@ -102,6 +105,7 @@ test-gpu-stack: install
 	  print("test-gpu-stack: transformers", t.__version__, "from", t.__file__)'; \
 	out=$$(mktemp -d); trap 'rm -rf "$$out"' EXIT; \
 	OUT=$$out $(GPU_STACK_PY) -m specdec_lib.research.gpu_run --device cpu --dry-run --out "$$out"; \
+	$(MAKE) --no-print-directory gpu-rehearsal-real GPU_PYTHONPATH=$(CURDIR)/$(GPU_STACK_DIR); \
 	TQDM_DISABLE=1 SPECDEC_QUICK=1 OMP_NUM_THREADS=1 $(GPU_STACK_PY) -m pytest -q -n $(WORKERS) \
 	  tests/test_decoding.py::test_greedy_speculative_equals_greedy_autoregressive \
 	  tests/test_feature.py::test_feature_drafter_with_alternatives \
@@ -156,6 +160,55 @@ gpu-run:
 	@test -n "$${OUT:-}" || { echo "gpu-run: set OUT to the folder the result goes to"; exit 2; }
 	PYTHONPATH=. $(GPU_PYTHON) -m specdec_lib.research.gpu_run --out "$$OUT" \
 	  $(if $(GIT_COMMIT),--commit $(GIT_COMMIT))
+
+# The real weights travel to the GPU machine too: the embedded GGUF file (94 MiB) in three parts
+# of at most 32 MiB, each beside the tracked tree (under 40 MB, a test) within the 64 MiB one call
+# carries, each in its own ignored folder .cache/gpu-parts/<k>/ (carried by consecutive calls to
+# the warm machine, which keeps what earlier calls carried), with the whole file's SHA-256 and the
+# wheel of the gguf package, which transformers reads the file with and the machine lacks.
+GPU_PARTS := .cache/gpu-parts
+GGUF_VERSION := $(shell $(PY) -c 'import importlib.metadata as m; print(m.version("gguf"))' 2>/dev/null)
+gpu-parts: install
+	rm -rf $(GPU_PARTS) && mkdir -p $(GPU_PARTS)/0 $(GPU_PARTS)/1 $(GPU_PARTS)/2
+	gguf=$$($(PY) -c 'from specdec_lib.models import find_smollm2_gguf; print(find_smollm2_gguf())'); \
+	split -b 32M -d -a 1 "$$gguf" $(GPU_PARTS)/part; \
+	test ! -e $(GPU_PARTS)/part3 || { echo "gpu-parts: the file needs more than three parts"; exit 1; }; \
+	for k in 0 1 2; do mv $(GPU_PARTS)/part$$k $(GPU_PARTS)/$$k/part; done; \
+	(cd "$$(dirname "$$gguf")" && sha256sum "$$(basename "$$gguf")") > $(GPU_PARTS)/0/SHA256SUMS
+	$(PIP) download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation py \
+	  --platform any -d $(GPU_PARTS)/0 gguf==$(GGUF_VERSION)
+	@du -sh $(GPU_PARTS)/*
+
+# On the device, after the three parts have travelled: reassemble the file outside the tree, check
+# it against its SHA-256, install the gguf wheel beside the machine's packages, and run the GPU
+# run on the real weights. GPU_RUN_ARGS adds flags (the rehearsal's --device cpu --dry-run);
+# GPU_PYTHONPATH puts more packages on the path (the rehearsal's GPU stack).
+GGUF_DIR ?= /tmp/specdec-gguf
+gpu-run-real:
+	@test -n "$${OUT:-}" || { echo "gpu-run-real: set OUT to the folder the result goes to"; exit 2; }
+	@for k in 0 1 2; do test -f $(GPU_PARTS)/$$k/part || { \
+	  echo "gpu-run-real: part $$k is missing: make gpu-parts, then carry $(GPU_PARTS)/$$k"; exit 2; }; done
+	mkdir -p $(GGUF_DIR)/site
+	name=$$(awk '{print $$2}' $(GPU_PARTS)/0/SHA256SUMS); \
+	cat $(GPU_PARTS)/0/part $(GPU_PARTS)/1/part $(GPU_PARTS)/2/part > "$(GGUF_DIR)/$$name"; \
+	(cd $(GGUF_DIR) && sha256sum -c --quiet $(CURDIR)/$(GPU_PARTS)/0/SHA256SUMS); \
+	$(GPU_PYTHON) -m pip install -q --no-index --no-deps --no-compile --upgrade \
+	  --target $(GGUF_DIR)/site $(GPU_PARTS)/0/*.whl; \
+	PYTHONPATH=.:$(GGUF_DIR)/site$(if $(GPU_PYTHONPATH),:$(GPU_PYTHONPATH)) \
+	  $(GPU_PYTHON) -m specdec_lib.research.gpu_run --out "$$OUT" \
+	  --gguf "$(GGUF_DIR)/$$name" $(if $(GIT_COMMIT),--commit $(GIT_COMMIT)) $(GPU_RUN_ARGS)
+
+# The real-weights visit rehearsed on this CPU: the parts made, reassembled and checked as the
+# device does it, the run dry on the real weights; it fails if anything under data/ changed.
+gpu-rehearsal-real: gpu-parts
+	@out=$$(mktemp -d); gguf=$$(mktemp -d); trap 'rm -rf "$$out" "$$gguf"' EXIT; \
+	before=$$(find data -type f -printf '%P %s %T@\n' | sort | sha256sum); \
+	$(MAKE) --no-print-directory gpu-run-real OUT=$$out GGUF_DIR=$$gguf GPU_PYTHON=$(PY) \
+	  GPU_RUN_ARGS="--device cpu --dry-run"; \
+	after=$$(find data -type f -printf '%P %s %T@\n' | sort | sha256sum); \
+	test "$$before" = "$$after" || { echo "gpu-rehearsal-real: the run wrote under data/"; exit 1; }; \
+	grep -q '"label": "a rehearsal on a CPU with the real weights' $$out/gpu_run_cpu.json; \
+	echo "gpu-rehearsal-real: the parts reassembled to their SHA-256; wrote $$(cd "$$out" && ls)"
 
 # The same on this CPU, as the device runs it (PYTHONPATH=., a fresh OUT), dry: every section with
 # tiny settings, in well under a minute; it fails if anything under data/ changed.

@@ -62,10 +62,12 @@ __all__ = [
     "default_draft",
     "early_exit_draft",
     "find_smollm2_gguf",
+    "from_gguf",
     "load_hub_pair",
     "load_pair",
     "load_tokenizer",
     "register_packing",
+    "tokenizer_from_gguf",
 ]
 
 DEFAULT_EXIT_LAYERS = 4
@@ -203,15 +205,16 @@ def _quiet_loading() -> Iterator[None]:
             gguf_utils.tqdm = bar
 
 
-def _from_gguf(path: Path, dtype: torch.dtype) -> Any:
-    """The model as transformers converts it from the GGUF file (dequantised)."""
+def from_gguf(path: Path, dtype: torch.dtype) -> Any:
+    """The model as transformers converts it from the GGUF file at ``path`` (dequantised)."""
     from transformers import AutoModelForCausalLM
 
     with _quiet_loading():
         return AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=dtype)
 
 
-def _tokenizer_from_gguf(path: Path) -> Any:
+def tokenizer_from_gguf(path: Path) -> Any:
+    """The tokenizer the GGUF file at ``path`` carries."""
     from transformers import AutoTokenizer
 
     with _quiet_loading():
@@ -239,7 +242,7 @@ def _smollm2_converted() -> Path | None:
     tmp = MODEL_CACHE / f".{key}.{os.getpid()}.tmp"
     try:
         tmp.mkdir(parents=True)
-        model, tokenizer = _from_gguf(path, torch.float32), _tokenizer_from_gguf(path)
+        model, tokenizer = from_gguf(path, torch.float32), tokenizer_from_gguf(path)
         # save_pretrained refuses a model marked as converted from GGUF: its parts, one by one
         # (save_model keeps the tied output embedding tied).
         safetensors.torch.save_model(model, str(tmp / "model.safetensors"))
@@ -311,7 +314,7 @@ def _load_smollm2(dtype: torch.dtype, pack: str = "off") -> tuple[Any, Any]:
 
     folder = _smollm2_converted()
     if folder is None:
-        model = _from_gguf(find_smollm2_gguf(), dtype)
+        model = from_gguf(find_smollm2_gguf(), dtype)
     else:
         with _quiet_loading():
             model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype)
@@ -335,7 +338,7 @@ def _tokenizer(pair: str) -> Any:
 
     folder = _smollm2_converted()
     if folder is None:
-        return _tokenizer_from_gguf(find_smollm2_gguf())
+        return tokenizer_from_gguf(find_smollm2_gguf())
     with _quiet_loading():
         return AutoTokenizer.from_pretrained(folder)
 

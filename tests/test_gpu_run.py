@@ -110,6 +110,7 @@ def test_a_step_is_read_after_the_first():
         (dict(sections=()), "sections"),
         (dict(sections=("costs", "timing")), "sections"),
         (dict(profile_steps=0), "profile_steps"),
+        (dict(gguf="/nonexistent/model.gguf"), "gguf: no file"),
     ],
 )
 def test_settings_refuse_bad_values(kwargs, name):

@@ -241,7 +241,7 @@ def test_the_converted_folder_holds_the_gguf_conversion_exactly():
     folder = models._smollm2_converted()
     assert folder is not None and (folder / "complete").is_file()
     path = models.find_smollm2_gguf()
-    m0, t0 = models._from_gguf(path, torch.float32), models._tokenizer_from_gguf(path)
+    m0, t0 = models.from_gguf(path, torch.float32), models.tokenizer_from_gguf(path)
     m1, t1 = models._load_smollm2(torch.float32)
     s0, s1 = m0.state_dict(), m1.state_dict()
     assert s0.keys() == s1.keys()

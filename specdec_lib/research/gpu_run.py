@@ -14,7 +14,9 @@ It builds the default target's architecture (``data/smollm2_135m_config.json``) 
 random weights and puts the committed trained head on it. At batch size 1 the time of a pass
 depends on shapes, dtype and device, not on the weights' values, and the acceptance that random
 weights give is irrelevant to what one step costs; acceptance comes from the CPU runs with the
-real weights. It measures, in this order (the most needed first, so that a run cut short still
+real weights. With ``--gguf`` (the embedded GGUF file, carried to the machine in parts and
+reassembled there: ``make gpu-parts``, ``make gpu-run-real``) the target has its real weights
+and the decoders read real prompts, so the decoder rows carry acceptance too. It measures, in this order (the most needed first, so that a run cut short still
 has them):
 
 1. ``t_target(n)``, one cached target pass over ``n`` new tokens, ``n = 1..n_max`` (128: a draft
@@ -61,11 +63,11 @@ import torch
 
 from ..bench import measure_pass_costs, resolve_device
 from ..checks import non_negative_int, one_of, positive_int, real
-from ..config import DEFAULT_HEAD, REPO_ROOT
+from ..config import DEFAULT_HEAD, DEFAULT_PROMPTS, REPO_ROOT
 from ..decoding import AutoregressiveDecoder, GenerationResult, SpeculativeDecoder
 from ..lm import synchronize
-from ..models import ModelPair
-from ..results import atomic_write_json, provenance
+from ..models import ModelPair, from_gguf, tokenizer_from_gguf
+from ..results import atomic_write_json, load_prompts, provenance
 from ..settings import add_arguments, from_arguments, setting
 from .device_costs import CONFIG, generate_per_token, random_target, random_weights_pair
 
@@ -133,6 +135,11 @@ class GpuRunSettings:
     threads: int | None = setting(None, "torch's CPU threads (none: torch's default)")
     dry_run: bool = setting(False, "the rehearsal: every section, tiny settings, one K")
     commit: str | None = setting(None, "the commit the tree is at (the device has no git)")
+    gguf: str | None = setting(
+        None,
+        "the default target's GGUF file: its real weights (transformers' GGUF reader) and real "
+        "prompts instead of seeded random weights and random ids",
+    )
 
     def __post_init__(self) -> None:
         one_of(self.device, "device", ("auto", "cpu", "cuda"))
@@ -155,6 +162,8 @@ class GpuRunSettings:
             raise ValueError("temperatures must name at least one temperature (0: greedy)")
         for T in self.temperatures:
             real(T, "temperatures", "0 for greedy", low=0.0)
+        if self.gguf is not None and not Path(self.gguf).is_file():
+            raise ValueError(f"gguf: no file at {self.gguf}")
         if self.new_tokens < self.K_max + 2:
             raise ValueError(
                 f"new_tokens must be at least K_max + 2 = {self.K_max + 2}: a step's time is read "
@@ -212,12 +221,32 @@ class _Clock:
         return self.budget_s - self.elapsed()
 
 
-def _pair(s: GpuRunSettings, device: str) -> ModelPair:
+def _target(s: GpuRunSettings, device: str) -> Any:
+    """The default target in the run's dtype on ``device``: its real weights from ``s.gguf``,
+    else the architecture with seeded random weights."""
     dtype = {"bfloat16": torch.bfloat16, "float32": torch.float32}[s.dtype]
-    return random_weights_pair(random_target(CONFIG, dtype, device, s.seed))
+    if s.gguf is None:
+        return random_target(CONFIG, dtype, device, s.seed)
+    model = from_gguf(Path(s.gguf), dtype).to(device).eval()
+    return model.requires_grad_(False)
+
+
+def _pair(s: GpuRunSettings, device: str) -> ModelPair:
+    pair = random_weights_pair(_target(s, device))
+    if s.gguf is not None:  # the real target: its own tokenizer, the names say so
+        pair.tokenizer = tokenizer_from_gguf(Path(s.gguf))
+        pair.draft_name = f"trained draft ({DEFAULT_HEAD.name})"
+        pair.target_name = f"SmolLM2-135M-Instruct ({Path(s.gguf).name}, dequantised)"
+    return pair
 
 
 def _prompt(pair: ModelPair, n: int) -> torch.Tensor:
+    """``n`` prompt tokens: the benchmark's prompts, one after another, where the pair has a
+    tokenizer (the real target), else random ids."""
+    if pair.tokenizer is not None:
+        text = "\n\n".join(p["text"] for p in load_prompts(DEFAULT_PROMPTS))
+        ids = pair.tokenizer(text, return_tensors="pt").input_ids[0]
+        return ids[-n:].to(pair.device)
     g = torch.Generator().manual_seed(1)
     vocab = pair.target.config.vocab_size
     return torch.randint(min(100, vocab // 2), vocab, (n,), generator=g).to(pair.device)
@@ -358,8 +387,7 @@ def _generate_child(s: GpuRunSettings, device: str, graphs: bool) -> dict[str, A
     """In the child process: ``generate`` per token, and whether anything was compiled."""
     _exit_with_parent()
     _set_threads(s.threads)
-    dtype = {"bfloat16": torch.bfloat16, "float32": torch.float32}[s.dtype]
-    target = random_target(CONFIG, dtype, device, s.seed)
+    target = _target(s, device)
     t = generate_per_token(target, s.generate_tokens, graphs=graphs, reps=s.generate_reps)
     compiled = None
     if graphs:
@@ -379,6 +407,8 @@ def generate_in_child(
     argv += ["--graphs" if graphs else "--no-graphs", "--device", device, "--dtype", s.dtype]
     argv += ["--generate-tokens", str(s.generate_tokens), "--generate-reps", str(s.generate_reps)]
     argv += ["--seed", str(s.seed), "--threads", str(s.threads).lower()]
+    if s.gguf is not None:
+        argv += ["--gguf", str(Path(s.gguf).resolve())]
     # The child finds this very library whatever its working folder or PYTHONPATH.
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
@@ -451,11 +481,7 @@ def run(s: GpuRunSettings, out: str | Path) -> dict[str, Any]:
     # acceptance measured with the same head.
     prov["head_sha256"] = hashlib.sha256(DEFAULT_HEAD.read_bytes()).hexdigest()[:16]
     result: dict[str, Any] = {
-        "label": (
-            "measured on a GPU with random weights; acceptance comes from the CPU runs"
-            if device == "cuda"
-            else "a rehearsal on a CPU with random weights (not a GPU measurement)"
-        ),
+        "label": _label(device, settings.gguf is not None),
         "device": device,
         "dry_run": settings.dry_run,
         "complete": False,
@@ -485,6 +511,16 @@ def run(s: GpuRunSettings, out: str | Path) -> dict[str, Any]:
         save(section, value)
     save("complete", True)
     return result
+
+
+def _label(device: str, real: bool) -> str:
+    """What the run's numbers are, in words."""
+    if device != "cuda":
+        weights = "the real weights" if real else "random weights"
+        return f"a rehearsal on a CPU with {weights} (not a GPU measurement)"
+    if real:
+        return "measured on a GPU with the real weights: the decoder rows carry acceptance too"
+    return "measured on a GPU with random weights; acceptance comes from the CPU runs"
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -352,7 +352,7 @@ class TargetState(KVState):
         before it is read."""
         moves = [(s, base + j) for j, s in enumerate(src) if s != base + j]
         for layer in self.cache.layers:
-            keys, values = layer.keys, layer.values  # read once: a BufferLayer makes views
+            keys, values = layer.keys, layer.values  # read once: a registered cache may make views
             for s, d in moves:
                 keys[..., d : d + 1, :] = keys[..., s : s + 1, :]
                 values[..., d : d + 1, :] = values[..., s : s + 1, :]

@@ -11,20 +11,16 @@ transformers causal LM.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 from transformers import AttentionInterface, AttentionMaskInterface
-from transformers.cache_utils import DynamicCache, DynamicLayer
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import sdpa_mask
 from transformers.models.llama.modeling_llama import LlamaDecoderLayer
 
 __all__ = [
-    "BUFFERED_CACHE",
-    "BufferCache",
-    "BufferLayer",
     "CACHE_KW",
     "DECODE_ATTENTION",
     "DECODE_QUERIES",
@@ -41,6 +37,7 @@ __all__ = [
     "model_device",
     "model_forward",
     "new_cache",
+    "register_cache",
     "output_cache",
     "synchronize",
     "use_decode_attention",
@@ -195,136 +192,23 @@ def use_decode_attention(model: torch.nn.Module, on: bool = True) -> int:
     return n
 
 
-class BufferLayer(DynamicLayer):
-    """A transformers cache layer whose keys and values live in buffers with room to spare
-    (``[B, H_kv, capacity, D]``, the capacity doubling when a pass needs more): a pass writes its
-    new entries in place, where :class:`~transformers.DynamicLayer` concatenates the whole cache
-    into new tensors at every pass, and a crop moves the end instead of slicing two tensors.
-
-    ``keys`` and ``values`` are views of the buffers' first :meth:`get_seq_length` entries, so
-    code that writes into them (:meth:`~specdec_lib.decoding.TargetState.keep` moving a kept
-    node's entries) writes into the cache; a tensor assigned to them (transformers' batch and
-    offloading methods) becomes the buffer. Written by hand because transformers' growing cache
-    copies and its static one (``StaticLayer``) attends over its whole preallocated length.
-    Measured with the cache lever of ``research.levers`` (at commit 5a6d19a): see
-    :data:`BUFFERED_CACHE`."""
-
-    MIN_CAPACITY = 256
-
-    def __init__(self, **kwargs: Any) -> None:
-        self._k: torch.Tensor | None = None
-        self._v: torch.Tensor | None = None
-        self._n = 0
-        super().__init__(**kwargs)
-
-    @property
-    def keys(self) -> torch.Tensor | None:
-        return None if self._k is None else self._k[..., : self._n, :]
-
-    @keys.setter
-    def keys(self, t: torch.Tensor | None) -> None:
-        self._k, self._n = _as_buffer(t)
-
-    @property
-    def values(self) -> torch.Tensor | None:
-        return None if self._v is None else self._v[..., : self._n, :]
-
-    @values.setter
-    def values(self, t: torch.Tensor | None) -> None:
-        self._v, self._n = _as_buffer(t)
-
-    def update(
-        self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        if not self.is_initialized:
-            self.lazy_initialization(key_states, value_states)
-        start, end = self._n, self._n + key_states.shape[-2]
-        if not _fits(self._k, key_states, end) or not _fits(self._v, value_states, end):
-            capacity = max(2 * end, self.MIN_CAPACITY)
-            self._k = _regrown(self._k, key_states, start, capacity)
-            self._v = _regrown(self._v, value_states, start, capacity)
-        self._k[..., start:end, :].copy_(key_states)
-        self._v[..., start:end, :].copy_(value_states)
-        self._n = end
-        return self._k[..., :end, :], self._v[..., :end, :]
-
-    def get_seq_length(self) -> int:
-        return self._n if self.is_initialized else 0
-
-    def reset(self) -> None:
-        """Empty, the buffers dropped (as transformers 5.2x's ``DynamicLayer.reset``; earlier
-        releases zero the tensors and keep their length)."""
-        self._k = self._v = None
-        self._n = 0
-        self.is_initialized = False
-
-    def crop(self, tokens_to_remove: int) -> None:
-        """Drop the last ``-tokens_to_remove`` entries (a count of 0 or less, as transformers'
-        ``DynamicLayer.crop`` takes it): the buffers keep their memory."""
-        if tokens_to_remove > 0:
-            raise ValueError(
-                f"tokens_to_remove must be 0 or negative (entries to drop), got {tokens_to_remove}"
-            )
-        self._n = max(0, self._n + tokens_to_remove)
+# How KVState holds a model's KV cache: as the model makes it (transformers' DynamicCache, at its
+# first pass), unless a backend registered a cache with the same contents that costs less
+# (register_cache; specdec_lib.research.speed registers its buffers, which a pass writes into).
+_CACHE: Callable[[], Any] | None = None
 
 
-def _as_buffer(t: torch.Tensor | None) -> tuple[torch.Tensor | None, int]:
-    """A tensor assigned to a :class:`BufferLayer`'s keys or values, as its buffer and length
-    (an empty or 1-D placeholder, as ``lazy_initialization`` assigns, holds nothing)."""
-    if t is None or t.dim() < 2 or t.numel() == 0:
-        return None, 0
-    return t, t.shape[-2]
-
-
-def _fits(buffer: torch.Tensor | None, new: torch.Tensor, end: int) -> bool:
-    """Can ``buffer`` take entries like ``new`` up to position ``end``?"""
-    return (
-        buffer is not None
-        and buffer.shape[-2] >= end
-        and buffer.shape[:-2] == new.shape[:-2]
-        and buffer.shape[-1] == new.shape[-1]
-        and buffer.dtype == new.dtype
-        and buffer.device == new.device
-    )
-
-
-def _regrown(
-    buffer: torch.Tensor | None, new: torch.Tensor, held: int, capacity: int
-) -> torch.Tensor:
-    """A buffer of ``capacity`` entries shaped like ``new``, holding ``buffer``'s first ``held``."""
-    out = new.new_empty((*new.shape[:-2], capacity, new.shape[-1]))
-    if held:
-        out[..., :held, :].copy_(buffer[..., :held, :])
-    return out
-
-
-class BufferCache(DynamicCache):
-    """transformers' ``DynamicCache`` made of :class:`BufferLayer` s, one per decoder layer."""
-
-    def __init__(self) -> None:
-        super(DynamicCache, self).__init__(layer_class_to_replicate=BufferLayer)
-
-
-# Whether KVState keeps its cache in a BufferCache (else transformers' DynamicCache); both sides
-# of every comparison read it. The cache lever of research.levers (at commit 5a6d19a) timed the
-# default tree's passes and
-# each K's host work with each, at contexts of 64, 300 and 1000 tokens. Measured on an AMD EPYC
-# (Zen 4, 2 cores), a pass with the buffers over one with DynamicCache:
-# - bfloat16: 0.99-1.02 at 64 tokens, 0.96-0.99 at 300, 0.93-0.97 at 1000;
-# - float32: 0.94-1.00 at 64, 0.97-1.01 at 300, 1.01-1.05 at 1000 (1.02-1.08 with the kernels
-#   limited to AVX2, where the passes over several tokens read the keys and values straight from
-#   memory instead of from the copy the concatenation has just made);
-# - the host's work per step 0.13 ms less (the median over K, contexts and dtypes: the crop).
-# In decoding at a benchmark's contexts (about 40-100 tokens; --lever cache-decoding, bench's
-# defaults, each cache with its own baseline) the two were within 2% on both sides.
-BUFFERED_CACHE = True
+def register_cache(factory: Callable[[], Any] | None) -> None:
+    """Make ``factory()`` the empty KV cache every :class:`KVState` starts from (``None``: the
+    model's own). Both sides of every comparison read it."""
+    global _CACHE
+    _CACHE = factory
 
 
 def new_cache() -> Any:
-    """An empty KV cache for :class:`KVState`: a :class:`BufferCache` where
-    :data:`BUFFERED_CACHE` says so, else ``None`` (the model then makes its own
-    ``DynamicCache`` at its first pass)."""
-    return BufferCache() if BUFFERED_CACHE else None
+    """An empty KV cache for :class:`KVState`: the registered one's, else ``None`` (the model then
+    makes its own ``DynamicCache`` at its first pass)."""
+    return _CACHE() if _CACHE is not None else None
 
 
 class KVState:

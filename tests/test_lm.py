@@ -206,7 +206,7 @@ def test_a_buffer_cache_holds_what_a_dynamic_cache_holds(tiny_pair, monkeypatch)
     transformers' concatenating cache; writes into the views land in the cache."""
     from transformers import DynamicCache
 
-    from specdec_lib.lm import BufferCache, BufferLayer
+    from specdec_lib.research.speed.cache import BufferCache, BufferLayer
 
     monkeypatch.setattr(BufferLayer, "MIN_CAPACITY", 4)
     gen = torch.Generator().manual_seed(0)
@@ -241,10 +241,13 @@ def test_decoders_run_with_either_cache(tiny_pair, monkeypatch):
     from specdec_lib import lm
     from specdec_lib.decoding import AutoregressiveDecoder, SpeculativeDecoder
 
+    from specdec_lib.research.speed.cache import BufferCache
+
+    assert isinstance(lm.new_cache(), BufferCache)  # the speed wing registers it on import
     ids = torch.tensor([0, 5, 9, 3])
     got = {}
     for buffered in (True, False):
-        monkeypatch.setattr(lm, "BUFFERED_CACHE", buffered)
+        monkeypatch.setattr(lm, "_CACHE", BufferCache if buffered else None)
         ar = AutoregressiveDecoder(tiny_pair.target, temperature=1.0).generate_ids(ids, 20, seed=1)
         spec = SpeculativeDecoder(
             tiny_pair.draft, tiny_pair.target, K=3, tree=(3, 2), temperature=1.0

@@ -1,18 +1,22 @@
 """What makes a pass fast on one kind of CPU, kept out of the core: the library's own bfloat16
-product (:mod:`.kernels`, built from ``csrc/`` at first use), and ``bench``'s start-up choice of
-the dtype and weight layout a run decodes in (:mod:`.choose`).
+product (:mod:`.kernels`, built from ``csrc/`` at first use), the KV cache in buffers written in
+place (:mod:`.cache`), and ``bench``'s start-up choice of the dtype and weight layout a run
+decodes in (:mod:`.choose`).
 
-It plugs into the core through one interface, :func:`specdec_lib.models.register_packing`:
-importing this package registers the packing ``"library"`` (``load_pair(pack="library")``,
-``bench --pack library``), and ``bench``'s start-up timing of dtypes and weight layouts times it
-beside the core's own where it can run. The command line imports it; the core never does.
+It plugs into the core through its registries: importing this package registers the packing
+``"library"`` (:func:`specdec_lib.models.register_packing`; ``load_pair(pack="library")``,
+``bench --pack library``), which ``bench``'s start-up timing of dtypes and weight layouts times
+beside the core's own where it can run, and the buffers as every ``KVState``'s cache
+(:func:`specdec_lib.lm.register_cache`). The command line imports it; the core never does.
 """
 
 from __future__ import annotations
 
 import torch
 
+from ...lm import register_cache
 from ...models import Packing, register_packing
+from .cache import BufferCache
 from .choose import choose, choose_setting
 from .kernels import Bf16Linear, pack_bf16, unavailable
 
@@ -22,3 +26,4 @@ register_packing(
     "library",
     Packing(pack=pack_bf16, layer=Bf16Linear, dtype=torch.bfloat16, unavailable=unavailable),
 )
+register_cache(BufferCache)

@@ -17,9 +17,9 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from .bench import BenchSettings, run_benchmark
 from .bench.analysis import DISTURBED_PACE, disturbed_cells
-from .bench.settings import baseline_note
+from .bench.run import run_benchmark
+from .bench.settings import BenchSettings, baseline_note
 from .config import RESULTS_DIR
 from .models import ModelUnavailableError
 from .research import commands as research_commands

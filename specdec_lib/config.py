@@ -28,6 +28,8 @@ __all__ = [
     "REMEASURE",
     "REPO_ROOT",
     "RESULTS_DIR",
+    "stopped_rates_path",
+    "tree_rates_path",
     "quick",
     "remeasure",
 ]
@@ -58,3 +60,16 @@ DEFAULT_PROMPTS = DATA_DIR / "prompts.json"
 DEFAULT_HEAD = DATA_DIR / "drafter" / "feature_head.safetensors"
 QUICK = quick()
 REMEASURE = remeasure()
+
+
+def tree_rates_path(head: str | Path | None = None) -> Path:
+    """Where a head's tree rates are committed: beside its weights, ``<head>.tree_rates.json``
+    (the record of ``eval-drafter --tree 8 8``)."""
+    return Path(head if head is not None else DEFAULT_HEAD).with_suffix(".tree_rates.json")
+
+
+def stopped_rates_path(head: str | Path | None = None) -> Path:
+    """Where a head's rates with its draft stopped by confidence are committed: beside its
+    weights, ``<head>.stopped_rates.json`` (the record of ``eval-drafter --tree 8 8
+    --threshold T``)."""
+    return Path(head if head is not None else DEFAULT_HEAD).with_suffix(".stopped_rates.json")

@@ -24,7 +24,8 @@ from typing import Any, NamedTuple
 import torch
 
 from .checks import non_negative_int, positive_int
-from .drafters.base import Drafter, as_drafter
+from .drafters.base import Drafter
+from .drafters.model import as_drafter
 from .lm import (
     KVState,
     cache_kwargs,

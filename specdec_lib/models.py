@@ -38,7 +38,10 @@ import torch
 
 from .checks import one_of, positive_int
 from .config import DEFAULT_HEAD, MODEL_CACHE
-from .drafters import NgramDrafter, drafter_for, load_head, quantize_int8
+from .drafters.feature import drafter_for
+from .drafters.heads import load_head
+from .drafters.int8 import quantize_int8
+from .drafters.ngram import NgramDrafter
 from .lm import (
     DECODE_ATTENTION,
     PackedLinear,

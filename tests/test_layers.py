@@ -183,3 +183,28 @@ def test_the_diagram_check_can_fail():
     assert readme_layers(text) == ({"b": 2, "c": 1 + 1, "a": 1}, {"w"})
     with pytest.raises(AssertionError, match="two floors"):
         readme_layers(text.replace("a.py", "a.py  b.py"))
+
+
+def test_the_cores_longest_import_chain_is_at_most_seven_modules():
+    """Reading the core is following at most seven modules down from any of them: every core
+    module, the command line included, and the packages' ``__init__``, by their written imports."""
+    files = _core_files() + [LIB / name for name in MAY_IMPORT_WINGS]
+
+    def name(f: Path) -> str:
+        parts = ["specdec_lib", *f.relative_to(LIB).with_suffix("").parts]
+        return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+    modules = {name(f): f for f in files}
+    deps = {
+        m: {d for d in imported_modules(f) if d in modules and d != m} for m, f in modules.items()
+    }
+    chains: dict[str, tuple[str, ...]] = {}
+
+    def longest(m: str) -> tuple[str, ...]:
+        if m not in chains:
+            below = [longest(d) for d in sorted(deps[m])]
+            chains[m] = (m, *max(below, key=len, default=()))
+        return chains[m]
+
+    worst = max((longest(m) for m in modules), key=len)
+    assert len(worst) <= 7, " -> ".join(worst)

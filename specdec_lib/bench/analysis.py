@@ -28,7 +28,7 @@ from ..costs import (
     step_cost,
 )
 from ..results import check_same_machine, read_json
-from .settings import METHODS
+from .methods import METHODS
 
 __all__ = [
     "DISTURBED_PACE",

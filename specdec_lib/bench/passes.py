@@ -16,7 +16,7 @@ import torch
 
 from ..checks import positive_int
 from ..decoding import AutoregressiveDecoder, SpeculativeDecoder, TargetState
-from ..drafters import as_drafter
+from ..drafters.model import as_drafter
 from ..lm import model_forward, synchronize
 from ..models import ModelPair
 from ..sampling import Warp

@@ -25,7 +25,7 @@ import torch
 
 from ..costs import drafted_parents, drafted_tokens
 from ..decoding import AutoregressiveDecoder, SpeculativeDecoder
-from ..drafters import DynamicK
+from ..drafters.dynamic import DynamicK
 from ..lm import synchronize
 from ..models import ModelPair, load_pair
 from ..results import atomic_write_json, load_prompts, provenance, read_json

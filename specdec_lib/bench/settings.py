@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from ..checks import one_of, positive_int, probability
-from ..config import DEFAULT_PROMPTS
+from ..config import DEFAULT_PROMPTS, tree_rates_path
 from ..costs import as_tree
 from ..models import (
     DRAFTS,
@@ -32,7 +32,7 @@ from ..models import (
 from ..results import repo_relative
 from ..sampling import Warp
 from ..settings import setting
-from .tuning import tree_rates_path
+from .methods import DEFAULT_METHODS, METHODS
 
 __all__ = [
     "DEFAULT_METHODS",
@@ -51,8 +51,6 @@ __all__ = [
     "settings_record",
 ]
 
-METHODS = ("autoregressive", "speculative", "hf_assisted", "hf_autoregressive")
-DEFAULT_METHODS = METHODS
 SCHEDULES = ("fixed", "heuristic", "threshold")
 DTYPES = ("float32", "bfloat16", "float16")
 COST_TIMINGS = ("spread", "start")

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..config import DEFAULT_HEAD
+from ..config import stopped_rates_path, tree_rates_path
 from ..costs import best_chain_tree, monotone_costs
 from ..models import ModelPair
 from ..results import read_json, repo_relative
@@ -33,19 +33,6 @@ __all__ = [
 # A tuned step drafts at most this many alternatives beside its chain of K tokens: the pass costs
 # are timed up to K + MAX_ALTERNATIVES + 1 tokens, and wider trees are not ranked.
 MAX_ALTERNATIVES = 7
-
-
-def tree_rates_path(head: str | Path | None = None) -> Path:
-    """Where a head's tree rates are committed: beside its weights, ``<head>.tree_rates.json``
-    (the record of ``eval-drafter --tree 8 8``)."""
-    return Path(head if head is not None else DEFAULT_HEAD).with_suffix(".tree_rates.json")
-
-
-def stopped_rates_path(head: str | Path | None = None) -> Path:
-    """Where a head's rates with its draft stopped by confidence are committed: beside its
-    weights, ``<head>.stopped_rates.json`` (the record of ``eval-drafter --tree 8 8
-    --threshold T``)."""
-    return Path(head if head is not None else DEFAULT_HEAD).with_suffix(".stopped_rates.json")
 
 
 def pass_tokens(K_max: int) -> int:

@@ -6,11 +6,12 @@
 :mod:`~.feature` the head as a drafter, :mod:`~.int8` int8 weights for a loaded draft.
 """
 
-from .base import BaseDrafter, Drafter, ModelDrafter, as_drafter
+from .base import BaseDrafter, Drafter
 from .dynamic import DynamicK
 from .feature import FeatureDrafter, drafter_for
 from .heads import FeatureHead, LayerDraft, load_head, save_head
 from .int8 import quantize_int8
+from .model import ModelDrafter, as_drafter
 from .ngram import NgramDrafter
 
 __all__ = [

@@ -1,6 +1,6 @@
 """The :class:`Drafter` protocol: everything :class:`~specdec_lib.decoding.SpeculativeDecoder` asks
-of a draft. :class:`BaseDrafter` supplies its defaults; :class:`ModelDrafter` drafts with any causal
-LM over the target's vocabulary; :func:`as_drafter` wraps a model where a drafter is expected.
+of a draft, and :class:`BaseDrafter`, its defaults (a draft by a second model:
+:mod:`~specdec_lib.drafters.model`).
 """
 
 from __future__ import annotations
@@ -9,10 +9,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
-from ..lm import KVState, model_device, vocab_size
-from ..sampling import Warp, sample
-
-__all__ = ["BaseDrafter", "Drafter", "ModelDrafter", "as_drafter"]
+__all__ = ["BaseDrafter", "Drafter"]
 
 
 @runtime_checkable
@@ -23,7 +20,7 @@ class Drafter(Protocol):
     ``propose(ids, k, warp, generator)`` gets the whole sequence so far (``[L]``, on the target's
     device) and returns up to ``k`` draft tokens ``[k']`` (``k' <= k``: a drafter may stop early,
     or return none) with the distributions they were sampled from ``[k', V]`` (on ``support``
-    where the drafter names one, below; warped by ``warp``; a deterministic drafter returns
+    where the drafter names one, below; warped by ``warp``, a :class:`~specdec_lib.sampling.Warp`; a deterministic drafter returns
     one-hot rows). Whether to go on drafting may depend
     on the drafts so far (a stopping time): the output law is still exactly the target's. (A
     drafter whose ``propose`` also takes ``threshold=`` can stop after a draft ``x`` of
@@ -54,7 +51,7 @@ class Drafter(Protocol):
     def reset(self) -> None: ...
 
     def propose(
-        self, ids: torch.Tensor, k: int, warp: Warp, generator: torch.Generator | None
+        self, ids: torch.Tensor, k: int, warp: Any, generator: torch.Generator | None
     ) -> tuple[torch.Tensor, torch.Tensor]: ...
 
     def rollback(self, n_valid: int) -> None: ...
@@ -76,7 +73,7 @@ class BaseDrafter:
         pass
 
     def propose(
-        self, ids: torch.Tensor, k: int, warp: Warp, generator: torch.Generator | None
+        self, ids: torch.Tensor, k: int, warp: Any, generator: torch.Generator | None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         raise NotImplementedError
 
@@ -85,65 +82,3 @@ class BaseDrafter:
 
     def observe(self, start: int, features: torch.Tensor) -> None:
         raise ValueError(f"{type(self).__name__} reads no target features (feature_layers is None)")
-
-
-class ModelDrafter(BaseDrafter):
-    """Drafts with any causal LM over the target's vocabulary, keeping its own KV cache."""
-
-    def __init__(self, model: Any, *, use_cache: bool = True) -> None:
-        self.model = model
-        self.use_cache = use_cache
-        self.vocab_size = vocab_size(model)
-        self._state = KVState(model, use_cache)
-
-    @property
-    def device(self) -> torch.device | None:
-        return model_device(self.model)
-
-    def reset(self) -> None:
-        self._state = KVState(self.model, self.use_cache)
-
-    def propose(
-        self,
-        ids: torch.Tensor,
-        k: int,
-        warp: Warp,
-        generator: torch.Generator | None,
-        threshold: float | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Up to ``k`` drafts; with a ``threshold``, stop after a draft ``x`` whose confidence
-        (:meth:`~specdec_lib.sampling.Warp.confidence`) is below it (a stopping time: the output
-        law stays exact)."""
-        if k < 1:
-            return ids.new_empty(0), torch.empty(0, self.vocab_size or 0, device=ids.device)
-        tokens, probs, scores = [], [], []
-        seq = ids
-        for i in range(k):
-            logits = self._state.forward(seq, 1)[-1]
-            scores.append(logits)
-            q = warp.probs(logits)
-            x = sample(q, generator)
-            tokens.append(x)
-            probs.append(q)
-            # Decided on the drafts so far only (a stopping time), so the output law stays exact.
-            if threshold is not None and warp.confidence(logits, q, x) < threshold:
-                break
-            if i + 1 < k:  # the last draft token is fed at the next step, if it survives
-                seq = torch.cat([seq, x.view(1)])
-        self.draft_scores = torch.stack(scores)
-        return torch.stack(tokens), torch.stack(probs)
-
-    def rollback(self, n_valid: int) -> None:
-        self._state.rollback(n_valid)
-
-
-def as_drafter(draft: Any, use_cache: bool = True) -> Drafter:
-    """``draft`` as a :class:`Drafter`: a causal LM is wrapped in :class:`ModelDrafter`."""
-    if isinstance(draft, torch.nn.Module):
-        return ModelDrafter(draft, use_cache=use_cache)
-    if isinstance(draft, Drafter):
-        return draft
-    raise ValueError(
-        "draft must be a causal LM (torch.nn.Module returning .logits) or a Drafter (subclass "
-        f"specdec_lib.drafters.BaseDrafter and write propose), got {type(draft).__name__}"
-    )

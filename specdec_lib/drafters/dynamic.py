@@ -17,7 +17,8 @@ import torch
 
 from ..checks import one_of, positive_int, probability
 from ..sampling import Warp
-from .base import BaseDrafter, Drafter, as_drafter
+from .base import BaseDrafter, Drafter
+from .model import as_drafter
 
 __all__ = ["SCHEDULES", "DynamicK"]
 

@@ -13,16 +13,16 @@ from torch import nn
 from ..lm import model_device
 from ..sampling import Warp, sample
 from .base import BaseDrafter, Drafter
-from .heads import FeatureHead
 
 __all__ = ["FeatureDrafter", "drafter_for"]
 
 
 def drafter_for(head: nn.Module) -> Drafter | nn.Module:
-    """The Drafter for a loaded draft: a :class:`FeatureDrafter` for a head, the model itself
-    (driven by :class:`~specdec_lib.drafters.ModelDrafter`) for a
-    :class:`~specdec_lib.drafters.heads.LayerDraft`."""
-    return FeatureDrafter(head) if isinstance(head, FeatureHead) else head
+    """The Drafter for a loaded draft: a :class:`FeatureDrafter` for a head that reads the
+    target's features (a :class:`~specdec_lib.drafters.heads.FeatureHead`, which names its
+    ``feature_layers``), the model itself (driven by :class:`~specdec_lib.drafters.ModelDrafter`)
+    for a :class:`~specdec_lib.drafters.heads.LayerDraft`."""
+    return FeatureDrafter(head) if hasattr(head, "feature_layers") else head
 
 
 class FeatureDrafter(BaseDrafter):
@@ -34,7 +34,7 @@ class FeatureDrafter(BaseDrafter):
     positions built from true target features and drops its drafted positions after each proposal.
     """
 
-    def __init__(self, head: FeatureHead) -> None:
+    def __init__(self, head: nn.Module) -> None:
         self.head = head
         self.feature_layers = head.feature_layers
         self.vocab_size = head.target.config.vocab_size

@@ -24,8 +24,6 @@ __all__ = [
     "DEFAULT_PROMPTS",
     "FIGURES_DIR",
     "MODEL_CACHE",
-    "QUICK",
-    "REMEASURE",
     "REPO_ROOT",
     "RESULTS_DIR",
     "stopped_rates_path",
@@ -58,8 +56,6 @@ CACHE_DIR = Path(os.environ.get("SPECDEC_CACHE", ".cache/specdec"))
 MODEL_CACHE = Path(os.environ.get("SPECDEC_MODEL_CACHE", REPO_ROOT / ".cache" / "models"))
 DEFAULT_PROMPTS = DATA_DIR / "prompts.json"
 DEFAULT_HEAD = DATA_DIR / "drafter" / "feature_head.safetensors"
-QUICK = quick()
-REMEASURE = remeasure()
 
 
 def tree_rates_path(head: str | Path | None = None) -> Path:

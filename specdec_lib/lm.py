@@ -102,14 +102,10 @@ def model_forward(
 
 
 # The passes (new tokens over the cached ones) that decode_attention computes itself, by dtype;
-# the others go to sdpa. The attention lever of research.levers (at commit 5a6d19a) timed both at
-# 1..16 queries, in each dtype, at contexts of 64, 300 and 1000 tokens. Measured on an AMD EPYC (Zen 4, 2 cores):
-# - bfloat16: one query (the baseline's pass and a draft step), 0.77-1.0 of sdpa's pass, most
-#   saved at the longest context; over more queries sdpa's kernel was as fast (0.92-1.07).
-# - float32: two queries and more (a tree's pass, a chain's over the cache: under a mask sdpa copies
-#   the keys and values once per query head), 0.88-0.97 of sdpa's pass with the CPU's own kernels
-#   and 0.83-1.03 with them limited to AVX2 (0.83-0.90 at 1000 tokens); one query is sdpa's, whose
-#   unmasked call reads the shared keys in place (the products took 0.98-1.06 of it).
+# the others go to sdpa. Timed side by side on a Zen 4 EPYC (the attention lever of
+# research.levers, at commit 5a6d19a): in bfloat16 one query took 0.77-1.0 of sdpa's pass, more
+# queries as long; in float32 two queries and more (under a mask sdpa copies the keys and values
+# once per query head) 0.83-0.97, one query as long.
 DECODE_ATTENTION = "specdec_decode"
 DECODE_QUERIES: dict[torch.dtype, range] = {torch.float32: range(2, 17)}
 

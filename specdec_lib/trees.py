@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .checks import non_negative_int, positive_int
+from .checks import positive_int
 from .sampling import (
     NAN_MESSAGE,
     Correction,
@@ -61,7 +61,6 @@ __all__ = [
     "is_chain",
     "tree_depths",
     "tree_shape",
-    "more_candidates",
     "prepare_walk",
     "SupportWalk",
     "stage_accept",
@@ -72,31 +71,6 @@ __all__ = [
 ]
 
 
-def more_candidates(
-    q: torch.Tensor,
-    first: torch.Tensor,
-    n_more: int,
-    generator: torch.Generator | None = None,
-    support: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Up to ``n_more`` more candidates after ``first``, drawn from ``q`` (``[V]``) without
-    replacement (``n_more = width - 1``).
-
-    Each is drawn from ``q`` with ``first`` and the earlier candidates removed, renormalised
-    (:func:`draw_alternatives`). With a ``support`` (the sorted token ids outside which ``q`` is
-    0, a drafter's ``support``), ``q`` is ``[|support|]``, the law on it, and the draws run over
-    those tokens only: the same law, at a fraction of the cost.
-
-    Returns ``(tokens [n], laws [n, V])`` with ``n <= n_more``: ``laws[j]`` is ``q`` with ``first`` and
-    the earlier candidates removed, renormalised (the law ``tokens[j]`` was drawn from); with a
-    ``support``, ``laws`` is ``[n, |support|]``, the laws on it. Stops early when no mass is left
-    (a one-hot ``q`` gives none).
-    """
-    non_negative_int(n_more, "n_more", "alternatives after the first candidate")
-    tokens, laws, _ = draw_alternatives(q.view(1, -1), first.view(1), [n_more], generator, support)
-    return tokens, laws
-
-
 def draw_alternatives(
     q: torch.Tensor,
     first: torch.Tensor,
@@ -104,8 +78,10 @@ def draw_alternatives(
     generator: torch.Generator | None = None,
     support: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
-    """:func:`more_candidates` for every row of ``q`` ``[R, m]`` at once (``m``: ``V``, or
-    ``|support|``, the laws on it): up to ``n_more[r]`` candidates after ``first[r]``. Returns
+    """Candidates drawn without replacement after ``first``, for every row of ``q`` ``[R, m]`` at
+    once (``m``: ``V``, or ``|support|``, the laws on it): up to ``n_more[r]`` candidates after
+    ``first[r]``, each from its row with ``first[r]`` and the earlier ones removed, renormalised;
+    fewer where no mass is left (a one-hot row gives none). Returns
     ``(tokens [n], laws [n, m], counts [R])``, row 0's candidates first.
 
     Each candidate is one draw by inverse CDF on its row's float64 cumulative sum, as
@@ -325,7 +301,7 @@ def chain_tree(
     """The draft tree along a chain: the chain ``d_tokens`` ``[k]`` (drawn from ``d_probs``
     ``[k, V]``, node ``i`` the child of node ``i - 1``) and, beside its token at depth ``d + 1``,
     up to ``widths[d] - 1`` alternatives, siblings drawn from ``d_probs[d]`` without replacement
-    (:func:`more_candidates`); depths past ``len(widths)`` get none. With a ``support`` (the
+    (:func:`draw_alternatives`); depths past ``len(widths)`` get none. With a ``support`` (the
     draft's: ``q`` is 0 outside it), ``d_probs`` (and ``scores``) are ``[k, |support|]``, the
     draft's rows on it, the alternatives are found there, and ``laws`` are the laws on it,
     ``[N, |support|]``, for :func:`verify_tree` with that ``support``.

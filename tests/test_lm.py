@@ -240,7 +240,6 @@ def test_a_buffer_cache_holds_what_a_dynamic_cache_holds(tiny_pair, monkeypatch)
 def test_decoders_run_with_either_cache(tiny_pair, monkeypatch):
     from specdec_lib import lm
     from specdec_lib.decoding import AutoregressiveDecoder, SpeculativeDecoder
-
     from specdec_lib.research.speed.cache import BufferCache
 
     assert isinstance(lm.new_cache(), BufferCache)  # the speed wing registers it on import

@@ -20,11 +20,18 @@ from specdec_lib.trees import (
     best_alternatives,
     candidate_stage,
     chain_tree,
-    more_candidates,
+    draw_alternatives,
     support_stage,
     tree_shape,
     verify_tree,
 )
+
+
+def more_candidates(q, first, n_more, generator=None, support=None):
+    """Up to ``n_more`` more candidates after ``first`` for one row ``q``: the tokens and the
+    laws they were drawn from (:func:`draw_alternatives` on one row)."""
+    tokens, laws, _ = draw_alternatives(q.view(1, -1), first.view(1), [n_more], generator, support)
+    return tokens, laws
 
 
 def _width_law(p, q, width, correction=residual_correction):

@@ -270,10 +270,8 @@ def model_costs(result: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 # A cell is disturbed when it ran at more than this many times the run's median pace
-# (:func:`cell_paces`). Over the 2,880 cells of the machine checks stored on the Zen 4 and Zen 5
-# EPYCs, 98% ran within 0.88-1.34 of their run's median pace and four at 1.50-1.91; the two
-# cells of one prompt that a transient of the machine slowed 2.6-3.3x in every part, their
-# prompt's pass included, ran at 2.57 and 2.69.
+# (:func:`cell_paces`): on 2-core EPYCs 98% of cells ran within 0.88-1.34 of their run's median
+# pace, and the cells a transient of the machine slowed ran at 2.6 and more.
 DISTURBED_PACE = 1.5
 
 

@@ -28,7 +28,6 @@ unit is the baseline's token, a one-token pass and its draw (:func:`base_cost`);
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -40,7 +39,6 @@ from .trees import check_widths
 __all__ = [
     "as_tree",
     "base_cost",
-    "best_chain_tree",
     "chain_tokens_per_step",
     "draft_cost",
     "drafted_parents",
@@ -48,7 +46,6 @@ __all__ = [
     "drafted_widths",
     "expected_tokens_per_step",
     "host_cost",
-    "monotone_costs",
     "optimal_K",
     "predicted_from_costs",
     "predicted_cell_speedup",
@@ -429,72 +426,3 @@ def predicted_cell_speedup(
         spent[r] = cost + sum(law[j] * spent[r - j] for j in range(1, k + 2))
     prefill = prefill_s / base_cost(costs)
     return float((prefill + n_tokens - 1) / (prefill + spent[n_tokens - 1]))
-
-
-def best_chain_tree(
-    rates: dict[str, Any],
-    K: int,
-    costs: dict[str, Any],
-    widths: Sequence[int] | None = None,
-    *,
-    max_drafted: int | None = None,
-) -> dict[str, Any]:
-    """The draft tree along the chain of depth ``K`` that the cost model ranks fastest: of every
-    shape with at most ``widths[d]`` candidates at depth ``d + 1`` (the widths the ``rates`` were
-    measured at; default: their ``widths``, else every width they cover; one candidate past
-    them), the one with the highest predicted speedup (:func:`predicted_tree_speedup`) whose pass
-    ``costs`` cover (and that drafts at most ``max_drafted`` tokens), the fewer drafted tokens on
-    a tie. Returns ``tree`` (trailing single
-    candidates dropped), ``drafted``, ``tokens_per_step``, ``step_cost`` and
-    ``predicted_speedup``.
-
-    ``K`` is fixed: the speedup of the shapes at one draft length is compared, as a benchmark
-    that runs a grid of ``K`` compares them. Rates of a draft that stops by confidence (with
-    ``stop`` hazards, :func:`stopped_step_law`) rank the shapes around the drafts it makes, up to
-    ``K`` (:func:`stopped_prediction`)."""
-    K = positive_int(K, "K", "draft tokens per step")
-    predict = stopped_prediction if "stop" in rates else tree_prediction
-    chain = rates["go"] if "stop" in rates else rates
-    if widths is None:
-        widths = rates.get("widths") or [np.asarray(chain["gamma"]).shape[1]] * len(chain["beta"])
-    if len(chain["beta"]) < K:
-        raise ValueError(f"rates cover {len(chain['beta'])} depths, K = {K} needs {K}")
-    cap = len(costs["t_target_s"]) - 1
-    if max_drafted is not None:
-        cap = min(cap, positive_int(max_drafted, "max_drafted", "draft tokens in a pass"))
-    options = [range(1, int(w) + 1) for w in list(widths)[:K]]
-    best = None
-    for shape in itertools.product(*options):
-        n = drafted_tokens(K, shape)
-        if n > cap:
-            continue
-        E, cost = predict(rates, K, shape, costs)
-        key = (E / cost, -n)
-        if best is None or key > best[0]:
-            best = (key, shape, n, E, cost)
-    if best is None:
-        raise ValueError(
-            f"costs: t_target_s covers no step of K = {K} within {cap} drafted tokens (the "
-            f"chain needs {K + 1} tokens in a pass)"
-        )
-    _, shape, n, E, cost = best
-    shape = list(shape)
-    while len(shape) > 1 and shape[-1] == 1:
-        shape.pop()
-    return {
-        "tree": shape,
-        "drafted": n,
-        "tokens_per_step": E,
-        "step_cost": cost,
-        "predicted_speedup": E / cost,
-    }
-
-
-def monotone_costs(costs: dict[str, Any]) -> dict[str, Any]:
-    """``costs`` with ``t_target`` made non-decreasing in the tokens of the pass, by least squares
-    (scipy's isotonic regression): a pass over more tokens never costs less, so a dip between
-    neighbouring sizes is timing noise, which a maximum over tree sizes would otherwise chase."""
-    from scipy.optimize import isotonic_regression
-
-    t = np.asarray(costs["t_target_s"], dtype=float)
-    return {**costs, "t_target_s": isotonic_regression(t).x.tolist()}

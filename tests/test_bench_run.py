@@ -468,7 +468,7 @@ def test_a_tuned_run_runs_each_K_with_the_tree_chosen_for_it(
     tmp_path, prompts_file, tiny_pair, random_head, monkeypatch
 ):
     from specdec_lib.bench import settings as bench_settings
-    from specdec_lib.bench import tuning
+    from specdec_lib.research.speed import tuning
 
     monkeypatch.setattr(bench_settings, "TRAINED_DRAFTS", ("model",))  # the tiny pair's head
     pair = dataclasses.replace(

@@ -120,7 +120,7 @@ def test_defaults_come_from_the_default_preset(monkeypatch):
 
 
 def test_a_head_without_committed_tree_rates_runs_the_presets_fixed_tree(monkeypatch, tmp_path):
-    from specdec_lib.bench.tuning import tree_rates_path
+    from specdec_lib.config import tree_rates_path
 
     chosen = chose("bfloat16")
     head = tmp_path / "head.safetensors"
@@ -234,3 +234,11 @@ def test_a_tuned_tree_replaces_the_fixed_shape():
         BenchSettings(tune_tree=True, width=2, dtype="float32").validate()
     with pytest.raises(ValueError, match="tune_tree: .*draft='ngram'"):
         BenchSettings(tune_tree=True, draft="ngram", dtype="float32").validate()
+
+
+def test_a_tuned_tree_needs_the_tuning_the_speed_wing_registers(monkeypatch):
+    monkeypatch.setattr(settings, "_TREE_TUNER", None)
+    with pytest.raises(ValueError, match="specdec_lib.research.speed"):
+        BenchSettings(tune_tree=True, dtype="float32").validate()
+    s = BenchSettings(dtype="float32").validate()  # the preset's tuning is not here: its tree
+    assert (s.tune_tree, s.tree) == (False, [4, 3])

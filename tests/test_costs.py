@@ -9,14 +9,12 @@ import torch
 
 from specdec_lib.costs import (
     as_tree,
-    best_chain_tree,
     chain_tokens_per_step,
     draft_cost,
     drafted_parents,
     drafted_tokens,
     drafted_widths,
     expected_tokens_per_step,
-    monotone_costs,
     optimal_K,
     predicted_from_costs,
     predicted_speedup,
@@ -27,6 +25,7 @@ from specdec_lib.costs import (
     tree_tokens_per_step,
     walltime_speedup,
 )
+from specdec_lib.research.speed.tuning import best_chain_tree, monotone_costs
 from specdec_lib.sampling import verify
 from specdec_lib.trees import chain_tree, verify_tree
 
@@ -243,7 +242,7 @@ def test_best_chain_tree_refuses_what_it_cannot_rank():
 
 
 def test_tuned_trees_rank_on_monotone_costs_and_say_when_no_tree_pays():
-    from specdec_lib.bench.tuning import tuned_trees
+    from specdec_lib.research.speed.tuning import tuned_trees
 
     rates = RATES | {"widths": [4, 4, 1], "file": "f", "temperature": 1.0, "draft": "d"}
     rates |= {"head_sha256": "abc"}
@@ -453,7 +452,7 @@ def test_a_stopped_draft_tuned_without_its_stopped_rates_says_so(tmp_path):
     import json
     from types import SimpleNamespace
 
-    from specdec_lib.bench.tuning import stopped_rates_path, tree_rates_path, tune
+    from specdec_lib.research.speed.tuning import stopped_rates_path, tree_rates_path, tune
 
     head = tmp_path / "head.safetensors"
     pair = SimpleNamespace(notes={"head_sha256": "abc"}, draft_name="tiny")

@@ -33,8 +33,7 @@ from ..sampling import Warp
 from ..trees import is_chain
 from .analysis import cell_key, summarize
 from .passes import PassTimer, costs_among_cells, measure_pass_costs
-from .settings import BenchSettings, settings_record
-from .tuning import pass_tokens, tune
+from .settings import BenchSettings, settings_record, tree_tuner
 
 __all__ = ["CellRunner", "hf_generate", "run_benchmark"]
 
@@ -258,7 +257,7 @@ def _largest_pass(settings: BenchSettings) -> int:
     """The most tokens a target pass of the run checks: the largest a tuned step can make, or the
     settings' tree's at the longest ``K``."""
     if settings.tune_tree:
-        return pass_tokens(max(settings.K))
+        return tree_tuner().pass_tokens(max(settings.K))
     return max(drafted_tokens(K, settings.tree) for K in settings.K) + 1
 
 
@@ -283,7 +282,7 @@ def _start_up(
         )
         atomic_write_json(out, result)
     if settings.tune_tree and result.get("tuned_trees") is None:
-        result["tuned_trees"] = tune(pair, settings, result["costs"])
+        result["tuned_trees"] = tree_tuner().tune(pair, settings, result["costs"])
         atomic_write_json(out, result)
     return _trees(settings, result)
 

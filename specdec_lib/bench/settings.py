@@ -14,7 +14,7 @@ import dataclasses
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
@@ -141,6 +141,39 @@ def untimed_choice(device: str) -> SettingChoice:
         "no start-up timing given (the command line times one: "
         "specdec_lib.research.speed.choose_setting)",
     )
+
+
+class TreeTuner(Protocol):
+    """What chooses a tuned run's tree at each ``K`` (``bench --tune-tree``) from the pass costs it
+    times at start-up: :mod:`specdec_lib.research.speed` registers its tuning on import."""
+
+    def pass_tokens(self, K_max: int) -> int:
+        """The largest target pass a tuned run can make at draft lengths up to ``K_max``."""
+        ...
+
+    def tune(self, pair: Any, settings: Any, costs: dict[str, Any]) -> dict[str, Any]:
+        """The record of the run's tuned trees, ``by_K`` the shape of each ``K``."""
+        ...
+
+
+_TREE_TUNER: TreeTuner | None = None
+
+
+def register_tree_tuner(tuner: TreeTuner | None) -> None:
+    """Make ``tuner`` what tunes the trees of a run with ``tune_tree``."""
+    global _TREE_TUNER
+    _TREE_TUNER = tuner
+
+
+def tree_tuner() -> TreeTuner:
+    """The registered tree tuner; a ``ValueError`` naming where it comes from where there is
+    none."""
+    if _TREE_TUNER is None:
+        raise ValueError(
+            "tune_tree: a run's trees are tuned by specdec_lib.research.speed; import it (the "
+            "command line does), or give tree"
+        )
+    return _TREE_TUNER
 
 
 def _preset_drafts(preset: dict[str, Any], draft: str) -> list[str]:
@@ -352,6 +385,7 @@ class BenchSettings:
         if self.tune_tree is None:  # the preset's, where it can: a trained head with its rates
             self.tune_tree = bool(
                 preset.get("tune_tree", False)
+                and _TREE_TUNER is not None
                 and self.width is None
                 and self.tree is None
                 and self.draft in TRAINED_DRAFTS
@@ -362,6 +396,8 @@ class BenchSettings:
                 "tune_tree chooses the tree at each K: give it or tree/width, not both (got "
                 f"tree={self.tree!r}, width={self.width!r})"
             )
+        if self.tune_tree:
+            tree_tuner()  # registered, or say where it comes from
         if self.tune_tree and self.draft not in TRAINED_DRAFTS:
             raise ValueError(
                 f"tune_tree: the tree is chosen from a trained head's acceptance rates; "

@@ -23,10 +23,10 @@ from ..checks import positive_int
 from ..costs import (
     draft_cost,
     drafted_tokens,
-    monotone_costs,
     predicted_speedup,
     tree_prediction,
 )
+from .speed.tuning import monotone_costs
 
 __all__ = [
     "best_tree",

@@ -6,16 +6,20 @@ decodes in (:mod:`.choose`).
 It plugs into the core through its registries: importing this package registers the packing
 ``"library"`` (:func:`specdec_lib.models.register_packing`; ``load_pair(pack="library")``,
 ``bench --pack library``), which ``bench``'s start-up timing of dtypes and weight layouts times
-beside the core's own where it can run, and the buffers as every ``KVState``'s cache
-(:func:`specdec_lib.lm.register_cache`). The command line imports it; the core never does.
+beside the core's own where it can run, the buffers as every ``KVState``'s cache
+(:func:`specdec_lib.lm.register_cache`), and the tuning of a run's draft tree at each ``K``
+from the pass costs it times (:mod:`.tuning`; :func:`specdec_lib.bench.settings.register_tree_tuner`).
+The command line imports it; the core never does.
 """
 
 from __future__ import annotations
 
 import torch
 
+from ...bench.settings import register_tree_tuner
 from ...lm import register_cache
 from ...models import Packing, register_packing
+from . import tuning
 from .cache import BufferCache
 from .choose import choose, choose_setting
 from .kernels import Bf16Linear, pack_bf16, unavailable
@@ -27,3 +31,4 @@ register_packing(
     Packing(pack=pack_bf16, layer=Bf16Linear, dtype=torch.bfloat16, unavailable=unavailable),
 )
 register_cache(BufferCache)
+register_tree_tuner(tuning)

@@ -1,5 +1,5 @@
 """The step's shape chosen on the machine at hand (``bench --tune-tree``): at each draft length
-``K``, the draft tree the cost model ranks fastest (:func:`~specdec_lib.costs.best_chain_tree`)
+``K``, the draft tree the cost model ranks fastest (:func:`best_chain_tree`)
 from two measurements that each belong to something else: the head's acceptance of every narrower
 tree, measured once by decoding with a wide tree and committed beside the head (machine-independent
 up to rounding), and the target's pass costs, timed on this machine at the start of the run.
@@ -12,17 +12,24 @@ A fixed shape is right for one kind of machine only.
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..config import stopped_rates_path, tree_rates_path
-from ..costs import best_chain_tree, monotone_costs
-from ..models import ModelPair
-from ..results import read_json, repo_relative
+import numpy as np
+
+from ...checks import positive_int
+from ...config import stopped_rates_path, tree_rates_path
+from ...costs import drafted_tokens, stopped_prediction, tree_prediction
+from ...models import ModelPair
+from ...results import read_json, repo_relative
 
 __all__ = [
     "MAX_ALTERNATIVES",
+    "best_chain_tree",
     "head_tree_rates",
+    "monotone_costs",
     "pass_tokens",
     "stopped_rates_path",
     "tree_rates_path",
@@ -89,10 +96,10 @@ def head_tree_rates(
 
 
 def tuned_trees(rates: dict[str, Any], Ks: list[int], costs: dict[str, Any]) -> dict[str, Any]:
-    """The shape of each ``K`` in ``Ks`` (:func:`~specdec_lib.costs.best_chain_tree` at ``rates``
+    """The shape of each ``K`` in ``Ks`` (:func:`best_chain_tree` at ``rates``
     and ``costs``), with what the cost model predicts for it: the record a tuned run keeps
     (``tuned_trees``). The shapes are ranked on the pass costs made non-decreasing in the pass's
-    tokens (:func:`~specdec_lib.costs.monotone_costs`): a run's timings dip between neighbouring
+    tokens (:func:`monotone_costs`): a run's timings dip between neighbouring
     sizes by noise, and a maximum over tree sizes would chase the dips. ``pays`` says whether
     the model predicts any shape at any ``K`` to beat autoregressive decoding."""
     smooth = monotone_costs(costs)
@@ -136,3 +143,72 @@ def tune(pair: ModelPair, settings: Any, costs: dict[str, Any]) -> dict[str, Any
             f"{_rates_command(path, settings.head, settings.threshold)})"
         )
     return tuned
+
+
+def best_chain_tree(
+    rates: dict[str, Any],
+    K: int,
+    costs: dict[str, Any],
+    widths: Sequence[int] | None = None,
+    *,
+    max_drafted: int | None = None,
+) -> dict[str, Any]:
+    """The draft tree along the chain of depth ``K`` that the cost model ranks fastest: of every
+    shape with at most ``widths[d]`` candidates at depth ``d + 1`` (the widths the ``rates`` were
+    measured at; default: their ``widths``, else every width they cover; one candidate past
+    them), the one with the highest predicted speedup (:func:`~specdec_lib.costs.predicted_tree_speedup`) whose pass
+    ``costs`` cover (and that drafts at most ``max_drafted`` tokens), the fewer drafted tokens on
+    a tie. Returns ``tree`` (trailing single
+    candidates dropped), ``drafted``, ``tokens_per_step``, ``step_cost`` and
+    ``predicted_speedup``.
+
+    ``K`` is fixed: the speedup of the shapes at one draft length is compared, as a benchmark
+    that runs a grid of ``K`` compares them. Rates of a draft that stops by confidence (with
+    ``stop`` hazards, :func:`stopped_step_law`) rank the shapes around the drafts it makes, up to
+    ``K`` (:func:`~specdec_lib.costs.stopped_prediction`)."""
+    K = positive_int(K, "K", "draft tokens per step")
+    predict = stopped_prediction if "stop" in rates else tree_prediction
+    chain = rates["go"] if "stop" in rates else rates
+    if widths is None:
+        widths = rates.get("widths") or [np.asarray(chain["gamma"]).shape[1]] * len(chain["beta"])
+    if len(chain["beta"]) < K:
+        raise ValueError(f"rates cover {len(chain['beta'])} depths, K = {K} needs {K}")
+    cap = len(costs["t_target_s"]) - 1
+    if max_drafted is not None:
+        cap = min(cap, positive_int(max_drafted, "max_drafted", "draft tokens in a pass"))
+    options = [range(1, int(w) + 1) for w in list(widths)[:K]]
+    best = None
+    for shape in itertools.product(*options):
+        n = drafted_tokens(K, shape)
+        if n > cap:
+            continue
+        E, cost = predict(rates, K, shape, costs)
+        key = (E / cost, -n)
+        if best is None or key > best[0]:
+            best = (key, shape, n, E, cost)
+    if best is None:
+        raise ValueError(
+            f"costs: t_target_s covers no step of K = {K} within {cap} drafted tokens (the "
+            f"chain needs {K + 1} tokens in a pass)"
+        )
+    _, shape, n, E, cost = best
+    shape = list(shape)
+    while len(shape) > 1 and shape[-1] == 1:
+        shape.pop()
+    return {
+        "tree": shape,
+        "drafted": n,
+        "tokens_per_step": E,
+        "step_cost": cost,
+        "predicted_speedup": E / cost,
+    }
+
+
+def monotone_costs(costs: dict[str, Any]) -> dict[str, Any]:
+    """``costs`` with ``t_target`` made non-decreasing in the tokens of the pass, by least squares
+    (scipy's isotonic regression): a pass over more tokens never costs less, so a dip between
+    neighbouring sizes is timing noise, which a maximum over tree sizes would otherwise chase."""
+    from scipy.optimize import isotonic_regression
+
+    t = np.asarray(costs["t_target_s"], dtype=float)
+    return {**costs, "t_target_s": isotonic_regression(t).x.tolist()}

@@ -44,6 +44,7 @@ from ..results import provenance
 from ..sampling import Warp
 from ..settings import setting
 from ..testing import StaleCacheState, prototype_verify, wrong_bonus_row_verify
+from . import speed  # noqa: F401  the packing library of the grid's library configurations
 from .stats import (
     NothingToTest,
     chisquare_law,

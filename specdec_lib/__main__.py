@@ -6,8 +6,9 @@ the few that are not settings (where to write, whether to resume, progress bars)
 with the command. ``bench`` is here; the wings register their own commands
 (:mod:`specdec_lib.training.commands`, :mod:`specdec_lib.research.commands`).
 A bad value is one line on stderr and exit status 2; an interrupted run says how to resume.
-The command line may import the wings (the packing ``library`` comes from
-:mod:`specdec_lib.research.speed`); the library's core never does.
+The command line may import the wings (:mod:`specdec_lib.research.speed` registers the packing
+``library``, the cache's buffers and the tuning of trees, and times the start-up choice); the
+library's core never does.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from .bench.settings import BenchSettings, baseline_note
 from .config import RESULTS_DIR
 from .models import ModelUnavailableError
 from .research import commands as research_commands
-from .research import speed  # the start-up choice; registers the packing library on import
+from .research import speed  # the start-up choice; registers its packing, cache and tuning
 from .settings import add_arguments, from_arguments
 from .training import commands as training_commands
 

@@ -6,9 +6,8 @@ the few that are not settings (where to write, whether to resume, progress bars)
 with the command. ``bench`` is here; the wings register their own commands
 (:mod:`specdec_lib.training.commands`, :mod:`specdec_lib.research.commands`).
 A bad value is one line on stderr and exit status 2; an interrupted run says how to resume.
-The command line may import the wings (:mod:`specdec_lib.research.speed` registers the packing
-``library``, the cache's buffers and the tuning of trees, and times the start-up choice); the
-library's core never does.
+The command line may import the wings (:mod:`specdec_lib.research.speed`: the start-up choice,
+the packing ``library``, the cache's buffers, the tuning of trees); the core never does.
 """
 
 from __future__ import annotations

@@ -198,7 +198,7 @@ def test_the_dtype_auto_runs_in_is_timed_at_start_up_on_this_machine():
         assert set(t) == timed_here and choice.not_timed == {"bfloat16 library": why}
     assert all(set(v) == {"1", "8"} for v in t.values())
     best = min(t, key=lambda v: t[v]["1"] + t[v]["8"])  # both passes together, as it ranks
-    assert settings._setting(choice.dtype, choice.pack) == best
+    assert settings.setting_name(choice.dtype, choice.pack) == best
     assert choice.pack in ("off", "on", "library")
     assert choice.fastest_one_token == min(t, key=lambda v: t[v]["1"])
     assert choose_setting("tiny-random", "cuda").dtype == "bfloat16"

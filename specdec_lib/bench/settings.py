@@ -463,22 +463,22 @@ def resolve_device(device: str) -> str:
 _LAYOUT_NAMES = {"off": "", "on": " packed"}
 
 
-def _setting(dtype: str, pack: bool | str) -> str:
+def setting_name(dtype: str, pack: bool | str) -> str:
     """The name a timed choice gives a dtype and weight layout (``"bfloat16 packed"``)."""
     pack = pack if isinstance(pack, str) else ("on" if pack else "off")
     return dtype + _LAYOUT_NAMES.get(pack, f" {pack}")
 
 
-def _dtype_and_pack(setting: str) -> tuple[str, str]:
-    """The dtype and ``pack`` of a setting :func:`_setting` named."""
+def setting_layout(setting: str) -> tuple[str, str]:
+    """The dtype and ``pack`` of a setting :func:`setting_name` named."""
     dtype, _, layout = setting.partition(" ")
     names = {n.strip(): p for p, n in _LAYOUT_NAMES.items()}
     return dtype, names.get(layout, layout)
 
 
 def _flags(setting: str) -> str:
-    """``bench``'s flags for a setting :func:`_setting` named."""
-    dtype, pack = _dtype_and_pack(setting)
+    """``bench``'s flags for a setting :func:`setting_name` named."""
+    dtype, pack = setting_layout(setting)
     return f"--dtype {dtype} --pack {pack}"
 
 
@@ -488,7 +488,7 @@ def faster_baseline(choice: dict[str, Any] | None) -> dict[str, Any] | None:
     ``None``."""
     if not choice or "fastest_one_token" not in choice:
         return None
-    chosen = _setting(choice["dtype"], choice["pack"])
+    chosen = setting_name(choice["dtype"], choice["pack"])
     other = choice["fastest_one_token"]
     if other == chosen:
         return None

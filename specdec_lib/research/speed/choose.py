@@ -14,7 +14,7 @@ import functools
 import torch
 
 from ...bench.passes import measure_pass_costs
-from ...bench.settings import BenchSettings, SettingChoice, _dtype_and_pack, _setting
+from ...bench.settings import BenchSettings, SettingChoice, setting_layout, setting_name
 from ...models import PACKINGS, load_pair
 
 __all__ = ["STEP_TOKENS", "choose", "choose_setting"]
@@ -52,14 +52,14 @@ def choose_setting(pair: str, device: str, reps: int = 5) -> SettingChoice:
             if (why := p.unavailable()) is None:
                 candidates.append(("bfloat16", name))
             else:
-                not_timed[_setting("bfloat16", name)] = why
+                not_timed[setting_name("bfloat16", name)] = why
     t = {}
     for d, pack in candidates:
         costs = measure_pass_costs(load_pair(pair, dtype=d, pack=pack), STEP_TOKENS, reps=reps)
         t_n = costs["t_target_s"]
-        t[_setting(d, pack)] = {"1": t_n[0], str(STEP_TOKENS): t_n[-1]}
+        t[setting_name(d, pack)] = {"1": t_n[0], str(STEP_TOKENS): t_n[-1]}
     best = min(t, key=lambda v: t[v]["1"] + t[v][str(STEP_TOKENS)])
-    dtype, pack = _dtype_and_pack(best)
+    dtype, pack = setting_layout(best)
     return SettingChoice(
         dtype=dtype,
         pack=pack,

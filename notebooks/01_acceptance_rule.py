@@ -65,6 +65,7 @@ warnings.filterwarnings("ignore", message="IProgress not found")
 
 from specdec_lib import config, costs
 from specdec_lib.figures import acceptance_rule as figs
+from specdec_lib.figures.style import savefig
 from specdec_lib.research import stats
 from specdec_lib.results import results_read
 from specdec_lib.sampling import (
@@ -77,7 +78,6 @@ from specdec_lib.sampling import (
     step_distributions,
     verify,
 )
-from specdec_lib.style import savefig
 
 QUICK = config.quick()
 SEED = 1

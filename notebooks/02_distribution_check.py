@@ -87,12 +87,12 @@ from specdec_lib import config
 from specdec_lib.decoding import AutoregressiveDecoder, SpeculativeDecoder
 from specdec_lib.drafters import BaseDrafter, ModelDrafter
 from specdec_lib.figures import distribution_check as figs
+from specdec_lib.figures.style import savefig
 from specdec_lib.lm import model_forward
 from specdec_lib.models import load_pair
 from specdec_lib.research import power, stats
 from specdec_lib.results import results_read
 from specdec_lib.sampling import Warp, acceptance_rate, prototype_correction, sample, verify
-from specdec_lib.style import savefig
 
 QUICK = config.quick()
 SEED = 0  # every generator below is derived from it: change it to rerun every test afresh

@@ -96,11 +96,11 @@ from specdec_lib.costs import (
     tree_prediction,
 )
 from specdec_lib.figures import speedup_vs_k as figs
+from specdec_lib.figures.style import COLORS, CURVE_COLORS, savefig
 from specdec_lib.research import gpu_model
 from specdec_lib.research.campaign import Campaign
 from specdec_lib.research.gpu_model import GPUS, gpu_pass_time
 from specdec_lib.results import check_same_machine, read_json, results_read
-from specdec_lib.style import COLORS, CURVE_COLORS, savefig
 
 pd.set_option("display.precision", 3)
 CAMPAIGN = Campaign.read(RESULTS_DIR / "campaign")

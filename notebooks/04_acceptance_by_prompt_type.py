@@ -49,9 +49,9 @@ from specdec_lib.bench.analysis import depth_counts, run_tree
 from specdec_lib.config import RESULTS_DIR
 from specdec_lib.costs import drafted_widths
 from specdec_lib.figures import acceptance_by_prompt_type as figs
+from specdec_lib.figures.style import COLORS, savefig
 from specdec_lib.research.campaign import Campaign
 from specdec_lib.results import results_read
-from specdec_lib.style import COLORS, savefig
 
 pd.set_option("display.precision", 3)
 CAMPAIGN = Campaign.read(RESULTS_DIR / "campaign")

@@ -71,9 +71,9 @@ from specdec_lib.bench.analysis import position_counts
 from specdec_lib.config import DATA_DIR, RESULTS_DIR, quick
 from specdec_lib.costs import expected_tokens_per_step
 from specdec_lib.figures import drafting_strategies as figs
+from specdec_lib.figures.style import savefig
 from specdec_lib.research.campaign import Campaign
 from specdec_lib.results import check_same_machine, read_json, results_read
-from specdec_lib.style import savefig
 from specdec_lib.training import load_manifest, summary
 
 pd.set_option("display.precision", 3)

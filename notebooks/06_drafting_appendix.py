@@ -50,10 +50,10 @@ from specdec_lib.costs import (
 )
 from specdec_lib.figures import drafting_appendix as figs
 from specdec_lib.figures.drafting_strategies import speedup_intervals
+from specdec_lib.figures.style import COLORS, savefig
 from specdec_lib.research import trees
 from specdec_lib.research.campaign import Campaign
 from specdec_lib.results import check_same_machine, read_json, results_read
-from specdec_lib.style import COLORS, savefig
 
 pd.set_option("display.precision", 3)
 QUICK = quick()

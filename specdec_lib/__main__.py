@@ -1,14 +1,6 @@
-"""The command line: ``python -m specdec_lib bench | gen-data | train-drafter | eval-drafter |
-device-costs | exactness | campaign`` (installed as ``specdec``).
-
-Each subcommand's flags are generated from its settings dataclass (:mod:`specdec_lib.settings`);
-the few that are not settings (where to write, whether to resume, progress bars) are declared
-with the command. ``bench`` is here; the wings register their own commands
-(:mod:`specdec_lib.training.commands`, :mod:`specdec_lib.research.commands`).
-A bad value is one line on stderr and exit status 2; an interrupted run says how to resume.
-The command line may import the wings (:mod:`specdec_lib.research.speed`: the start-up choice,
-the packing ``library``, the cache's buffers, the tuning of trees); the core never does.
-"""
+"""The command line, ``python -m specdec_lib <command>`` (``specdec``): ``bench`` here, the wings'
+commands registered by them. A bad value exits 2 with one line on stderr. It may import the wings
+(:mod:`specdec_lib.research.speed`); the core never does."""
 
 from __future__ import annotations
 
@@ -23,7 +15,7 @@ from .bench.settings import BenchSettings, baseline_note
 from .config import RESULTS_DIR
 from .models import ModelUnavailableError
 from .research import commands as research_commands
-from .research import speed  # the start-up choice; registers its packing, cache and tuning
+from .research import speed  # registers its packing, cache and tuning
 from .settings import add_arguments, from_arguments
 from .training import commands as training_commands
 
@@ -63,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _bench(args: argparse.Namespace) -> None:
     settings = from_arguments(BenchSettings, args)
-    choice = speed.choose(settings)  # the start-up timing, where the dtype is the machine's
+    choice = speed.choose(settings)  # None unless the dtype is left to the machine
     if choice is not None:
         print(f"start-up choice: {choice.describe()}")
     settings.validate(choice)
@@ -79,16 +71,16 @@ def _bench(args: argparse.Namespace) -> None:
 
 
 def default_out(settings: BenchSettings) -> Path:
-    """``data/results/bench_<pair>[_<draft>][_<schedule>][_w<w>|_tree<w1-w2..>|_tuned-tree][_<head>]_<dtype>_<T>[...].json``
-    for validated ``settings`` (the early exit, the first draft measured, has no draft part; the
-    chain has no shape part, a tree of one depth ``(w,)`` is ``_w<w>``)."""
+    """The results path for validated ``settings``: ``data/results/bench_<pair>[_<draft>]
+    [_<schedule>][_w<w>|_tree<w1-w2..>|_tuned-tree][_<head>]_<dtype>_<T>[...].json`` (no draft
+    part for ``early-exit``, no shape part for the chain)."""
     s = settings
     t = "greedy" if s.temperature == 0 else f"T{s.temperature:g}"
     extra = (f"_topk{s.top_k}" if s.top_k else "") + (f"_topp{s.top_p:g}" if s.top_p else "")
     draft = "" if s.draft == "early-exit" else f"_{s.draft}"
     if s.schedule != "fixed":
         draft += f"_{s.schedule}"
-    if s.tree is None:  # tune_tree: a shape per K, chosen on the machine
+    if s.tree is None:  # tune_tree
         draft += "_tuned-tree"
     elif max(s.tree) > 1:
         draft += f"_w{s.tree[0]}" if len(s.tree) == 1 else "_tree" + "-".join(map(str, s.tree))

@@ -1,11 +1,5 @@
-"""Argument checks at the library's boundary, each raising a ``ValueError`` that names the argument.
-
-One place for "is this a positive integer" and its kin, so that every function, settings dataclass
-and command-line flag says the same thing about the same mistake. Each check returns the value
-(converted where that is harmless, e.g. an int to a float) so that it can be used inline::
-
-    self.K = positive_int(K, "K", "draft tokens per step")
-"""
+"""Argument checks: each returns the (converted) value or raises a ``ValueError`` naming the
+argument, e.g. ``self.K = positive_int(K, "K", "draft tokens per step")``."""
 
 from __future__ import annotations
 
@@ -24,7 +18,7 @@ def _what(what: str | None) -> str:
 def _int_at_least(low: int, kind: str, value: Any, name: str, what: str | None, optional: bool):
     if optional and value is None:
         return None
-    # numbers.Integral takes numpy's integers too; a bool is an Integral but never a count.
+    # numbers.Integral admits numpy's integers; a bool is never a count.
     if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < low:
         extra = " or None" if optional else ""
         raise ValueError(f"{name} must be a {kind} integer{extra}{_what(what)}, got {value!r}")

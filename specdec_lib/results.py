@@ -1,5 +1,4 @@
-"""Reading and writing the project's data: provenance and atomic writes for every measured number,
-results files, prompt lists."""
+"""Provenance, atomic writes, results files and prompt lists."""
 
 from __future__ import annotations
 
@@ -44,8 +43,7 @@ __all__ = [
 ]
 
 
-# What does not count as code: results, figures, notebooks and prose may change after a
-# measurement (a campaign writes some of them) without changing what measured it.
+# Paths that do not count as code: they may change without changing what measured a result.
 NOT_CODE = ("data/**", "figures/**", "notebooks/**", "**/*.md")
 
 
@@ -59,15 +57,13 @@ def _code_paths() -> list[str]:
 
 
 def code_changes(repo: Path = REPO_ROOT) -> list[str]:
-    """The tracked files of code that differ from HEAD (results, figures, notebooks and prose
-    do not count)."""
+    """The tracked code files (not :data:`NOT_CODE`) that differ from HEAD."""
     out = _git(repo, "status", "--porcelain", "--untracked-files=no", *_code_paths())
     return [line[3:] for line in out.splitlines() if line.strip()]
 
 
 def git_commit(repo: Path = REPO_ROOT) -> str:
-    """The repository's HEAD commit, with ``+dirty`` if its code differs from it
-    (:func:`code_changes`): what measured a result, not the results beside it."""
+    """HEAD's commit, with ``+dirty`` if :func:`code_changes` finds any; ``"unknown"`` on error."""
     try:
         return _git(repo, "rev-parse", "HEAD").strip() + ("+dirty" if code_changes(repo) else "")
     except (OSError, subprocess.CalledProcessError):
@@ -75,8 +71,7 @@ def git_commit(repo: Path = REPO_ROOT) -> str:
 
 
 def code_commit(repo: Path = REPO_ROOT) -> str:
-    """The last commit that changed code: commits of results, figures, notebooks or prose after
-    it measure with the same code."""
+    """The last commit that changed code (not :data:`NOT_CODE`)."""
     try:
         return _git(repo, "log", "-1", "--format=%H", *_code_paths()).strip()
     except (OSError, subprocess.CalledProcessError):
@@ -84,8 +79,7 @@ def code_commit(repo: Path = REPO_ROOT) -> str:
 
 
 def repo_relative(path: str | Path) -> str:
-    """``path`` relative to the repository when it lies inside it (results and model cards
-    compare across checkouts), else as given."""
+    """``path`` relative to the repository if inside it, else as given."""
     path = Path(path)
     try:
         return str(path.resolve().relative_to(REPO_ROOT.resolve()))
@@ -93,11 +87,9 @@ def repo_relative(path: str | Path) -> str:
         return str(path)
 
 
-# The instruction sets that decide which kernels a pass runs on a CPU (bfloat16 native or
-# emulated, AMX tiles, AVX-512 or AVX2 only), read from /proc/cpuinfo.
+# The /proc/cpuinfo flags that decide which CPU kernels a pass runs.
 ISA_FLAGS = ("avx2", "avx512f", "avx512bw", "avx512_bf16", "amx_bf16", "amx_tile", "avx_vnni")
-# Environment variables that limit the kernels torch, oneDNN and MKL choose: set, they make this
-# machine run another CPU kind's kernels (on its own memory), so they are part of its identity.
+# Environment variables limiting torch's, oneDNN's and MKL's kernels: part of a machine's identity.
 ISA_LIMITS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS")
 
 
@@ -107,8 +99,7 @@ def isa_limits() -> dict[str, str]:
 
 
 def _cpuinfo() -> dict[str, str]:
-    """The first processor's fields of /proc/cpuinfo (empty where there is none), and ``cpu``, its
-    model's name (else what ``platform`` knows)."""
+    """The first processor's /proc/cpuinfo fields (if any) and ``cpu``, its model name."""
     try:
         first = Path("/proc/cpuinfo").read_text().split("\n\n", 1)[0]
     except OSError:
@@ -121,13 +112,11 @@ def _cpuinfo() -> dict[str, str]:
 
 @functools.cache
 def memory_bandwidth_gbs(megabytes: int = 256, reps: int = 5) -> float:
-    """This machine's memory bandwidth as torch sees it, GB/s: the best of ``reps`` copies of a
-    ``megabytes`` float32 tensor (each reads and writes it), with the process's torch threads. A
-    one-token pass of the target streams its weights once, so this number explains most of the
-    difference in pass costs between machines. Measured once per process (about a second)."""
+    """Memory bandwidth in GB/s: the best of ``reps`` copies of a ``megabytes`` float32 tensor,
+    with torch's threads; measured once per process."""
     src = torch.ones(megabytes * 2**18)
     dst = torch.empty_like(src)
-    dst.copy_(src)  # touch the pages once before timing
+    dst.copy_(src)  # touch the pages
     best = float("inf")
     for _ in range(reps):
         t0 = time.perf_counter()
@@ -137,10 +126,8 @@ def memory_bandwidth_gbs(megabytes: int = 256, reps: int = 5) -> float:
 
 
 def machine_info() -> dict[str, Any]:
-    """The machine a number was measured on: CPU model (vendor, family, model, stepping: the
-    model name alone does not tell two generations of one product line apart), the cores this
-    process may use, the instruction sets that matter, torch's threads, any limit on the kernels'
-    instruction sets, and the measured memory bandwidth."""
+    """This machine: CPU model (with family, model, stepping), usable cores, :data:`ISA_FLAGS`,
+    :func:`isa_limits`, torch threads and :func:`memory_bandwidth_gbs`."""
     info = _cpuinfo()
     flags = set(info.get("flags", "").split())
     try:
@@ -162,9 +149,8 @@ def machine_info() -> dict[str, Any]:
 
 
 def machine_key(prov: dict[str, Any]) -> str:
-    """Which machine a stored result's provenance names, as a string to compare: the CPU's model,
-    stepping, cores, instruction sets and kernel limits (not the bandwidth, a measurement). A
-    result from before provenance named the machine gives its CPU's name and core count."""
+    """The machine a provenance names, as a comparable string (without the bandwidth); CPU name
+    and core count where it has no ``machine``."""
     m = prov.get("machine")
     if m is None:
         return f"{prov.get('cpu', '?')}, {prov.get('cpu_count', '?')} cores"
@@ -177,10 +163,8 @@ def machine_key(prov: dict[str, Any]) -> str:
 
 
 def machine_slug(machine: dict[str, Any]) -> str:
-    """A machine (``machine_info()``'s record) as a folder name: its CPU's name, family, model and
-    stepping, and cores, with any limit on its kernels, e.g. ``amd-epyc-26-2-1-2cores`` or
-    ``intel-xeon-processor-6-167-8-2cores-limited-avx2``: the same for every run on one machine
-    kind, different where :func:`machine_key` differs in the CPU, its stepping, cores or limits."""
+    """A :func:`machine_info` record as a folder name, e.g. ``amd-epyc-26-2-1-2cores`` or
+    ``intel-xeon-processor-6-167-8-2cores-limited-avx2``."""
     name = re.sub(r"\((r|tm)\)", "", machine["cpu"], flags=re.IGNORECASE)
     parts = [name, machine["family_model_stepping"], f"{machine['cores']}cores"]
     limits = sorted({v.lower() for v in machine.get("isa_limits", {}).values()})
@@ -190,8 +174,7 @@ def machine_slug(machine: dict[str, Any]) -> str:
 
 
 def describe_machine(machine: dict[str, Any]) -> str:
-    """A machine (``machine_info()``'s record) in words for prose: its CPU, what its matrix kernels
-    can use, its cores and measured bandwidth, e.g. "Intel(R) Xeon(R) Processor (6/167/8, AMX),
+    """A :func:`machine_info` record in words, e.g. "Intel(R) Xeon(R) Processor (6/167/8, AMX),
     2 cores, 26.1 GB/s"."""
     isa = set(machine["isa"])
     kind = (
@@ -214,10 +197,8 @@ def describe_machine(machine: dict[str, Any]) -> str:
 
 
 def check_same_machine(records: Iterable[dict[str, Any]], what: str) -> str:
-    """Refuse to compare results measured on different machines: ``records`` are stored results
-    (each with its ``provenance``); returns their one machine, or raises a ``ValueError`` naming
-    ``what`` was being compared and every machine involved. A ratio from one CPU kind is not
-    comparable with one from another (their target passes differ by 2x and more)."""
+    """The one :func:`machine_key` of stored results ``records``; raises ``ValueError`` naming
+    ``what`` if they come from several machines."""
     keys = sorted({machine_key(r.get("provenance", {})) for r in records})
     if len(keys) > 1:
         raise ValueError(
@@ -264,11 +245,8 @@ def provenance(
 
 
 def atomic_write(path: str | Path, write: Any, *, binary: bool = False) -> Path:
-    """Call ``write(f)`` on a temporary file in the same folder, fsync, then rename over ``path``.
-
-    A reader sees the old file or the new one, never a truncated one, even if the writer is
-    killed mid-write. The file is left readable by all (0644).
-    """
+    """Call ``write(f)`` on a temporary file beside ``path``, fsync, and rename it over ``path``
+    (mode 0644): readers never see a truncated file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -303,16 +281,13 @@ def _jsonable(o: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
-# Every file read_json has read in this process: its path (relative to the repository where it
-# lies inside it) and the SHA-256 of its bytes. A notebook prints them last (results_read), and
-# tests/test_notebooks.py fails when a committed notebook's outputs came from other bytes than
-# the committed files: a stale output cannot land.
+# Every file read_json has read in this process: repo-relative path -> SHA-256 of its bytes.
 _READ: dict[str, str] = {}
 
 
 def read_json(path: str | Path) -> Any:
-    """Read a results file, with a clear error if it is missing or malformed; the file and the
-    digest of what was read are noted (:func:`results_read`)."""
+    """Read a results file, noting its digest for :func:`results_read`. Raises
+    ``FileNotFoundError`` or ``ValueError``."""
     path = Path(path)
     try:
         data = path.read_bytes()
@@ -326,14 +301,12 @@ def read_json(path: str | Path) -> Any:
 
 
 def results_read() -> str:
-    """The results files :func:`read_json` has read in this process, one per line: the SHA-256
-    of the bytes read (its first 16 hex digits) and the path, sorted by path."""
+    """The files :func:`read_json` has read, one per line with their SHA-256, sorted by path."""
     return "\n".join(f"sha256:{h[:16]}  {name}" for name, h in sorted(_READ.items())) or "none"
 
 
 def load_prompts(path: str | Path | None = None) -> list[dict[str, str]]:
-    """Read ``{"prompts": [{"category": ..., "text": ...}, ...]}``, with a clear error if
-    malformed."""
+    """Read ``{"prompts": [{"category": ..., "text": ...}, ...]}``; raises ``ValueError``."""
     path = Path(path) if path is not None else DEFAULT_PROMPTS
     where = f"prompts file {str(path)!r}"
     if not path.is_file():

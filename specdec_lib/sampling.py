@@ -1,21 +1,7 @@
-"""The mathematics of speculative sampling, pure and small: no models, no I/O.
-
-Derived in ``notebooks/01_acceptance_rule.ipynb``. Notation, used everywhere in the series:
-
-* ``p`` the target (verifier) distribution, ``q`` the draft distribution, both over a vocabulary of
-  size ``V``;
-* ``K`` the number of draft tokens proposed in one step;
-* ``alpha`` the acceptance rate ``sum_x min(p(x), q(x)) = 1 - TV(p, q)``.
-
-The rule (Leviathan et al. 2022, arXiv 2211.17192; Chen et al. 2023, arXiv 2302.01318): accept a
-draft token ``x ~ q`` with probability ``min(1, p(x) / q(x))``; at the first rejection emit a token
-from the residual ``norm(max(0, p - q))``; if all ``K`` are accepted emit one bonus token from
-``p_K``. The emitted tokens are then distributed exactly as ``p``.
-
-Every function here works on torch tensors on any device and never synchronises with the host
-except :func:`verify`, which reads back one small tensor per call (the number accepted and the last
-token).
-"""
+"""The speculative-sampling rule (arXiv 2211.17192, 2302.01318): accept a draft ``x ~ q`` with
+probability ``min(1, p(x) / q(x))``, at the first rejection emit a token from
+``norm(max(0, p - q))``, after all ``K`` a bonus from ``p_K``: the output follows ``p`` exactly.
+Only :func:`verify` reads back to the host."""
 
 from __future__ import annotations
 
@@ -54,18 +40,9 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Warp:
-    """Turns logits into the distribution that is actually sampled from.
-
-    The same ``Warp`` is applied to the draft's and the target's logits, so that ``q`` and ``p`` in
-    the acceptance rule are exactly the distributions the tokens were (or would be) drawn from.
-    Temperature, top-k and top-p go through transformers' own ``LogitsProcessor`` classes, in the
-    order ``generate`` applies them (temperature, top-k, top-p).
-
-    ``temperature == 0`` means greedy: the distribution is one-hot on the argmax (the first one on
-    ties), the limit of the tempered softmax as T -> 0. Greedy decoding is therefore not a separate
-    algorithm: with one-hot ``p`` and ``q`` the acceptance rule accepts exactly when the draft's
-    argmax equals the target's and otherwise emits the target's argmax.
-    """
+    """Turns logits into the law sampled from, alike for draft and target, so ``q`` and ``p`` are
+    the laws tokens are drawn from: transformers' temperature, top-k, top-p, in ``generate``'s
+    order. ``temperature == 0`` is greedy: one-hot on the (first) argmax."""
 
     temperature: float = 1.0
     top_k: int | None = None
@@ -91,9 +68,8 @@ class Warp:
         return self.temperature == 0
 
     def for_draft(self, scale: float) -> Warp:
-        """The warp drafts are drawn with at ``scale`` times this temperature, with the same
-        top-k and top-p (``SpeculativeDecoder``'s ``draft_temperature_scale``); this warp itself
-        at scale 1, and in greedy decoding, whatever the scale."""
+        """This warp at ``scale`` times its temperature, same top-k and top-p
+        (``draft_temperature_scale``); itself at scale 1 or when greedy."""
         scale = real(
             scale,
             "draft_temperature_scale",
@@ -115,20 +91,14 @@ class Warp:
         squeeze = scores.dim() == 1
         if squeeze:
             scores = scores.unsqueeze(0)
-        # The warpers ignore input_ids; they only need something with a batch dimension. Each is
-        # called itself: LogitsProcessorList's call inspects every warper's signature first, which
-        # took longer than the temperature's division on a row of the draft's subset.
+        # the warpers ignore input_ids; called one by one (the list's call inspects signatures)
         for warper in self._processors:
             scores = warper(None, scores)
         return scores.squeeze(0) if squeeze else scores
 
     def probs(self, logits: torch.Tensor) -> torch.Tensor:
-        """The distribution sampled from: ``[..., V]`` logits -> ``[..., V]`` probabilities (float32).
-
-        A row whose logits hold NaN or +inf (a float16 overflow, say) becomes a row of NaN rather
-        than a plausible-looking distribution; :func:`verify` and the decoders detect that at their
-        one host read per step and raise, so such a row is never sampled from. No host sync here.
-        """
+        """``[..., V]`` logits -> the law sampled from (float32), no host sync. A row holding NaN or
+        +inf becomes a row of NaN, which :func:`verify` and the decoders refuse."""
         if self.greedy:
             idx, bad = greedy_tokens(logits)
             probs = torch.zeros(logits.shape, dtype=torch.float32, device=logits.device)
@@ -138,18 +108,13 @@ class Warp:
             return torch.softmax(logits, dim=-1, dtype=torch.float32)
         probs = torch.softmax(self.logits(logits), dim=-1)
         if len(self._processors) <= (self.temperature != 1.0):
-            # No truncation: softmax itself makes a row holding NaN or +inf a row of NaN (its
-            # maximum is NaN or +inf, so every exp(x - max) is NaN or divided by a NaN sum).
+            # no truncation: softmax itself turns a row holding NaN or +inf into NaN
             return probs
         return probs.masked_fill_(bad_rows(logits), float("nan"))  # top-k / top-p may hide it
 
     def confidence(self, logits: torch.Tensor, probs: torch.Tensor, index: int) -> float:
-        """How sure a draft was of the token at ``index`` of a row, as a confidence stop reads it
-        (one host read): ``probs[index]``, the warped law it was drawn from; in greedy decoding,
-        whose law is one-hot, the softmax of ``logits`` there instead (transformers'
-        ``assistant_confidence_threshold`` reads the same: the processed scores, which greedy
-        decoding does not warp). Either way it is read from the drafts so far only, so a stop on
-        it is a stopping time and decoding stays exact."""
+        """How sure a draft was of the token at ``index`` (one host read): ``probs[index]``, or the
+        softmax of ``logits`` when greedy. A stop on it is a stopping time: decoding stays exact."""
         if not self.greedy:
             return float(probs[index])
         return float(torch.softmax(logits.float(), dim=-1)[index])
@@ -166,9 +131,8 @@ class Warp:
 
 
 class WarpedRows:
-    """``warp.probs(logits)`` row by row, each row warped when it is first read (``rows[i]``):
-    verification down a tree reads the rows of the root and of the accepted nodes only, not the
-    rows of every node."""
+    """``warp.probs(logits)``, each row warped when first read (``rows[i]``): tree verification
+    reads only the root's and the accepted nodes' rows."""
 
     def __init__(self, logits: torch.Tensor, warp: Warp) -> None:
         self.logits, self.warp = logits, warp
@@ -193,26 +157,19 @@ class WarpedRows:
 
 
 def bad_rows(logits: torch.Tensor) -> torch.Tensor:
-    """``[..., 1]`` bool (no host sync): does the row hold a NaN or a ``+inf``? Read from the row's
-    maximum, which is NaN when the row holds one (``amax`` propagates NaN) and ``+inf`` when it
-    holds that: one reduction, where ``(isnan | isposinf).any()`` makes two passes and two
-    vocabulary-wide masks."""
+    """``[..., 1]`` bool (no host sync): does the row hold NaN or ``+inf``? One ``amax`` tells."""
     top = logits.amax(dim=-1, keepdim=True)
     return torch.isnan(top) | torch.isposinf(top)
 
 
 def greedy_tokens(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The argmax of each row (the first maximum, as ``torch.argmax`` takes it) and whether the row
-    is bad (NaN or ``+inf``), from one reduction (no host sync): ``torch.max`` over the last
-    dimension gives both, where on a CPU ``argmax`` alone costs three times as much. float32
-    first: the same index (the conversion is exact), at less cost than bfloat16's reduction."""
+    """Each row's (first) argmax and whether it holds NaN or ``+inf``, from one ``max``; no sync."""
     top, idx = logits.float().max(dim=-1)
     return idx, torch.isnan(top) | torch.isposinf(top)
 
 
 def has_nan(*tensors: torch.Tensor) -> torch.Tensor:
-    """A 0-d bool tensor (no host sync): does any of ``tensors`` hold a NaN? (Read from each
-    tensor's maximum, which ``amax`` makes NaN when the tensor holds one.)"""
+    """A 0-d bool tensor (no host sync): does any of ``tensors`` hold a NaN?"""
     flag = torch.zeros((), dtype=torch.bool, device=tensors[0].device)
     for t in tensors:
         if t.numel():
@@ -227,11 +184,8 @@ NAN_MESSAGE = (
 
 
 def sample(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
-    """Draw one token per row of ``probs`` (``[V]`` -> 0-d, ``[R, V]`` -> ``[R]``), by inverse CDF.
-
-    One uniform per row. A token with probability exactly 0 is never returned (the cumulative sum
-    does not step there). Rows need not be normalised. No host synchronisation.
-    """
+    """One token per row of ``probs`` (``[V]`` -> 0-d, ``[R, V]`` -> ``[R]``) by inverse CDF, one
+    uniform per row. Rows need not be normalised; a 0-probability token is never drawn."""
     squeeze = probs.dim() == 1
     rows = probs.unsqueeze(0) if squeeze else probs
     cdf = rows.double().cumsum(dim=-1)
@@ -243,18 +197,14 @@ def sample(probs: torch.Tensor, generator: torch.Generator | None = None) -> tor
 
 
 def acceptance_rate(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-    """alpha = sum_x min(p(x), q(x)) = 1 - TV(p, q): the probability that a draft ``x ~ q`` is
-    accepted by the rule. Works row-wise on ``[..., V]``."""
+    """``alpha = sum_x min(p(x), q(x)) = 1 - TV(p, q)``, the probability that a draft ``x ~ q`` is
+    accepted; row-wise on ``[..., V]``."""
     return torch.minimum(p, q).sum(dim=-1)
 
 
 def residual(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-    """r = norm(max(0, p - q)): the distribution sampled after a rejection, row-wise.
-
-    Where ``p == q`` the residual is 0/0; no rejection can happen there (the acceptance
-    probability is 1 for every token ``q`` can propose), and ``p`` is returned so that the result
-    is always a distribution.
-    """
+    """``norm(max(0, p - q))`` row-wise, sampled after a rejection; ``p`` where ``p == q`` (0/0, and
+    no rejection can happen there)."""
     r = (p - q).clamp(min=0)
     total = r.sum(dim=-1, keepdim=True)
     return torch.where(total > 0, r / total.clamp(min=torch.finfo(r.dtype).tiny), p)
@@ -264,24 +214,19 @@ Correction = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 def residual_correction(p: torch.Tensor, q: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    """The correct correction: on rejecting ``x`` at a position, sample from ``residual(p, q)``
-    (which does not depend on ``x``). ``p``, ``q`` are ``[K, V]``, ``x`` is ``[K]``."""
+    """The correct correction: ``residual(p, q)`` (``[K, V]``), whatever ``x`` ``[K]``."""
     return residual(p, q)
 
 
 def prototype_correction(p: torch.Tensor, q: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    """WRONG, kept to demonstrate that the tests can fail: the original prototype's correction.
-
-    On rejecting ``x`` it samples from ``p`` with ``min(p(x), q(x))`` taken off ``p(x)`` only, i.e.
-    (since a rejection needs ``p(x) < q(x)``) from ``p`` with ``x`` removed, instead of from
-    ``norm(max(0, p - q))``. The output is then not distributed as ``p``.
-    """
+    """WRONG, kept to show the tests can fail: samples from ``p`` with the rejected ``x`` removed
+    instead of from ``norm(max(0, p - q))``, so the output is not distributed as ``p``."""
     idx = x.long().unsqueeze(-1)
     px = p.gather(-1, idx)
     qx = q.gather(-1, idx)
     corrected = p.scatter(-1, idx, (px - torch.minimum(px, qx)).clamp(min=0))
     total = corrected.sum(dim=-1, keepdim=True)
-    # The prototype fell back to the argmax of p when nothing was left.
+    # with nothing left, the argmax of p
     fallback = torch.zeros_like(p).scatter_(-1, p.argmax(-1, keepdim=True), 1.0)
     return torch.where(total > 0, corrected / total.clamp(min=torch.finfo(p.dtype).tiny), fallback)
 
@@ -289,11 +234,8 @@ def prototype_correction(p: torch.Tensor, q: torch.Tensor, x: torch.Tensor) -> t
 def acceptance_probs(
     draft_tokens: torch.Tensor, draft_probs: torch.Tensor, target_probs: torch.Tensor
 ) -> torch.Tensor:
-    """``min(1, p_i(x_i) / q_i(x_i))`` for each draft position ``i`` (``[K]``).
-
-    Written as a product to stay finite: a token with ``q_i(x_i) = 0`` (which ``q`` cannot have
-    proposed, but a careless caller could pass) is accepted iff ``p_i(x_i) > 0``.
-    """
+    """``min(1, p_i(x_i) / q_i(x_i))`` per draft position ``i`` (``[K]``); finite where
+    ``q_i(x_i) = 0``, accepted then iff ``p_i(x_i) > 0``."""
     K = draft_tokens.shape[0]
     idx = draft_tokens.long().view(K, 1)
     p_x = target_probs[:K].gather(-1, idx).squeeze(-1)
@@ -310,14 +252,10 @@ def step_distributions(
     target_probs: torch.Tensor,
     correction: Correction = residual_correction,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The two ingredients of one verification step, as exact numbers.
-
-    Returns ``(accept [K], final [K+1, V])``: ``accept[i]`` is the probability of accepting draft
-    token ``i`` given that tokens ``0..i-1`` were accepted; ``final[i]`` is the distribution of the
-    token emitted after exactly ``i`` acceptances (the correction for ``i < K``, the bonus ``p_K``
-    for ``i = K``). :func:`verify` samples from exactly these, and ``specdec_lib.research.stats`` computes
-    output laws from them, so the exact checks test the code path that runs.
-    """
+    """One step's exact numbers ``(accept [K], final [K+1, V])``: ``accept[i]`` the probability of
+    accepting draft ``i`` once ``0..i-1`` were, ``final[i]`` the law of the token emitted after
+    exactly ``i`` acceptances. :func:`verify` samples from these and ``specdec_lib.research.stats``
+    builds exact laws from them, so the exact checks test the code that runs."""
     accept = acceptance_probs(draft_tokens, draft_probs, target_probs)
     K = draft_tokens.shape[0]
     corr = correction(target_probs[:K], draft_probs, draft_tokens)
@@ -326,12 +264,8 @@ def step_distributions(
 
 
 class Verdict(NamedTuple):
-    """The outcome of one verification.
-
-    ``tokens``: the accepted draft prefix followed by exactly one corrected (after a rejection) or
-    bonus (after ``K`` acceptances) token, a 1-D LongTensor of length ``n_accepted + 1``.
-    ``n_accepted``: how many draft tokens were accepted (corrected and bonus tokens never count).
-    """
+    """One verification's outcome: ``tokens``, the accepted draft prefix and one corrected or bonus
+    token (1-D, ``n_accepted + 1`` long), and ``n_accepted``, the draft tokens accepted."""
 
     tokens: torch.Tensor
     n_accepted: int
@@ -340,9 +274,8 @@ class Verdict(NamedTuple):
 def check_verify_inputs(
     draft_tokens: torch.Tensor, draft_probs: torch.Tensor, target_probs: torch.Tensor
 ) -> None:
-    """Shapes and dtypes of one verification: ``[K]`` integer ids, ``[K, V]`` and ``[K+1, V]``
-    rows. A ``ValueError`` naming the argument; the values (ids in ``[0, V)``, finite rows) are
-    checked by :func:`verify` at its one host read, so that checking costs no extra sync."""
+    """Raises ``ValueError`` unless the shapes and dtypes fit: ``[K]`` integer ids, ``[K, V]`` and
+    ``[K+1, V]`` rows. :func:`verify` checks the values at its host read."""
     if draft_tokens.dim() != 1:
         raise ValueError(f"draft_tokens must be 1-D [K], got shape {tuple(draft_tokens.shape)}")
     if draft_tokens.is_floating_point() or draft_tokens.is_complex():
@@ -380,20 +313,16 @@ def verify(
     *,
     correction: Correction = residual_correction,
 ) -> Verdict:
-    """One step of speculative sampling.
+    """One step of speculative sampling, the module's rule, vectorised; one host read.
 
     Args:
-        draft_tokens: ``[K]`` the draft tokens ``x_0..x_{K-1}``.
-        draft_probs: ``[K, V]`` the distributions ``q_i`` the draft tokens were actually sampled from.
-        target_probs: ``[K+1, V]`` the target's distributions ``p_0..p_K`` at the same positions
-            (``p_K`` follows the last draft token).
-        generator: source of randomness; the same generator state gives the same verdict.
-        correction: what to sample from after a rejection. The default is the residual
-            ``norm(max(0, p - q))``; anything else is wrong (see :func:`prototype_correction`).
+        draft_tokens: ``[K]`` the drafts ``x_0..x_{K-1}``.
+        draft_probs: ``[K, V]`` the laws ``q_i`` they were drawn from.
+        target_probs: ``[K+1, V]`` the target's laws ``p_0..p_K`` (``p_K`` after the last draft).
+        generator: source of randomness; the same state gives the same verdict.
+        correction: what is sampled after a rejection (see :func:`prototype_correction`).
 
-    Accept ``x_i`` with probability ``min(1, p_i(x_i) / q_i(x_i))`` (one uniform per position,
-    vectorised); at the first rejection ``i`` emit a token from the correction of position ``i``;
-    if all ``K`` are accepted emit a bonus token from ``p_K``. One host read per call.
+    Returns a :class:`Verdict`; ids outside ``[0, V)`` or NaN rows raise ``ValueError``.
     """
     draft_tokens = torch.as_tensor(draft_tokens)
     draft_probs = torch.as_tensor(draft_probs)
@@ -404,8 +333,7 @@ def verify(
     draft_tokens = draft_tokens.to(device=device, dtype=torch.long)
     draft_probs = draft_probs.to(device)
     K = draft_tokens.shape[0]
-    # Out-of-range ids would index out of bounds (on CUDA, a device-side assert that poisons the
-    # process): compute with clamped ids and refuse at the host read below.
+    # compute with clamped ids (out of range, CUDA would assert), refuse at the host read
     bad_ids = ids_outside(draft_tokens, V)
     draft_tokens = draft_tokens.clamp(0, V - 1)
 

@@ -1,17 +1,6 @@
-"""Settings dataclasses, stated once: the command-line flags are generated from their fields.
-
-A field declared with :func:`setting` carries its default, its help and its choices. From the
-dataclass, :func:`add_arguments` makes the flags of a subcommand (``--max-new-tokens`` for
-``max_new_tokens``), :func:`from_arguments` builds the settings back from the parsed flags, and
-:func:`command_line` writes the flags that reproduce a stored settings record (model cards quote
-it), and :func:`from_command_line` reads a stored command line back into its settings.
-Validation stays in the dataclass, so a flag and a Python call refuse the same values with the
-same message.
-
-Flag types follow the annotations: ``int``, ``float``, ``str``, ``bool`` (``--flag``/
-``--no-flag``), ``list[...]``/``tuple[..., ...]`` (several values), and ``X | None`` (the word
-``none`` gives ``None``).
-"""
+"""Command-line flags generated from settings dataclasses (fields made by :func:`setting`), typed
+by annotation: ``int``, ``float``, ``str``, ``bool`` (``--flag``/``--no-flag``), ``list``/``tuple``
+(several values) and ``X | None`` (``none``). Validation stays in the dataclass."""
 
 from __future__ import annotations
 
@@ -26,8 +15,7 @@ __all__ = ["add_arguments", "command_line", "from_arguments", "from_command_line
 
 
 def setting(default: Any, help: str, *, choices: Iterable[Any] | None = None) -> Any:
-    """A field of a settings dataclass with the help and choices its flag shows. A list default
-    is copied for every instance."""
+    """A settings field with its flag's help and choices (a list default is copied per instance)."""
     meta = {"help": help, "choices": tuple(choices) if choices is not None else None}
     if isinstance(default, list):
         return dataclasses.field(default_factory=lambda: list(default), metadata=meta)
@@ -77,7 +65,7 @@ def _default(f: dataclasses.Field) -> Any:
 
 
 def add_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
-    """One flag per field of the settings dataclass ``cls``, with its default, help and choices."""
+    """Add one flag per field of settings dataclass ``cls`` (``--max-new-tokens``)."""
     for f, (element, several, optional) in _fields(cls):
         default = _default(f)
         help_ = f.metadata.get("help", "")
@@ -96,8 +84,7 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
 
 
 def from_arguments(cls: type, args: argparse.Namespace) -> Any:
-    """The settings dataclass ``cls`` from parsed flags (``[none]`` for an optional sequence is
-    ``None``); its own validation runs as for any call."""
+    """``cls`` built from parsed flags (``[none]`` for an optional sequence is ``None``)."""
     values = {}
     for f, (_element, several, optional) in _fields(cls):
         v = getattr(args, f.name)
@@ -111,10 +98,7 @@ def from_arguments(cls: type, args: argparse.Namespace) -> Any:
 
 
 def from_command_line(cls: type, argv: Iterable[str]) -> Any:
-    """The settings dataclass ``cls`` of a command line as stored (a campaign's manifest keeps each
-    run's): the subcommand's name, if first, and flags that are not fields of ``cls`` (``--out``,
-    ``--no-progress``) are skipped; the fields' flags are parsed as :func:`add_arguments` makes
-    them."""
+    """``cls`` from a stored command line; flags that are not fields of ``cls`` are skipped."""
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     add_arguments(parser, cls)
     args, _rest = parser.parse_known_args(list(argv))
@@ -122,8 +106,8 @@ def from_command_line(cls: type, argv: Iterable[str]) -> Any:
 
 
 def command_line(cls: type, record: dict[str, Any], skip: Iterable[str] = ()) -> list[str]:
-    """The flags that rebuild ``record`` (a stored ``dataclasses.asdict`` of ``cls``): only the
-    values that differ from the defaults, in field order."""
+    """The flags that rebuild ``record`` (``dataclasses.asdict`` of ``cls``): non-default values,
+    in field order."""
     parts: list[str] = []
     skip = set(skip)
     for f, (_element, several, _optional) in _fields(cls):

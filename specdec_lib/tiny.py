@@ -1,7 +1,5 @@
-"""The tiny seeded pair: random-weight Llamas over a toy character tokenizer
-(``load_pair("tiny-random")``), small enough for every test to run in seconds and for its output
-laws to be enumerated exactly.
-"""
+"""The tiny seeded pair (``load_pair("tiny-random")``): random Llamas over a toy character
+tokenizer, small enough for fast tests and exact enumeration of output laws."""
 
 from __future__ import annotations
 
@@ -22,8 +20,8 @@ def tiny_random_llama(
     max_position_embeddings: int = 512,
     dtype: torch.dtype = torch.float32,
 ) -> Any:
-    """A seeded random-init Llama. ``initializer_range`` is large so that its next-token
-    distributions are far from uniform (a test on a flat law has little power)."""
+    """A seeded random-init Llama, with a large ``initializer_range`` so its next-token laws are far
+    from uniform (a test on a flat law has little power)."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
     config = LlamaConfig(
@@ -49,8 +47,8 @@ def tiny_random_llama(
 
 
 class CharTokenizer:
-    """A toy character tokenizer for the tiny models (ids 2..V-1; 0 = BOS, 1 = EOS), enough for
-    the benchmark and the CLI to run end to end in tests. Not invertible, not for real text."""
+    """A toy character tokenizer for the tiny models (ids 2..V-1; 0 = BOS, 1 = EOS); not
+    invertible."""
 
     def __init__(self, vocab_size: int) -> None:
         self.vocab_size = vocab_size

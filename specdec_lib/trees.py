@@ -1,30 +1,6 @@
-"""A draft tree: every step's shape. One target pass checks it, recursive rejection verifies it.
-
-A chain of ``K`` drafts is the tree ``(1, 1, ..., 1)``; ``w`` candidates for the first position are
-the tree ``(w,)``; ``(4, 3)`` puts four candidates at depth 1 and three at depth 2 (the chain's token
-and its siblings). The tree is checked in one target pass, each node seeing the sequence and its
-own ancestors only (a tree attention mask), and verified by recursive rejection at every node
-(SpecInfer, Miao et al. 2023, arXiv 2305.09781; candidates drawn without replacement as in Jeon et
-al. 2024, arXiv 2402.14160). At a node whose target law is ``p``, its children ``c_1, c_2, ...`` are
-tried in the order they were drawn:
-
-    p_1 = p;  try c_i ~ q_i: accept with min(1, p_i(c_i) / q_i(c_i)),
-              else p_{i+1} = norm(max(0, p_i - q_i));  after the last, sample p_{w+1}.
-
-Each stage is one ordinary speculative-sampling step whose target is ``p_i``, so by induction
-(from the last stage back) the stage-``i`` output has law ``p_i`` whatever ``q_i`` is, provided
-``c_i ~ q_i`` given the path and the earlier siblings, independently of the uniforms. Hence the
-node emits a token of law ``p`` given the path to it. An accepted child becomes the node (its
-target row becomes ``p``); a node without children ends the step with a bonus token from its row.
-Drawing a sibling from ``q`` with the earlier siblings removed never wastes a try on a token
-already rejected (``p_{i+1}`` is 0 there); greedy decoding uses point masses on the draft's
-next-best tokens, which is the same rule.
-
-For a chain, recursive rejection is exactly the rule of :func:`~specdec_lib.sampling.verify`
-(one candidate per node), which :func:`verify_tree` then runs vectorised, with one host read.
-Derived in notebook 01 (the chain) and notebook 06 (trees); checked by exact enumeration
-(:func:`specdec_lib.research.stats.exact_tree_law`) and chi-square tests in ``tests/test_trees.py``.
-"""
+"""A draft tree: candidates at each draft depth, checked in one target pass with a tree attention
+mask, verified by recursive rejection (:func:`verify_tree`; arXiv 2305.09781, 2402.14160). A chain
+``(1, ..., 1)`` follows the rule of :func:`~specdec_lib.sampling.verify`."""
 
 from __future__ import annotations
 
@@ -78,22 +54,11 @@ def draw_alternatives(
     generator: torch.Generator | None = None,
     support: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
-    """Candidates drawn without replacement after ``first``, for every row of ``q`` ``[R, m]`` at
-    once (``m``: ``V``, or ``|support|``, the laws on it): up to ``n_more[r]`` candidates after
-    ``first[r]``, each from its row with ``first[r]`` and the earlier ones removed, renormalised;
-    fewer where no mass is left (a one-hot row gives none). Returns
-    ``(tokens [n], laws [n, m], counts [R])``, row 0's candidates first.
-
-    Each candidate is one draw by inverse CDF on its row's float64 cumulative sum, as
-    :func:`~specdec_lib.sampling.sample` draws: a uniform point in the mass that ``first`` and
-    the earlier candidates leave, carried past their intervals, lands in a token's interval with
-    probability proportional to its mass, so the candidates are draws without replacement, in
-    order. Exact up to the float64 rounding of the cumulative sum, as ``sample`` is (a token
-    whose mass vanishes in it is never drawn); a point that rounding puts on a drawn token's
-    edge is drawn again. One uniform per candidate, where an exponential race (Efraimidis and
-    Spirakis 2006; the same law) needs one per token of the row: the uniforms and the
-    cumulative sums are read to the host once (on a CPU the sums are shared, not copied) and
-    the draws made there, a binary search each."""
+    """Up to ``n_more[r]`` candidates after ``first[r]`` for each row of ``q`` ``[R, m]`` (``m``:
+    ``V`` or ``|support|``), drawn without replacement; fewer where no mass is left. Returns
+    ``(tokens [n], laws [n, m], counts [R])``, row 0's first. Inverse-CDF draws on the row's float64
+    cumulative sum, as :func:`~specdec_lib.sampling.sample`'s, the uniform point carried past
+    removed tokens: exact up to the sum's rounding (a point on a removed token is redrawn)."""
     ids = _ids_on(q, support)
     R, m = q.shape
     n_more = list(n_more)
@@ -105,7 +70,7 @@ def draw_alternatives(
     q_h = _host_array(q.float())
     ids_h = None if support is None else _host_array(ids)
     cols = _columns(ids_h, _host_array(first.view(-1)), m)
-    cdfs = _cumsum64(q_h)  # every row's at once
+    cdfs = _cumsum64(q_h)
     picks: list[list[int]] = []
     gone: list[list[int]] = []  # per candidate, the tokens its law excludes
     for r in range(R):
@@ -145,9 +110,7 @@ def draw_alternatives(
 
 
 def _cumsum64(a: np.ndarray) -> np.ndarray:
-    """``np.cumsum(a, axis=-1, dtype=np.float64)``, the same values bit for bit (both add each
-    row's terms in order, each converted to float64 first), by PyTorch's kernel on the array's
-    own memory: on a 2-core AMD EPYC, 8 against 29 us over 8,192 values."""
+    """``np.cumsum(a, axis=-1, dtype=np.float64)``, bit for bit, by PyTorch's faster kernel."""
     return torch.cumsum(torch.from_numpy(a), -1, dtype=torch.float64).numpy()
 
 
@@ -157,9 +120,7 @@ def _host_array(t: torch.Tensor) -> np.ndarray:
 
 
 def _columns(ids: np.ndarray | None, tokens: np.ndarray, m: int) -> list[int | None]:
-    """Each of ``tokens``' (a 1-D integer array) column among a row's ``m`` tokens (``0..m-1``,
-    or the sorted ``ids``), or ``None`` where it is not one of them: one binary search over
-    ``ids`` for them all."""
+    """Each of ``tokens``' column among ``0..m-1`` or the sorted ``ids``; ``None`` where absent."""
     if ids is None or m == 0:
         return [t if 0 <= t < m else None for t in tokens.tolist()]
     at = np.minimum(np.searchsorted(ids, tokens), m - 1)
@@ -173,9 +134,7 @@ def _width(cdf: np.ndarray, i: int) -> float:
 
 
 def _point_past(u: float, cdf: np.ndarray, removed: Sequence[int]) -> float:
-    """A uniform point in the mass of ``cdf``'s tokens not in ``removed`` (sorted), as a point of
-    the whole row's cumulative mass: ``u`` times the mass left, carried past each removed
-    token's interval it reaches."""
+    """``u``'s point in the mass outside ``removed`` (sorted), placed on the whole row's ``cdf``."""
     x = u * (float(cdf[-1]) - sum(_width(cdf, i) for i in removed))
     for i in removed:  # in increasing order: x only moves up
         if x >= (cdf[i - 1] if i else 0.0):
@@ -202,13 +161,9 @@ def candidate_stage(
     x: torch.Tensor,
     correction: Correction = residual_correction,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """One stage of recursive rejection: ``(probability of accepting x, law passed on)``.
-
-    ``p`` is what is left of the target's law, ``q`` the law ``x`` was drawn from (both ``[V]``);
-    the law passed on after a rejection is ``correction(p, q, x)`` (the residual; anything else
-    is wrong). The decoder runs the two halves separately (:func:`stage_accept`, and
-    :func:`stage_pass_on` only after a rejection), so an exact law built from this function
-    tests the code that runs."""
+    """One stage of recursive rejection (``p`` what is left of the target's law, ``q`` the law ``x``
+    was drawn from, both ``[V]``): ``(probability of accepting x, law passed on)``. Built from
+    :func:`stage_accept` and :func:`stage_pass_on`, which the decoder runs."""
     return stage_accept(p, q, x), stage_pass_on(p, q, x, correction)
 
 
@@ -239,9 +194,7 @@ def check_widths(widths: Any) -> tuple[int, ...] | None:
 
 
 def tree_shape(tree: Any = None, width: Any = None) -> tuple[int, ...]:
-    """A step's shape, candidates at each draft depth: ``tree`` as given, ``(width,)`` when only
-    ``width`` is (``width`` candidates for the first position), the chain ``(1,)`` when neither
-    is. Depths past the tuple have one candidate."""
+    """A step's shape: ``tree``, else ``(width,)``, else the chain ``(1,)``."""
     if width is None:
         return check_widths(tree) or (1,)
     width = positive_int(width, "width", "candidates for the first draft position")
@@ -254,9 +207,8 @@ def tree_shape(tree: Any = None, width: Any = None) -> tuple[int, ...]:
 
 
 def check_tree(tokens: torch.Tensor, parents: Any) -> list[int]:
-    """``parents`` as a list, after checking that it describes a tree over ``tokens`` ``[N]``:
-    ``parents[i]`` is ``-1`` (a child of the root, the last token before the drafts) or an
-    earlier node (``0 <= parents[i] < i``), so nodes come in an order where parents come first."""
+    """``parents`` as a list, checked to be a tree over ``tokens`` ``[N]``: each ``parents[i]`` is
+    ``-1`` (the root) or an earlier node."""
     tokens = torch.as_tensor(tokens)
     if tokens.dim() != 1 or tokens.is_floating_point() or tokens.is_complex():
         raise ValueError(
@@ -298,25 +250,16 @@ def chain_tree(
     scores: torch.Tensor | None = None,
     support: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, list[int], torch.Tensor]:
-    """The draft tree along a chain: the chain ``d_tokens`` ``[k]`` (drawn from ``d_probs``
-    ``[k, V]``, node ``i`` the child of node ``i - 1``) and, beside its token at depth ``d + 1``,
-    up to ``widths[d] - 1`` alternatives, siblings drawn from ``d_probs[d]`` without replacement
-    (:func:`draw_alternatives`); depths past ``len(widths)`` get none. With a ``support`` (the
-    draft's: ``q`` is 0 outside it), ``d_probs`` (and ``scores``) are ``[k, |support|]``, the
-    draft's rows on it, the alternatives are found there, and ``laws`` are the laws on it,
-    ``[N, |support|]``, for :func:`verify_tree` with that ``support``.
-
-    With ``scores`` ``[k, V]`` (greedy decoding, one-hot ``d_probs``) the alternatives are point
-    masses on the draft's next-best tokens by ``scores[d]`` instead (:func:`best_alternatives`). Returns ``(tokens [N],
-    parents [N], laws [N, V])`` for :func:`verify_tree`, the chain first (nodes ``0..k-1``),
-    then the alternatives, shallowest first. The chain's draws never depend on the alternatives,
-    and the alternatives at a depth depend only on the chain's token there: every node is drawn
-    from the draft's law given its path and its earlier siblings, as :func:`verify_tree` needs.
-    """
+    """The draft tree around the chain ``d_tokens`` ``[k]`` (drawn from ``d_probs`` ``[k, V]``): up
+    to ``widths[d] - 1`` siblings of its token at depth ``d + 1``, drawn from ``d_probs[d]`` without
+    replacement (:func:`draw_alternatives`), or, with ``scores`` ``[k, V]`` (greedy), the draft's
+    next-best tokens (:func:`best_alternatives`). With a ``support``, rows and laws are on it.
+    Returns ``(tokens [N], parents [N], laws [N, V])``, the chain first, then the alternatives,
+    shallowest first, each drawn from the draft's law given its path and earlier siblings."""
     k = d_tokens.numel()
     tokens, parents, laws = [d_tokens], list(range(-1, k - 1)), [d_probs]
     depths = [d for d in range(min(k, len(widths))) if widths[d] > 1]
-    if depths:  # every depth's siblings at once
+    if depths:
         wanted = [widths[d] - 1 for d in depths]
         if scores is None:
             alts, alt_laws, counts = draw_alternatives(
@@ -338,11 +281,9 @@ def best_alternatives(
     n_more: Sequence[int],
     support: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
-    """Greedy decoding's alternatives, for every row of ``scores`` ``[R, V]`` at once: point
-    masses on up to ``n_more[r]`` of the best tokens by ``scores[r]`` after ``first[r]`` (tokens
-    scored ``-inf`` are never candidates); with a ``support``, ``scores`` are ``[R, |support|]``,
-    the scores of its tokens. Returns ``(tokens [n], laws [n, m], counts [R])`` as
-    :func:`draw_alternatives` does."""
+    """Greedy decoding's alternatives: point masses on up to ``n_more[r]`` of the best tokens by
+    ``scores[r]`` (``[R, V]`` or ``[R, |support|]``) after ``first[r]``, never ``-inf`` ones.
+    Returns as :func:`draw_alternatives` does."""
     ids = _ids_on(scores, support)
     first = first.view(-1, 1).to(scores.device)
     s = scores.float().masked_fill(ids.view(1, -1) == first, float("-inf"))
@@ -379,27 +320,26 @@ def verify_tree(
 ) -> tuple[Verdict, list[int]]:
     """Recursive rejection down a draft tree.
 
+    At a node with target law ``p``, its children ``c_i ~ q_i`` are tried in order: ``p_1 = p``;
+    accept ``c_i`` with ``min(1, p_i(c_i) / q_i(c_i))``, else ``p_{i+1} = norm(max(0, p_i - q_i))``;
+    after the last, sample ``p_{w+1}``. Each stage is a speculative-sampling step with target
+    ``p_i``, so the node emits a token of law ``p`` whatever the ``q_i``, provided ``c_i ~ q_i``
+    given the path and the earlier siblings, independently of the uniforms.
+
     Args:
-        tokens: ``[N]`` the tree's draft tokens, parents first.
-        parents: ``[N]`` each node's parent (``-1``: a child of the root, the token before the
-            drafts); a node's children are tried in index order.
+        tokens: ``[N]`` the draft tokens, parents first.
+        parents: ``[N]`` each node's parent (``-1``: the root, the token before the drafts).
         laws: ``[N, V]`` the law each node was drawn from, given its path and earlier siblings.
         target_probs: ``[N + 1, V]``: row 0 the target's law after the root, row ``i + 1`` after
-            node ``i`` (given the path to it); as :class:`~specdec_lib.sampling.WarpedRows`,
-            only the rows verification reaches are warped.
-        generator: source of randomness (one uniform per candidate tried).
+            node ``i``; as :class:`~specdec_lib.sampling.WarpedRows`, only rows reached are warped.
         correction: what is left of ``p`` after a rejection (the residual; anything else is wrong).
-        chain_verify: the rule a chain is verified by, vectorised (:func:`~specdec_lib.sampling.verify`;
-            test-only seam: the tests plug in deliberately wrong rules to show they are caught).
-        support: ``[m]`` sorted token ids outside which every law is 0 (the draft's); then
-            ``laws`` is ``[N, m]``, the laws on it, and the residual's recursion runs there
-            (:func:`support_stage`), reading a target row off it only for a draw that lands there.
-        walk: with a ``support``, what the recursion needs of the tree, made before the target's
-            pass (:func:`prepare_walk`, on ``tokens``, ``laws`` and ``support``, with this
-            ``generator``); else it is made here.
+        chain_verify: the vectorised rule a chain is verified by (a test-only seam).
+        support: ``[m]`` sorted token ids outside which every law is 0; ``laws`` are then ``[N, m]``
+            and the recursion runs there (:func:`support_stage`).
+        walk: with a ``support``, the tree's :func:`prepare_walk` if made before the target's pass.
 
-    Returns the verdict (the accepted path's tokens and one more: the bonus from the last accepted
-    node's row, or a draw from what its rejected children left) and the path, root to leaf.
+    Returns the verdict (the accepted path's tokens and one drawn from what the last accepted node's
+    row leaves) and the path, root to leaf. Bad shapes, ids or NaN raise ``ValueError``.
     """
     tokens = torch.as_tensor(tokens)
     par = check_tree(tokens, parents)
@@ -438,15 +378,13 @@ def _verify_on_rows(
     generator: torch.Generator | None,
     correction: Correction,
 ) -> tuple[Verdict, list[int]]:
-    """:func:`verify_tree`'s recursion over full rows, a tree with alternatives: at each node its
-    children tried in order against what is left of the target's law, one uniform each."""
+    """:func:`verify_tree`'s recursion over full rows, one uniform per child tried."""
     lazy = isinstance(target_probs, WarpedRows)
     V = target_probs.shape[-1]
     device = target_probs.device
     tokens = tokens.to(device=device, dtype=torch.long)
     laws = laws.to(device)
-    # Rows warped on demand are checked as they are read: a row holding NaN is never accepted
-    # through (its acceptance is NaN), so it ends the step as what is left, checked below.
+    # a lazy row holding NaN is never accepted through: it ends the step, checked below
     nan = has_nan(laws) if lazy else has_nan(laws, target_probs)
     bad_nan, bad_ids = torch.stack([nan, ids_outside(tokens, V)]).tolist()
     if bad_ids:
@@ -475,16 +413,11 @@ def _verify_on_rows(
 def support_stage(
     left: Any, off: float, q: Any, i: int, mass_off: float
 ) -> tuple[float, Any, float]:
-    """:func:`candidate_stage` on a support ``S`` outside which ``q`` is 0.
-
-    What is left of the target's law is held as ``left`` ``[m]`` (its values on ``S``, not
-    normalised) and ``off`` (the factor of the target's row ``p`` off ``S``, whose mass there is
-    ``mass_off``): the law is ``(left, off * p)`` over their total ``Z``. For the candidate
-    ``S[i]`` drawn from ``q`` ``[m]``, returns ``(probability of accepting it, left, off)`` after
-    a rejection: ``max(0, left / Z - q)`` on ``S`` and ``p * off / Z`` off it, where ``q`` is 0 and
-    the residual keeps the target's law as it was, rescaled. (Rescaling every value by ``1 / Z``
-    instead of normalising the residual leaves the law the same.) ``left`` and ``q`` are tensors
-    or NumPy arrays (the decoder's, on the host)."""
+    """:func:`candidate_stage` for ``S[i]`` on a support ``S`` off which ``q`` ``[m]`` is 0. What is
+    left of the target's law is ``(left, off * p)`` over its total ``Z``: ``left`` ``[m]`` on ``S``,
+    and ``off`` times the target's row ``p`` off it (mass ``mass_off``). Returns
+    ``(acceptance, left, off)`` after a rejection: ``max(0, left / Z - q)`` and ``off / Z``, the
+    residual times ``1 / Z`` (the same law)."""
     lx, qx, total = float(left[i]), float(q[i]), float(left.sum()) + off * mass_off
     a = min(1.0, lx / total / qx) if qx > 0 else float(lx > 0)
     return a, (left / total - q).clip(min=0), off / total
@@ -492,11 +425,9 @@ def support_stage(
 
 @dataclass(frozen=True)
 class SupportWalk:
-    """What recursive rejection on a support needs of a tree before the target's pass, on the
-    host: the support (``S``, and ``ids`` its token ids), the tree's ``tokens`` and their
-    columns in it (``at``), its ``laws`` on it, and the uniforms, one per node (a node is tried
-    at most once) and one for the last draw, drawn at once: independent of the tree and of each
-    other, as one drawn per try would be."""
+    """What recursive rejection on a support needs of a tree, on the host, before the target's pass:
+    the support ``S`` (``ids`` on the host), the ``tokens``, their columns ``at``, the ``laws`` on
+    it, and one uniform per node (tried at most once) plus one for the last draw."""
 
     S: torch.Tensor
     ids: np.ndarray
@@ -512,9 +443,8 @@ def prepare_walk(
     support: torch.Tensor,
     generator: torch.Generator | None = None,
 ) -> SupportWalk:
-    """The :class:`SupportWalk` of a tree (``tokens`` ``[N]``, ``laws`` ``[N, |support|]``),
-    after checking that its tokens lie in ``support`` and its laws hold no NaN: host work that
-    needs nothing of the target's pass, which a decoder does with the tree, before the pass."""
+    """The :class:`SupportWalk` of ``tokens`` ``[N]`` and ``laws`` ``[N, |support|]``; a token
+    outside ``support`` or a law holding NaN raises."""
     S = support.to(laws.device)
     ids, laws_h, toks_h = _host_array(S), _host_array(laws.float()), _host_array(tokens)
     toks = toks_h.tolist()
@@ -534,11 +464,7 @@ def _verify_on_support(
     walk: SupportWalk,
     generator: torch.Generator | None,
 ) -> tuple[Verdict, list[int]]:
-    """:func:`verify_tree` with the laws on the draft's support (see :func:`support_stage`).
-
-    Recursive rejection runs on the host, in float64, on the laws and the target's rows on the
-    support (on a CPU, the tensors' own memory: a few vectors of ``|S|`` values and a handful of
-    scalars per node, where tensor operations cost more to dispatch than to run)."""
+    """:func:`verify_tree` on a support (:func:`support_stage`), on the host in float64."""
     device = target_probs.device
     S, N, m = walk.S.to(device), len(walk.tokens), walk.ids.size
     us = walk.uniforms
@@ -571,13 +497,8 @@ def _verify_on_support(
 def _support_row(
     target_probs: torch.Tensor | WarpedRows, r: int, S: torch.Tensor, ids: np.ndarray
 ) -> tuple[np.ndarray, torch.Tensor, float]:
-    """Target row ``r``: its values on the support ``S`` (``ids`` on the host), in float64 on the
-    host, the row itself, and its mass off ``S`` (the float64 sum of the row less that of its
-    values on ``S``); a row holding NaN raises. On a CPU the row is read in NumPy, on its own
-    memory: right after a target's pass, which has evicted the code of every operation from the
-    CPU's caches, a NumPy gather and sum cost less than PyTorch's dispatch of the same (measured
-    in decoding on a 2-core AMD EPYC, about 35 us a row); elsewhere the row is reduced on its
-    device and only its values on ``S`` are read."""
+    """Target row ``r``: its float64 values on ``S`` (``ids`` on the host), the row, and its mass
+    off ``S``; a NaN row raises."""
     p = target_probs[r]
     if p.device.type == "cpu":
         row = _host_array(p)
@@ -591,29 +512,17 @@ def _support_row(
     return on, p, max(0.0, total - float(on.sum()))
 
 
-# Devices on which greedy verification reduces the rows it reads one by one (the others reduce
-# every row at once, for one host read).
+# devices where greedy verification reduces only the rows it reads, one by one
 _ROW_BY_ROW = ("cpu",)
 
 
 def verify_tree_greedy(
     tokens: torch.Tensor, parents: Sequence[int], target_logits: torch.Tensor
 ) -> tuple[Verdict, list[int]]:
-    """:func:`verify_tree` when the target's law after every node is a point mass on its argmax
-    (greedy decoding), read from the logits ``[N + 1, V]`` themselves.
-
-    Whatever law ``q`` a candidate ``x`` was drawn from, ``min(1, p(x) / q(x))`` is 1 when ``x`` is
-    the argmax ``a`` and 0 otherwise, and what a rejection leaves of ``p``,
-    ``norm(max(0, p - q))``, is the point mass on ``a`` again (``p(a) - q(a) > 0`` unless ``x = a``
-    was certain). So a candidate is accepted exactly when it is the argmax of its parent's row,
-    and the step ends with the argmax of the last accepted node's row: the tokens
-    :func:`verify_tree` gives on the one-hot rows, with no vocabulary-wide work but the argmaxes
-    and no random numbers. Only the rows the walk reads matter (the root's and the accepted
-    nodes'), and one of them holding NaN or ``+inf`` raises. On a CPU the walk reduces those rows
-    alone, one host read each, where a row's reduction costs the row's memory traffic; on other
-    devices every row is reduced at once and read in one host read, where a read costs a
-    synchronisation.
-    """
+    """:func:`verify_tree` for greedy decoding, from the logits ``[N + 1, V]``. With point masses on
+    the argmax ``a``, a candidate is accepted iff it is ``a`` and a rejection leaves the point mass
+    on ``a``: the step takes each parent's argmax child while there is one, then ends with the
+    argmax. No random numbers; a NaN or ``+inf`` row read raises."""
     tokens = torch.as_tensor(tokens)
     par = check_tree(tokens, parents)
     N, V = tokens.numel(), target_logits.shape[-1]
@@ -627,7 +536,7 @@ def verify_tree_greedy(
             raise ValueError(ids_message("tokens", V))
 
         def argmax(r: int) -> int:
-            best, bad = greedy_tokens(target_logits[r])  # as Warp.probs takes the argmax
+            best, bad = greedy_tokens(target_logits[r])
             if bad:
                 raise ValueError(NAN_MESSAGE)
             return int(best)

@@ -51,12 +51,11 @@ class FakeDrafter(BaseDrafter):
     """Proposes ``k`` tokens (at most ``limit``) whose draft probabilities are read from ``conf``;
     with a threshold, stops after the first draft ``x`` with ``q(x) < threshold``."""
 
+    stops_by_confidence = True
+
     def __init__(self, conf=(0.9,), limit=None):
         self.conf, self.limit = list(conf), limit
-        self.calls, self.resets, self.rollbacks = [], 0, []
-
-    def reset(self):
-        self.resets += 1
+        self.calls, self.updates = [], []
 
     def propose(self, ids, k, warp, generator, threshold=None):
         self.calls.append((ids.tolist(), k, threshold))
@@ -71,14 +70,14 @@ class FakeDrafter(BaseDrafter):
                 return tokens[: i + 1], q[: i + 1]
         return tokens, q
 
-    def rollback(self, n_valid):
-        self.rollbacks.append(n_valid)
+    def update(self, n_valid):
+        self.updates.append(n_valid)
 
 
 def _step(dk, length, n_accepted, k=16):
     """One decoder step on a sequence of ``length`` tokens; returns the number proposed."""
     tokens, _ = dk.propose(torch.zeros(length, dtype=torch.long), k, Warp(), None)
-    dk.rollback(length + n_accepted)
+    dk.update(length + n_accepted)
     return tokens.numel()
 
 
@@ -93,7 +92,7 @@ def test_heuristic_schedule():
         _step(dk, 30, 0)
     assert dk.current == 1  # floor
     assert _step(dk, 30, 0) == 1 and dk.current == 1
-    assert dk.drafter.rollbacks[-1] == 30
+    assert dk.drafter.updates[-1] == 30
 
 
 def test_heuristic_never_grows_past_k():
@@ -109,15 +108,15 @@ def test_reset_restarts_schedule_and_inner():
     _step(dk, 10, 3)
     _step(dk, 14, 5)
     assert dk.current == 7
-    dk.reset()
+    dk.update(0)
     assert dk.current == 3 and dk.history == [] and dk.accepted_history == []
-    assert inner.resets == 1
+    assert inner.updates[-1] == 0
 
 
 def test_nothing_proposed_or_asked_leaves_schedule():
     dk = DynamicK(FakeDrafter(limit=0), initial=5)
     assert _step(dk, 10, 0) == 0 and dk.current == 5  # the inner drafter declined: nothing learnt
-    dk.rollback(11)  # a step the decoder ran without asking (k = 0 at the end of the output)
+    dk.update(11)  # a step the decoder ran without asking (k = 0 at the end of the output)
     assert dk.current == 5 and dk.history == [0, 0]
 
 
@@ -149,17 +148,16 @@ class OwnTemperature(BaseDrafter):
     """Samples drafts at its own temperature whatever the decoder's warp: q is never one-hot, so
     the confidence threshold fires even under greedy decoding. Any q is exact."""
 
+    stops_by_confidence = True
+
     def __init__(self, model, temperature=1.0):
         self.inner, self.warp = ModelDrafter(model), Warp(temperature)
-
-    def reset(self):
-        self.inner.reset()
 
     def propose(self, ids, k, warp, generator, threshold=None):
         return self.inner.propose(ids, k, self.warp, generator, threshold)
 
-    def rollback(self, n_valid):
-        self.inner.rollback(n_valid)
+    def update(self, n_valid):
+        self.inner.update(n_valid)
 
 
 @pytest.mark.parametrize(
@@ -229,9 +227,6 @@ class StopBefore(BaseDrafter):
     def __init__(self, model, threshold):
         self.inner, self.threshold = ModelDrafter(model), threshold
 
-    def reset(self):
-        self.inner.reset()
-
     def propose(self, ids, k, warp, generator, threshold=None):
         tokens, rows, seq = [], [], ids
         for _ in range(k):
@@ -245,8 +240,8 @@ class StopBefore(BaseDrafter):
             return torch.empty(0, dtype=torch.long), torch.zeros(0, V)
         return torch.cat(tokens), torch.cat(rows)
 
-    def rollback(self, n_valid):
-        self.inner.rollback(n_valid)
+    def update(self, n_valid):
+        self.inner.update(n_valid)
 
 
 def test_threshold_law_matches_target(tiny_pair):

@@ -116,8 +116,8 @@ def test_decode_attention_computes_what_sdpa_does(monkeypatch):
 
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    from specdec_lib import lm
-    from specdec_lib.lm import decode_attention
+    from specdec_lib.research.speed import attention as lm
+    from specdec_lib.research.speed.attention import decode_attention
 
     every = dict.fromkeys((torch.float32, torch.bfloat16), range(1, 17))
     monkeypatch.setattr(lm, "DECODE_QUERIES", every)  # the products for every case below
@@ -171,7 +171,7 @@ def test_decode_attention_takes_the_passes_its_dtype_names():
 
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    from specdec_lib.lm import decode_attention, decode_queries
+    from specdec_lib.research.speed.attention import decode_attention, decode_queries
 
     assert list(decode_queries(torch.float32)) == list(range(2, 17))
     assert list(decode_queries(torch.bfloat16)) == [1]
@@ -192,13 +192,23 @@ def test_decode_attention_takes_the_passes_its_dtype_names():
 
 
 def test_pairs_on_a_cpu_decode_with_decode_attention():
-    from specdec_lib.lm import DECODE_ATTENTION
     from specdec_lib.models import load_pair
+    from specdec_lib.research.speed.attention import DECODE_ATTENTION
 
     pair = load_pair("tiny-random")
     assert pair.notes["attention"] == DECODE_ATTENTION
     assert pair.target.config._attn_implementation == DECODE_ATTENTION
     assert pair.notes["decode_queries"] == [2, 16]  # float32: the passes of a step, not one token
+
+
+def test_without_a_registered_attention_pairs_run_transformers_own(monkeypatch):
+    from specdec_lib import lm
+    from specdec_lib.models import load_pair
+
+    monkeypatch.setattr(lm, "_ATTENTION", None)
+    pair = load_pair("tiny-random")
+    assert "attention" not in pair.notes
+    assert pair.target.config._attn_implementation == "sdpa"
 
 
 def test_a_buffer_cache_holds_what_a_dynamic_cache_holds(tiny_pair, monkeypatch):

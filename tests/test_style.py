@@ -1,4 +1,4 @@
-"""specdec_lib.style: the series' rcParams and palette; savefig writes atomically where it is told."""
+"""specdec_lib.figures.style: the series' rcParams and palette; savefig writes atomically where it is told."""
 
 import os
 import subprocess
@@ -12,7 +12,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pytest
 
-from specdec_lib import style
+from specdec_lib.figures import style
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -93,7 +93,7 @@ def test_savefig_follows_specdec_figures(tmp_path):
     """End to end: SPECDEC_FIGURES, read at import, decides the folder."""
     code = (
         "import matplotlib; matplotlib.use('Agg'); import matplotlib.pyplot as plt\n"
-        "from specdec_lib.style import savefig\n"
+        "from specdec_lib.figures.style import savefig\n"
         "plt.plot([0, 1]); savefig('00_env')\n"
     )
     env = {**os.environ, "SPECDEC_FIGURES": str(tmp_path / "out"), "PYTHONPATH": str(ROOT)}

@@ -1,15 +1,6 @@
-"""The benchmark (``python -m specdec_lib bench``, notebooks 03-06), by concern.
-
-* :mod:`~specdec_lib.bench.settings`: what defines a run, the named presets behind its defaults
-  (``presets.toml``, each with why), where it runs;
-* :mod:`~specdec_lib.bench.run`: running the cells (our decoders and transformers' generation);
-* :mod:`~specdec_lib.bench.passes`: the pass costs of the cost model;
-* :mod:`~specdec_lib.bench.analysis`: what a stored run says: the summary, acceptance by position
-  and by depth, outputs against the baseline's, bootstrap intervals, frames, and the cells that
-  ran while the machine ran slow.
-
-The cost model they predict with is :mod:`specdec_lib.costs`.
-"""
+"""The benchmark (``python -m specdec_lib bench``): :mod:`~specdec_lib.bench.settings` (what
+defines a run), :mod:`~specdec_lib.bench.run` (running the cells), :mod:`~specdec_lib.bench.passes`
+(pass costs) and :mod:`~specdec_lib.bench.analysis` (what a stored run says)."""
 
 from .analysis import (
     DISTURBED_PACE,

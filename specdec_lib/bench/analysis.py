@@ -1,11 +1,7 @@
-"""What a stored benchmark run says: the summary per method and ``K``, acceptance by position and
-by depth of a draft tree, outputs against the baseline's, bootstrap intervals, and frames.
-
-Everything here reads a run's cells (``result["cells"]``, keyed ``method|K|prompt|repeat``) and
-its settings, so it serves a run just measured and every stored run alike, including runs written
-before the tree was a step's only shape (``settings.width`` without ``settings.tree``). The
-predictions are the cost model's (:mod:`specdec_lib.costs`).
-"""
+"""What a stored benchmark run says: summaries per method and ``K``, acceptance by position and
+depth, outputs against the baseline's, bootstrap intervals and frames. Reads a run's cells
+(``result["cells"]``, keyed ``method|K|prompt|repeat``) and settings; the predictions are
+:mod:`specdec_lib.costs`' cost model."""
 
 from __future__ import annotations
 
@@ -59,9 +55,8 @@ def cell_key(method: str, K: int, prompt: int, repeat: int) -> str:
 
 
 def run_tree(settings: Mapping[str, Any], tuned: Mapping[str, Any] | None = None, K: int = 0):
-    """The step's shape of a stored run: its ``tree``, or ``(width,)`` for runs that recorded a
-    width alone; in a run that tuned its tree at each ``K`` (``tune_tree``), the tree of ``K``
-    from the run's ``tuned`` record (its ``tuned_trees``)."""
+    """A stored run's step shape: its ``tree`` (``(width,)`` for old runs), or for a run that tuned
+    its tree per ``K`` (``tune_tree``), the tree of ``K`` in its ``tuned_trees`` record."""
     if tuned:
         return list(tuned["by_K"][str(K)]["tree"])
     if settings.get("tune_tree"):
@@ -69,14 +64,11 @@ def run_tree(settings: Mapping[str, Any], tuned: Mapping[str, Any] | None = None
     return list(settings.get("tree") or [int(settings.get("width") or 1)])
 
 
-# --------------------------------------------------------------------------------------------
 # Acceptance by draft position and by depth
-# --------------------------------------------------------------------------------------------
 
 
 def position_counts(cells: Iterable[dict[str, Any]], K: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per draft position: how many steps judged it (reached it: every draft before it was
-    accepted) and how many accepted it."""
+    """Per draft position: (steps that reached it, steps that accepted it)."""
     reached = np.zeros(K, dtype=np.int64)
     accepted = np.zeros(K, dtype=np.int64)
     for c in cells:
@@ -87,21 +79,15 @@ def position_counts(cells: Iterable[dict[str, Any]], K: int) -> tuple[np.ndarray
 
 
 def rates(reached: np.ndarray, accepted: np.ndarray) -> list[float]:
-    """Acceptance at each draft position, given that the position was judged (NaN if never)."""
+    """Acceptance at each draft position given it was judged (NaN if never)."""
     with np.errstate(invalid="ignore", divide="ignore"):
         return (accepted / reached).tolist()
 
 
 def tree_rates(cells: Iterable[dict[str, Any]], K: int, width: int) -> dict[str, Any]:
-    """What a chain tree's steps say about every narrower chain tree, per depth ``d = 1..K``.
-
-    From cells of a run with up to ``width`` candidates at each depth (``alt_index`` recorded):
-    ``beta[d-1]``, the chain's acceptance at depth ``d`` once reached, and ``gamma[d-1][w-1]``,
-    the probability that one of the first ``w - 1`` alternatives is accepted once the chain's
-    token is rejected there (``w = 1..width``; ``gamma[.][0] = 0``). Alternatives are tried in the
-    order they are drawn, so the first ``w - 1`` of them are exactly a narrower tree's: one wide
-    run measures them all (the rates of :func:`~specdec_lib.costs.tree_prediction`). Also returns
-    the counts behind each rate."""
+    """A chain tree's ``beta`` and ``gamma`` per depth (:func:`~specdec_lib.costs.tree_prediction`),
+    with counts, from cells with up to ``width`` candidates per depth (``alt_index`` recorded). As
+    alternatives are tried in the order drawn, one wide run measures every narrower tree."""
     positive_int(K, "K")
     positive_int(width, "width")
     reached = np.zeros(K, dtype=np.int64)
@@ -110,7 +96,7 @@ def tree_rates(cells: Iterable[dict[str, Any]], K: int, width: int) -> dict[str,
     alt = np.zeros((K, width), dtype=np.int64)  # alt[d, j]: alternative j + 1 kept at depth d + 1
     for c in cells:
         for (drafted, n_acc, _), j in zip(c["steps"], c["alt_index"], strict=True):
-            if drafted < K:  # a clamped step near the end of the output: not this tree
+            if drafted < K:
                 continue
             on_chain = n_acc - 1 if j else n_acc  # chain tokens accepted
             reached[: min(on_chain + 1, K)] += 1
@@ -125,9 +111,7 @@ def tree_rates(cells: Iterable[dict[str, Any]], K: int, width: int) -> dict[str,
 def _depth_rates_record(
     reached: np.ndarray, chain: np.ndarray, rejected: np.ndarray, alt: np.ndarray
 ) -> dict[str, Any]:
-    """A chain tree's rates per depth from its counts (:func:`tree_rates`): ``beta`` = chain
-    tokens accepted / reached, ``gamma[.][w-1]`` = rejections where one of the first ``w - 1``
-    alternatives was kept / rejections, with the counts."""
+    """``beta`` and ``gamma`` (as :func:`tree_rates`) from their counts, with the counts."""
     with np.errstate(invalid="ignore", divide="ignore"):
         beta = chain / reached
         first = np.zeros((alt.shape[0], 1), dtype=np.int64)
@@ -146,15 +130,9 @@ def _depth_rates_record(
 def stopped_rates(
     cells: Iterable[dict[str, Any]], K: int, width: int, max_new_tokens: int
 ) -> dict[str, Any]:
-    """What the steps of a draft that stops by confidence say (the rates of
-    :func:`~specdec_lib.costs.stopped_step_law`), per depth ``d = 1..K``, from cells of
-    ``max_new_tokens`` new tokens at most (a step may draft ``min(K, tokens left - 1)``, its cap).
-
-    ``stop[d-1]`` (``d < K``): how often the draft stopped after depth ``d`` below its cap, of the
-    steps that drafted depth ``d`` below their cap. ``go``, ``last`` and ``capped``: the rates of
-    :func:`tree_rates` of the chain's tokens at a depth the draft went on from, at the depth it
-    stopped at below its cap, and at a depth that was the step's cap (there, whether the draft was
-    sure of its token is not observed). Each with the counts behind it."""
+    """The rates of :func:`~specdec_lib.costs.stopped_step_law`, with counts, from cells of at most
+    ``max_new_tokens`` tokens (a step's cap: ``min(K, tokens left - 1)``): ``stop``, the hazards;
+    ``go``, ``last``, ``capped``: :func:`tree_rates` at depths gone on from, stopped at, capped."""
     positive_int(K, "K")
     positive_int(width, "width")
     positive_int(max_new_tokens, "max_new_tokens")
@@ -196,14 +174,9 @@ def stopped_rates(
 def depth_counts(
     cells: Iterable[dict[str, Any]], K: int, tree: Sequence[int]
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per draft depth ``1..K`` of cells run at ``K`` with the draft tree ``tree``: how many steps
-    judged the depth (reached it), how many kept one of its candidates (the chain's token or an
-    alternative), and how many accepted the chain's own token there.
-
-    A chain: :func:`position_counts`. A tree: :func:`tree_rates`, since a kept alternative ends the
-    step, so the depth after it is never judged (counting it as judged, as ``alpha_iid`` of
-    :func:`summarize` does, would bias a tree's acceptance low); steps clamped near the end of the
-    output, with fewer than ``K`` drafts, are left out."""
+    """Per depth ``1..K`` of cells run with ``tree``: steps that reached it, kept a candidate there,
+    accepted the chain's token there. A kept alternative ends the step, so later depths are not
+    judged; steps with fewer than ``K`` drafts are left out."""
     cells = list(cells)
     widths = drafted_widths(K, tree)
     if max(widths) == 1:
@@ -215,14 +188,12 @@ def depth_counts(
     return np.array(r["reached"]), chain + kept, chain
 
 
-# --------------------------------------------------------------------------------------------
 # Outputs against the baseline's
-# --------------------------------------------------------------------------------------------
 
 
 def against_baseline(result: dict[str, Any]):
-    """Each non-baseline cell of ``result`` beside the autoregressive cell of the same prompt and
-    repeat: ``(method, K, prompt, baseline tokens, first differing position or None)``."""
+    """Yield ``(method, K, prompt, baseline tokens, first differing position or None)`` for each
+    non-baseline cell beside the autoregressive cell of the same prompt and repeat."""
     cells = {tuple(key.split("|")): cell for key, cell in sorted(result["cells"].items())}
     base = {(p, rep): c["tokens"] for (m, _k, p, rep), c in cells.items() if m == "autoregressive"}
     for (method, K, p, rep), cell in cells.items():
@@ -237,12 +208,9 @@ def against_baseline(result: dict[str, Any]):
 
 
 def identical_outputs(result: dict[str, Any]) -> dict[tuple[str, int], dict[str, Any]]:
-    """For a greedy run (``temperature == 0``): per (method, K) other than the baseline, how many
-    of its cells emitted exactly the autoregressive cell's tokens (same prompt and repeat), and
-    where the others first differ (token positions). In float32 speculative decoding is token for
-    token the autoregressive output; in bfloat16 a pass over ``K + 1`` tokens rounds differently
-    from a pass over one, so a near-tie between the top two tokens can go the other way.
-    ``{}`` for a sampled run, whose outputs differ by design."""
+    """For a greedy run, per (method, K): how many cells emitted the autoregressive cell's tokens,
+    and where the others first differ (bfloat16 rounds passes of K + 1 tokens differently, so
+    near-ties can flip); ``{}`` for a sampled run."""
     if result["settings"]["temperature"] != 0:
         return {}
     out: dict[tuple[str, int], dict[str, Any]] = {}
@@ -258,35 +226,22 @@ def identical_outputs(result: dict[str, Any]) -> dict[tuple[str, int], dict[str,
     return out
 
 
-# --------------------------------------------------------------------------------------------
 # The summary
-# --------------------------------------------------------------------------------------------
 
 
 def model_costs(result: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The pass costs the cost model reads for a run: those timed in rounds spread among its
-    cells (``costs_during``) where it has them, else those timed before the cells (``costs``)."""
+    """The pass costs the cost model reads: ``costs_during``, else ``costs``."""
     return result.get("costs_during") or result.get("costs")
 
 
-# A cell is disturbed when it ran at more than this many times the run's median pace
-# (:func:`cell_paces`): on 2-core EPYCs 98% of cells ran within 0.88-1.34 of their run's median
-# pace, and the cells a transient of the machine slowed ran at 2.6 and more.
+# A cell is disturbed above this many times its run's median pace (:func:`cell_paces`).
 DISTURBED_PACE = 1.5
 
 
 def cell_paces(result: Mapping[str, Any]) -> dict[str, float]:
-    """Each autoregressive and speculative cell's pace, by key: its time over what the cost model
-    charges for the steps it ran, relative to the median over the run's cells.
-
-    A cell is charged its prompt's pass as timed (``prefill_ms``) and for each later step what
-    :func:`~specdec_lib.costs.step_cost` charges the drafts it made (with the run's tree at its
-    ``K``; a baseline token, :func:`~specdec_lib.costs.base_cost`, where it drafted none), at the
-    run's pass costs (:func:`model_costs`). Acceptance is the cell's own, so a cell whose
-    prompt drafts badly is charged for its short steps; what moves a cell's pace is the machine:
-    a stretch of the run where it ran slow shows as the cells decoded then, on either side, well
-    above 1 (:func:`disturbed_cells`). Cells of other methods, and runs without the costs or
-    the prompt's pass, have none."""
+    """Each autoregressive and speculative cell's time over what the cost model charges for its own
+    steps (at :func:`model_costs`), relative to the run's median, by key; acceptance is the cell's
+    own, so only the machine moves a pace."""
     costs = model_costs(result)
     if not costs:
         return {}
@@ -312,20 +267,13 @@ def cell_paces(result: Mapping[str, Any]) -> dict[str, float]:
 
 
 def disturbed_cells(result: Mapping[str, Any], factor: float = DISTURBED_PACE) -> dict[str, float]:
-    """The cells of a run that ran at more than ``factor`` times its median pace
-    (:func:`cell_paces`), with their paces: where the machine ran slow, which sums over the
-    cells (the speedups) take in. Rerun such a run (a campaign reruns a run whose output is
-    missing)."""
+    """The cells (with paces) above ``factor`` times the median pace: the machine ran slow."""
     return {key: pace for key, pace in cell_paces(result).items() if pace > factor}
 
 
 def summarize(result: dict[str, Any]) -> list[dict[str, Any]]:
-    """One record per (method, K): throughput, speedup vs the baseline of the same run, alpha,
-    tau, per-request latency percentiles, predicted speedup, per-prompt records, and how many of
-    its cells ran while the machine ran slow (``disturbed_cells``, :func:`disturbed_cells`).
-    A draft that stops by confidence (``schedule`` ``"threshold"``) is predicted at the stopping
-    rates its steps show (:func:`stopped_rates`); one whose length follows transformers'
-    heuristic schedule (``"heuristic"``), which depends on the steps before, has no prediction."""
+    """One record per (method, K): throughput, speedup, alpha, tau, latencies, predicted speedup,
+    per-prompt records and ``disturbed_cells``. A ``"heuristic"`` schedule has no prediction."""
     costs = model_costs(result)
     schedule = result["settings"].get("schedule", "fixed")
     stopped = result["settings"]["max_new_tokens"] if schedule == "threshold" else None
@@ -392,18 +340,13 @@ def _speculative(
     speedup: float,
     stopped: int | None = None,
 ) -> dict[str, Any]:
-    """The speculative fields of a (speculative, K) record: acceptance, tokens per step, and the
-    cost model's prediction; ``stopped``: the cells' ``max_new_tokens`` where the draft stops by
-    confidence (its model, :func:`~specdec_lib.costs.predicted_stopped_speedup`)."""
+    """The speculative fields of a (speculative, K) record; ``stopped``: the cells'
+    ``max_new_tokens`` when the draft stops by confidence."""
     proposed = sum(c["n_proposed"] for c in cells)
     accepted = sum(c["n_accepted"] for c in cells)
-    # Draft positions actually judged: a step stops at its first rejection, so the drafts after it
-    # were proposed but never tested.
     judged = sum(min(a + 1, d) for c in cells for d, a, _ in c["steps"])
     rec: dict[str, Any] = {"alpha": accepted / proposed if proposed else float("nan")}
-    # The per-position acceptance probability of the i.i.d. model (its maximum-likelihood
-    # estimate): the alpha in E = (1 - alpha^(K+1)) / (1 - alpha). accepted / proposed is smaller,
-    # (a - a^(K+1)) / ((1 - a) K), and would make the prediction pessimistic.
+    # The i.i.d. model's maximum-likelihood alpha; accepted / proposed would underestimate it.
     rec["alpha_iid"] = accepted / judged if judged else float("nan")
     n_steps = sum(c["n_steps"] for c in cells)
     rec["tau"] = n_tok / n_steps
@@ -413,7 +356,6 @@ def _speculative(
         rec["stopped_rates"] = stopped_rates(cells, K, widest, stopped)
         rec["predicted_speedup"] = predicted_stopped_speedup(rec["stopped_rates"], K, tree, costs)
     elif costs and widest > 1 and all("alt_index" in c for c in cells):
-        # a tree with alternatives: its own model, at the rates of each depth its steps show
         rec["tree_rates"] = tree_rates(cells, K, widest)
         rec["predicted_speedup"] = predicted_tree_speedup(rec["tree_rates"], K, tree, costs)
     elif costs:  # the chain, or a run that did not record which alternative was kept
@@ -421,12 +363,10 @@ def _speculative(
     if costs:
         rec["efficiency"] = speedup / rec["predicted_speedup"]
         rec |= _cell_prediction(cells, K, tree, costs, rec, speedup)
-        # The same cost model with the measured tokens per step instead of the modelled E.
         if stopped is None:
             rec["predicted_speedup_from_tau"] = rec["tau"] / step_cost(K, costs, tree)
-    # The step's time by part, as shares of the cells' time, and the host's work per step.
     for part in ("draft", "target", "host"):
-        if all(f"{part}_ms" in c for c in cells):  # runs before the breakdown lack target, host
+        if all(f"{part}_ms" in c for c in cells):
             rec[f"{part}_share"] = sum(c[f"{part}_ms"] for c in cells) / (1e3 * secs)
     if "host_share" in rec:
         rec |= _parts_against_model(cells, K, tree, costs if stopped is None else None, n_steps)
@@ -440,11 +380,8 @@ def _parts_against_model(
     costs: dict[str, Any] | None,
     n_steps: int,
 ) -> dict[str, Any]:
-    """Each part's milliseconds per step, measured over all the cells' steps (the prompt's step
-    drafts nothing, the last ones fewer), and the draft's and the target pass's as the cost model
-    charges a step of ``K`` drafts (``model_draft_ms``, ``model_target_ms``, and
-    ``model_host_ms`` where the costs time the host's work): where measured / predicted falls
-    short, part by part."""
+    """Each part's milliseconds per step as measured, and the draft's, target's and host's as the
+    cost model charges a step of ``K`` drafts (``model_*_ms``)."""
     rec = {
         f"{part}_ms_per_step": sum(c[f"{part}_ms"] for c in cells) / n_steps
         for part in ("draft", "target", "host")
@@ -466,11 +403,9 @@ def _cell_prediction(
     rec: dict[str, Any],
     speedup: float,
 ) -> dict[str, Any]:
-    """The cost model for the run's own cells (:func:`~specdec_lib.costs.predicted_cell_speedup`):
-    where every cell generated the same number of tokens and drafted nothing before the prompt's
-    pass (a draft reading the target's features), the prediction that charges that pass (the
-    cells' mean ``prefill_ms``, on both sides) and the last steps' shorter drafts, and measured /
-    that prediction (``efficiency_cells``). Empty otherwise."""
+    """``predicted_speedup_cells`` (:func:`~specdec_lib.costs.predicted_cell_speedup`) and
+    ``efficiency_cells``, where every cell has the same length and drafted nothing before the
+    prompt's pass; ``{}`` otherwise."""
     lengths = {len(c["tokens"]) for c in cells}
     first_empty = all(c.get("steps") and c["steps"][0][0] == 0 for c in cells)
     if len(lengths) != 1 or not first_empty or not all("prefill_ms" in c for c in cells):
@@ -486,7 +421,7 @@ def _cell_prediction(
 
 
 def _per_prompt(cells: list[dict[str, Any]], prompts: list[dict[str, Any]], method: str) -> list:
-    """Per prompt of one (method, K): tokens, seconds, throughput, and for speculative cells the
+    """Per prompt of one (method, K): tokens, seconds, throughput, and for speculative cells
     acceptance and tokens per step."""
     out = []
     for p in sorted({c["prompt"] for c in cells}):
@@ -508,9 +443,7 @@ def _per_prompt(cells: list[dict[str, Any]], prompts: list[dict[str, Any]], meth
     return out
 
 
-# --------------------------------------------------------------------------------------------
 # Intervals and frames
-# --------------------------------------------------------------------------------------------
 
 
 def speedup_interval(
@@ -523,13 +456,8 @@ def speedup_interval(
     seed: int = 0,
     baseline: str = "autoregressive",
 ) -> tuple[float, float]:
-    """A bootstrap interval over prompts for the speedup of ``(method, K)`` in ``result``.
-
-    The speedup is pooled tokens per second over pooled tokens per second of the ``baseline``
-    method (one of the ``K = 0`` methods; by default the autoregressive baseline, what
-    :func:`summarize` reports) on the same prompts; prompts are resampled in pairs
-    (a prompt's cells of both methods, all repeats, go together), by ``scipy.stats.bootstrap``
-    (BCa). The interval speaks of these prompts' population, at this machine's timing noise."""
+    """A bootstrap interval over prompts (BCa, paired) for the speedup of ``(method, K)``: pooled
+    tokens per second over the ``baseline``'s (a ``K = 0`` method) on the same prompts."""
     from scipy import stats as sps
 
     positive_int(n_resamples, "n_resamples")
@@ -565,9 +493,8 @@ def speedup_interval(
 
 
 def runs_frame(result: dict[str, Any], *, intervals: bool = False):
-    """The ``runs`` summary as a pandas DataFrame (one row per method and K); with ``intervals``,
-    ``speedup_low`` and ``speedup_high``, the 95% bootstrap interval over prompts
-    (:func:`speedup_interval`) of each method other than the baseline."""
+    """The ``runs`` summary as a DataFrame; with ``intervals``, ``speedup_low`` and
+    ``speedup_high`` from :func:`speedup_interval`."""
     import pandas as pd
 
     cols = (
@@ -587,10 +514,8 @@ def runs_frame(result: dict[str, Any], *, intervals: bool = False):
 
 
 def speculative_runs(files: Mapping[tuple[str, str], Any]):
-    """The speculative rows of several runs side by side (notebook 06): ``files`` maps
-    ``(panel, config)`` to a stored run; each run's rows, with their intervals
-    (:func:`runs_frame`), are labelled by its ``panel`` and ``config``. Runs from different
-    machines are refused."""
+    """The speculative rows (:func:`runs_frame`, with intervals) of the runs ``files`` maps from
+    ``(panel, config)``, labelled so; runs from different machines are refused."""
     import pandas as pd
 
     runs = {key: read_json(path) for key, path in files.items()}
@@ -603,8 +528,7 @@ def speculative_runs(files: Mapping[tuple[str, str], Any]):
 
 
 def best_K(result: dict[str, Any], method: str = "speculative") -> int:
-    """The ``K`` at which a stored run's ``method`` was fastest against its baseline (its highest
-    measured speedup; the intervals are read at that ``K`` by :func:`speedup_interval`)."""
+    """The ``K`` of a run's highest measured speedup for ``method``."""
     runs = [r for r in result["runs"] if r["method"] == method]
     if not runs:
         raise ValueError(f"method: the run holds no {method!r} runs")
@@ -621,7 +545,7 @@ def _baseline_tokens_per_s(result: dict[str, Any]) -> float:
     return next(r["tokens_per_s"] for r in result["runs"] if r["method"] == "autoregressive")
 
 
-# The campaign's runs behind the headline, by their names in specdec_lib/research/campaign.toml.
+# The runs behind the headline, by their names in specdec_lib/research/campaign.toml.
 HEADLINE_RUNS = {
     "T1": "recommended_T1",
     "replicate": "recommended_T1_replicate",
@@ -630,13 +554,9 @@ HEADLINE_RUNS = {
 
 
 def headline(runs: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
-    """The series' one headline, from the stored results of :data:`HEADLINE_RUNS`
-    (``headline(Campaign.read(folder).runs(HEADLINE_RUNS))``): the recommended configuration (what
-    ``bench`` runs without flags) at its best ``K``, chosen on the first run at T = 1, then the
-    same ``K`` on the replicate (other sampling seeds, data the choice never saw) and in greedy
-    decoding. Each entry holds the speedup over the autoregressive baseline, its 95% bootstrap
-    interval over prompts (``low``, ``high``) and both sides' tokens per second; ``greedy_best_K``
-    is greedy's own best. Runs from different machines are refused."""
+    """The headline from :data:`HEADLINE_RUNS`: the best ``K`` of run ``T1`` (default settings),
+    and that ``K`` on the replicate and greedy runs (speedup, 95% interval ``low``/``high``, tokens
+    per second); plus ``greedy_best_K``. Runs must share a machine."""
     missing = set(HEADLINE_RUNS) - set(runs)
     if missing:
         raise ValueError(f"runs: the headline needs {', '.join(sorted(missing))} as well")

@@ -1,9 +1,5 @@
-"""The pass costs of the cost model (:mod:`specdec_lib.costs`, notebook 03): ``t_target(n)``, one
-target pass over ``n`` new tokens with a KV cache, and ``t_draft``, one draft step, timed as the
-benchmark's runs record them. Its own module because both the benchmark's run
-(:mod:`~specdec_lib.bench.run`) and its settings (``--dtype auto``,
-:func:`~specdec_lib.research.speed.choose_setting`) time passes.
-"""
+"""Timing the cost model's passes (:mod:`specdec_lib.costs`): target passes over ``n`` new tokens
+with a KV cache, draft proposals, and a step's host work, as the benchmark's runs record them."""
 
 from __future__ import annotations
 
@@ -37,18 +33,12 @@ def measure_pass_costs(
     warp: Warp | None = None,
     trees: Mapping[int, Sequence[int]] | None = None,
 ) -> dict[str, Any]:
-    """``t_target[n-1]`` for n = 1..n_max, ``t_draft_by_k[k-1]``, a proposal of ``k`` tokens for
-    k = 1..k_max, ``t_draft`` (a proposal of one token) and ``t_draft_next`` (a proposal of two,
-    less one of one), in seconds, with KV cache at a context of ``context`` tokens;
-    ``c = t_draft / t_target(1)``.
+    """The pass costs (``t_target_s``, ``t_draft_by_k_s``, ``t_draft_s``, ``t_draft_next_s``, ``c``,
+    as :mod:`specdec_lib.costs` reads them) in seconds at a context of ``context`` tokens.
 
-    The passes are measured in rounds (:class:`PassTimer`), every pass size once per round in a
-    rotated order (two warm-up rounds are dropped), and each cost is taken relative to its round's
-    level, median over the rounds (:func:`pass_costs_from`): a transient load on the machine then
-    hits every size alike instead of one size's whole sample.
-    ``shapes`` (the draft tree a pass over ``n`` tokens checks), ``warp`` (the run's) and
-    ``trees`` (the step's shape at each ``K`` whose host work is timed, ``t_host_s``) as in
-    :class:`PassTimer`.
+    Timed in ``reps`` rounds of :class:`PassTimer` (after two warm-up rounds) with every size once
+    per round in rotated order, and combined by :func:`pass_costs_from`, so a transient load hits
+    every size alike. ``shapes``, ``warp`` and ``trees`` as in :class:`PassTimer`.
     """
     timer = PassTimer(
         pair, n_max, k_max=k_max, context=context, shapes=shapes, warp=warp, trees=trees
@@ -58,41 +48,14 @@ def measure_pass_costs(
 
 
 class PassTimer:
-    """The timing rounds of the cost model's passes, one at a time, so that a caller can spread
-    them over a run (the benchmark times them between its cells as well as before them).
+    """The timing rounds of the cost model's passes, one at a time, so a caller can spread them over
+    a run (the benchmark times them between its cells).
 
-    Each draft proposal is timed right after an (untimed) target pass, as it runs in decoding:
-    the target's pass streams its weights through the CPU's caches and evicts the draft's, which
-    the draft then reads from memory again. (Measured on a 2-core AMD EPYC: the default head's
-    proposal of three tokens took 1.6 ms warm, 2.7 ms after a target pass.) Each proposal length
-    is timed on its own: a proposal's first depths pay for the weights' return to the caches and
-    its later ones less, so the cost of ``k`` tokens is not linear in ``k``
-    (:func:`~specdec_lib.costs.draft_cost` reads ``t_draft_by_k_s`` where a run has it). A target
-    pass over ``n > 1`` tokens, which in decoding checks drafts, is timed right after an (untimed)
-    draft proposal of ``n - 1`` tokens (at most ``k_max``), whose weights and host work it finds in
-    the caches instead of its own (on the same EPYC: 0.3-0.5 ms of a 23 ms pass). It runs as
-    decoding runs it (:meth:`TargetState.forward_tree <specdec_lib.decoding.TargetState>`): with
-    the hooks that capture the target's features where the drafter reads them, and with the mask
-    of the draft tree it checks, ``shapes[n]`` (the parents of its ``n - 1`` nodes; the chain,
-    and the model's causal mask, where ``shapes`` names none). A one-token pass, the baseline's,
-    runs the plain model. The draft proposes under ``warp``, the run's (default ``T = 1``).
-
-    With ``trees`` (the step's shape at each ``K``, as a run's decoders have them), the host's
-    work of a step is timed too, as decoding does it (``t_host_s``, by ``K``): for each ``K``, a
-    proposal of ``K`` tokens (untimed), the tree around it
-    (:meth:`SpeculativeDecoder.tree_around <specdec_lib.decoding.SpeculativeDecoder>`), the
-    target's pass over it (untimed), its verification and the kept path (``judge``,
-    ``keep_path``); for ``K = 0``, the baseline's draw after its one-token pass
-    (:meth:`AutoregressiveDecoder.next_token <specdec_lib.decoding.AutoregressiveDecoder>`).
-    The pass leaves the CPU's caches as decoding's does, and the host's work after it costs more
-    than warm (on a 2-core AMD EPYC, a tree's verification took 0.66 ms right after decoding's
-    pass and 0.35 ms when repeated at once).
-    The timer's context is random tokens, so its drafts are accepted less often than a prompt's:
-    the verification's work per candidate tried is the same, its path shorter.
-
-    The timer keeps its own target cache; the draft's state, which a drafter object shares with
-    the decoders that use it, is set up again at the start of every round (a decoder resets it
-    before every generation), so rounds between a benchmark's cells change none of their tokens.
+    Each pass is timed in the state decoding leaves the caches in: a draft proposal (each length on
+    its own) right after an untimed target pass; a target pass over ``n > 1`` tokens right after an
+    untimed proposal, with the feature hooks and the mask of ``shapes[n]`` (parents of its ``n - 1``
+    nodes; default: the chain). With ``trees`` (step shapes by ``K``), a step's host work too.
+    The draft's state is rebuilt each round, so rounds change no cell's tokens.
     """
 
     def __init__(
@@ -123,11 +86,8 @@ class PassTimer:
         self.ctx = torch.randint(min(100, vocab // 2), vocab, (context + 1,), generator=g).to(
             pair.device
         )
-        # The draft is timed through the Drafter interface: a proposal after the context (for a
-        # model draft: cached passes, the warp and the samples).
         self.drafter = as_drafter(pair.draft)
-        # The target's state over the context; its passes capture the features the drafter reads
-        # (and hand them to no one: the drafter's own features come from the round's set-up).
+        # The target's state over the context; its passes capture features, handed to no one.
         layers = self.drafter.feature_layers
         self.state = TargetState(
             pair.target,
@@ -155,14 +115,11 @@ class PassTimer:
 
     @torch.inference_mode()
     def round(self, shift: int = 0) -> dict[str, list[float]]:
-        """Every pass size and proposal length timed once, in the order rotated by ``shift``:
-        ``{"t_target_s": [n_max], "t_draft_by_k_s": [k_max]}`` in seconds, and with ``trees``,
-        ``"t_host_s"``, each step's host work by ``K`` (``"0"``: the baseline's)."""
+        """Each job timed once, in the order rotated by ``shift``: seconds in ``t_target_s``,
+        ``t_draft_by_k_s`` and, with ``trees``, ``t_host_s`` by ``K`` (``"0"``: the baseline's)."""
         pair, ctx, device = self.pair, self.ctx[: self.context], self.pair.device
-        # The draft's state over the context, built again (a decoder may have used the drafter
-        # since the last round): the target's features, then an untimed proposal that runs the
-        # draft over the context's positions, which every timed proposal then finds in its cache.
-        self.drafter.reset()
+        # Rebuild the draft's state over the context (a decoder may have used the drafter since).
+        self.drafter.update(0)
         TargetState.for_drafter(pair.target, self.drafter).forward(ctx, 1)
         self._untimed_proposal(1)
         times: dict[tuple[str, int], float] = {}
@@ -186,7 +143,7 @@ class PassTimer:
             if which == "target":
                 self.state.rollback(self.context)
             else:
-                self.drafter.rollback(self.context - 1)
+                self.drafter.update(self.context - 1)
         out: dict[str, Any] = {
             "t_target_s": [times["target", n] for n in range(1, self.n_max + 1)],
             "t_draft_by_k_s": [times["draft", k] for k in range(1, self.k_max + 1)],
@@ -196,9 +153,8 @@ class PassTimer:
         return out
 
     def _host_work(self, K: int) -> float:
-        """Seconds of one step's host work at ``K`` drafts (``0``: the baseline's draw), timed
-        around the untimed proposal and target pass it needs; both states go back to the
-        context."""
+        """Seconds of one step's host work at ``K`` drafts (``0``: the baseline's draw), around an
+        untimed proposal and target pass; both states go back to the context."""
         device, ctx = self.pair.device, self.ctx
         if K == 0:
             logits, _ = model_forward(self.pair.target, ctx[-1:], self.state.cache, 1)
@@ -222,14 +178,12 @@ class PassTimer:
         synchronize(device)
         elapsed = t1 - t0 + time.perf_counter() - t2
         self.state.rollback(self.context)
-        self.drafter.rollback(self.context - 1)
+        self.drafter.update(self.context - 1)
         return elapsed
 
     def _target_pass(self, n: int, keep: bool = False) -> None:
-        """A target pass over ``n`` new tokens after the context, as decoding runs it: over one
-        token, the plain model (the baseline's pass); over more, the next token and a draft tree
-        of ``n - 1`` nodes (``shapes[n]``, else the chain). Its cache entries go again unless
-        ``keep`` (the caller times the pass, then rolls back)."""
+        """A target pass over ``n`` new tokens as decoding runs it (over a tree of ``n - 1`` nodes,
+        ``shapes[n]`` or the chain); rolled back unless ``keep``."""
         if n == 1:
             model_forward(self.pair.target, self.ctx[-1:], self.state.cache, 1)
         else:
@@ -239,9 +193,8 @@ class PassTimer:
             self.state.rollback(self.context)
 
     def describe(self) -> dict[str, Any]:
-        """How the target passes were run: the trees they checked (``target_trees``, the parents
-        by pass size; the chain for the others) and whether they captured the drafter's
-        features; and the step shapes whose host work was timed (``host_trees``, by ``K``)."""
+        """How the passes ran: ``target_trees`` by pass size, ``target_features``, ``draft_warp``
+        and, with ``trees``, ``host_trees`` by ``K``."""
         out = {
             "target_trees": {str(n): p for n, p in sorted(self.shapes.items())},
             "target_features": self.drafter.feature_layers is not None,
@@ -254,27 +207,20 @@ class PassTimer:
     def _untimed_proposal(self, k: int) -> None:
         """A proposal of ``k`` tokens after the context, then the draft's state back to it."""
         self.drafter.propose(self.ctx[: self.context], k, self.warp, self.d_gen)
-        self.drafter.rollback(self.context - 1)
+        self.drafter.update(self.context - 1)
 
 
 def _ignore_features(start: int, features: torch.Tensor) -> None:
-    """The feature sink of a timing pass: the features were captured as in decoding, unused."""
+    """A timing pass's feature sink: the features are captured as in decoding, then dropped."""
 
 
 def pass_costs_from(rounds: Sequence[Mapping[str, Sequence[float]]]) -> dict[str, Any]:
-    """The pass costs of :func:`measure_pass_costs` from timing rounds (:meth:`PassTimer.round`):
-    each pass size's and proposal length's time relative to its round's level, median over the
-    rounds.
+    """The pass costs of :func:`measure_pass_costs` from timing rounds (:meth:`PassTimer.round`).
 
-    A round's level is the median, over its passes, of each pass's time against that pass's own
-    median over the rounds (one sweep of Tukey's median polish, in ratios). A round the machine
-    ran slow as a whole then moves no cost, and each cost keeps the scale of its median: the cost
-    model reads ratios (``t_target(n) / t_target(1)``, ``c``), which the rounds measure paired,
-    within seconds of each other, while a shared VM's speed drifts by a third and more between
-    them (measured on a 2-core AMD EPYC: one-token passes of 16 to 28 ms within one run).
-    Rounds that time the host's work of a step (``t_host_s``, by ``K``) give its cost alike,
-    relative to the levels of the passes. Written here, since scipy and pandas offer no median
-    polish."""
+    Each time is divided by its round's level, then medianed over rounds. A round's level is the
+    median over its passes of each time against that pass's median over rounds (one sweep of
+    Tukey's median polish, in ratios): a round the machine ran slow as a whole moves no cost, and
+    the ratios the cost model reads stay paired within rounds."""
     if not rounds:
         raise ValueError("rounds: no timing rounds to take the pass costs from")
     fields = ("t_target_s", "t_draft_by_k_s")
@@ -322,9 +268,8 @@ def costs_among_cells(
     context: int,
     described: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A run's ``costs_during``: the pass costs of its timing rounds spread among its cells
-    (:func:`pass_costs_from`), timed at a context of ``context`` tokens, with the timer's
-    ``described`` passes (:meth:`PassTimer.describe`)."""
+    """A run's ``costs_during``: :func:`pass_costs_from` of rounds spread among its cells, with the
+    ``context`` and the timer's ``described`` passes (:meth:`PassTimer.describe`)."""
     return (
         pass_costs_from(rounds)
         | dict(described or {})

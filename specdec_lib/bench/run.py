@@ -1,17 +1,5 @@
-"""Running a benchmark: speculative vs autoregressive vs HF assisted generation, side by side.
-
-Used by ``python -m specdec_lib bench`` and notebooks 03-06. One process, one pair, one set of
-sampling settings; every (method, K, prompt, repeat) *cell* is measured in an order rotated from
-prompt to prompt so that slow drift of the machine spreads over all methods. Each cell is written
-to the output file as soon as it finishes (atomically), so a killed run resumes where it stopped
-and never leaves a truncated file behind.
-
-The pass costs of the cost model are measured in :mod:`~specdec_lib.bench.passes`: once before
-the cells (``costs``, which a tuned tree is chosen from) and, with ``cost_timing="spread"``, again
-in rounds spread among the cells (``cost_rounds``, summarized as ``costs_during``), which the cost
-model's predictions read: the machine's state drifts over minutes, and rounds between the cells
-see the state the cells ran in.
-"""
+"""A benchmark run: speculative vs autoregressive vs HF assisted generation, one *cell* per
+(method, K, prompt, repeat), each written atomically as it finishes so a killed run resumes."""
 
 from __future__ import annotations
 
@@ -64,7 +52,7 @@ def _configs(settings: BenchSettings) -> list[tuple[str, int]]:
 
 
 def _scheduled(draft: Any, settings: BenchSettings, K: int) -> Any:
-    """The draft, wrapped in the settings' dynamic draft length (if any)."""
+    """The draft, wrapped in the settings' dynamic draft length, if any."""
     if settings.schedule == "fixed":
         return draft
     if settings.schedule == "heuristic":
@@ -73,8 +61,7 @@ def _scheduled(draft: Any, settings: BenchSettings, K: int) -> Any:
 
 
 class CellRunner:
-    """Runs one cell of any method with the decoders of one run's settings, timed: the cell a
-    run stores (``run(method, K, ids, seed)``)."""
+    """Runs and times one cell of any method: ``run(method, K, ids, seed)`` -> the stored cell."""
 
     def __init__(
         self,
@@ -85,7 +72,7 @@ class CellRunner:
         """``trees``: the step's shape at each ``K`` (default: ``settings.tree`` at every one)."""
         self.pair = pair
         self.s = settings
-        # None: fixed length (every cell generates max_new_tokens, past EOS if need be)
+        # None: every cell generates max_new_tokens
         self.eos = pair.target.config.eos_token_id if settings.stop_at_eos else None
         w = settings.warp
         warps = dict(temperature=w.temperature, top_k=w.top_k, top_p=w.top_p)
@@ -108,7 +95,7 @@ class CellRunner:
             r = self.ar.generate_ids(ids, n, self.eos, seed=seed)
         elif method == "speculative":
             r = self.spec[K].generate_ids(ids, n, self.eos, seed=seed)
-        else:  # transformers' generation: hf_assisted with K drafts, or hf_autoregressive
+        else:  # hf_assisted or hf_autoregressive
             return hf_generate(
                 self.pair,
                 ids,
@@ -123,15 +110,13 @@ class CellRunner:
             )
         fields = ("tokens", "elapsed_s", "n_steps", "n_proposed", "n_accepted")
         cell: dict[str, Any] = {name: getattr(r, name) for name in fields}
-        if r.steps:  # the first step's target pass reads the prompt: the cell's fixed cost
+        if r.steps:  # the first target pass reads the prompt
             cell["prefill_ms"] = r.steps[0].target_ms
         if method == "speculative":
-            # Compact step log: (drafted, accepted, emitted tokens), for per-position acceptance
-            # and the token-level view of notebook 04.
+            # (drafted, accepted, emitted tokens) per step
             cell["steps"] = [[len(st.draft_tokens), st.n_accepted, st.emitted] for st in r.steps]
-            # which alternative, counted within its depth, was kept (0: none), for tree_rates
+            # which alternative, counted within its depth, was kept (0: none)
             cell["alt_index"] = [st.alt_index for st in r.steps]
-            # where the cell's time went: the drafter, the target's passes, the host's work
             for part in ("draft_ms", "target_ms", "host_ms"):
                 cell[part] = sum(getattr(st, part) for st in r.steps)
         return cell
@@ -150,19 +135,17 @@ def hf_generate(
     threshold: float = 0.0,
     lookup: bool = False,
 ) -> dict[str, Any]:
-    """transformers' ``generate`` on the pair's target, timed: plain (``K=None``), or its assisted
-    generation with the pair's model draft proposing ``K`` tokens (its prompt lookup with
-    ``lookup``), under the same warp (sampled or greedy), seeded by ``seed``. Returns the new
-    ``tokens`` and ``elapsed_s``."""
+    """Timed transformers ``generate`` on the target: plain (``K=None``), or assisted with ``K``
+    draft tokens (prompt lookup with ``lookup``). Returns the new ``tokens`` and ``elapsed_s``."""
     kwargs: dict[str, Any] = {
         "max_new_tokens": n,
-        "eos_token_id": eos,  # None: fixed length, like our decoders
+        "eos_token_id": eos,  # None: fixed length
         "pad_token_id": pair.tokenizer.pad_token_id if pair.tokenizer is not None else 0,
     }
     if warp.greedy:
         kwargs.update(do_sample=False, temperature=None, top_k=None, top_p=None)
     else:
-        # top_k=0 disables generate's default top_k=50 (the prototype's unfair baseline).
+        # top_k=0 disables generate's default top_k=50.
         kwargs.update(
             do_sample=True,
             temperature=warp.temperature,
@@ -173,9 +156,7 @@ def hf_generate(
     if K is not None and lookup:
         kwargs["prompt_lookup_num_tokens"] = K  # HF's own n-gram drafter
     elif K is not None:
-        # transformers reads the draft length, its schedule and the confidence threshold from
-        # the *assistant's* generation_config, not from generate()'s arguments: set them there
-        # (constant K, no early stop on low confidence) and restore them afterwards.
+        # transformers reads these from the assistant's generation_config: set, then restore.
         gc = pair.assistant.generation_config
         saved = {name: getattr(gc, name, None) for name in _HF_ASSISTANT_FIELDS}
         gc.num_assistant_tokens = K
@@ -208,12 +189,9 @@ def run_benchmark(
     progress: bool = True,
     pair: ModelPair | None = None,
 ) -> dict[str, Any]:
-    """Run (or resume) a benchmark and write it to ``out``; returns the final result dict.
-
-    The file is rewritten atomically after every cell with ``"status": "partial"``; the final
-    write has ``"status": "complete"`` and the ``runs`` summary. With ``resume`` a partial file
-    made with the same settings is continued; a file made with other settings is refused.
-    ``pair``: the models, when already loaded.
+    """Run (or, with ``resume``, continue) a benchmark into ``out`` and return the result dict:
+    ``"status": "partial"`` after each cell, ``"complete"`` with the ``runs`` summary at the end.
+    ``pair``: the models, if loaded. Raises ``ValueError`` if ``out`` has other settings.
     """
     settings.validate()
     prompts = load_prompts(settings.prompts)
@@ -254,8 +232,7 @@ def run_benchmark(
 
 
 def _largest_pass(settings: BenchSettings) -> int:
-    """The most tokens a target pass of the run checks: the largest a tuned step can make, or the
-    settings' tree's at the longest ``K``."""
+    """The most tokens any target pass of the run checks."""
     if settings.tune_tree:
         return tree_tuner().pass_tokens(max(settings.K))
     return max(drafted_tokens(K, settings.tree) for K in settings.K) + 1
@@ -264,9 +241,8 @@ def _largest_pass(settings: BenchSettings) -> int:
 def _start_up(
     pair: ModelPair, settings: BenchSettings, result: dict[str, Any], out: Path, context: int
 ) -> dict[int, tuple[int, ...]]:
-    """The pass costs timed before the cells (``costs``) and, for a tuned run, each ``K``'s tree
-    chosen from them (``tuned_trees``), each stored as soon as it is made (a resumed run keeps
-    them); returns the step's shape at each ``K``."""
+    """Time the pass costs (``costs``) and, if tuned, choose the trees (``tuned_trees``), each
+    stored at once; returns the tree at each ``K``."""
     if result["costs"] is None:
         result["costs"] = measure_pass_costs(
             pair,
@@ -274,8 +250,7 @@ def _start_up(
             k_max=max(settings.K),
             context=context,
             reps=settings.cost_reps,
-            # a tuned run's trees are not chosen yet: its start-up passes check chains, and its
-            # steps' host work is timed among the cells only
+            # a tuned run's trees are not chosen yet: time chains
             shapes=None if settings.tune_tree else pass_shapes(_trees(settings, result)),
             warp=settings.warp,
             trees=None if settings.tune_tree else _trees(settings, result),
@@ -297,8 +272,8 @@ def _run_cells(
     trees: Mapping[int, tuple[int, ...]],
     progress: bool,
 ) -> None:
-    """Every cell not yet in ``result``, in rotated order, each stored as it finishes, with the
-    rounds of pass costs spread among them (``cost_rounds``, summarized as ``costs_during``)."""
+    """Run every cell not yet in ``result``, storing each, with pass-cost rounds spread among
+    them (``cost_rounds``, summarized as ``costs_during``)."""
     from tqdm.auto import tqdm
 
     runner = CellRunner(pair, settings, trees)
@@ -332,17 +307,14 @@ def _run_cells(
 
 
 def _trees(settings: BenchSettings, result: dict[str, Any]) -> dict[int, tuple[int, ...]]:
-    """The step's shape at each ``K`` of the run: the tuned tree of each, or the settings' tree."""
+    """The tree at each ``K``: the tuned one, or the settings' tree."""
     tuned = (result.get("tuned_trees") or {}).get("by_K", {})
     return {K: tuple(tuned[str(K)]["tree"] if tuned else settings.tree) for K in settings.K}
 
 
 def timing_context(settings: BenchSettings, prompt_lengths: Sequence[int]) -> int:
-    """The context, in tokens, at which a run times its pass costs: ``settings.cost_context``
-    where set, else the mean context its decoding attends to, the prompts' mean length and half
-    the new tokens. A pass's cost grows with its context (on a 2-core AMD EPYC, by about 1 ms
-    per 100 tokens for a pass over 9), and a decode of 50 new tokens after prompts of about 16
-    sits near 40 tokens: timed at 64, its passes cost 2-6% more than the cells' passes."""
+    """The context (tokens) at which pass costs are timed: ``settings.cost_context``, else the
+    mean decoding context (mean prompt length + half the new tokens)."""
     if settings.cost_context is not None:
         return settings.cost_context
     if not prompt_lengths:
@@ -352,11 +324,8 @@ def timing_context(settings: BenchSettings, prompt_lengths: Sequence[int]) -> in
 
 
 def pass_shapes(trees: Mapping[int, Sequence[int]]) -> dict[int, list[int]]:
-    """The draft tree each target pass of a run checks, by the pass's size (its tokens: the
-    step's drafts and the token before them), for :class:`~specdec_lib.bench.passes.PassTimer`:
-    the tree of each ``K`` with alternatives (``trees``, as :func:`_trees` gives them; a chain's
-    pass needs no mask). Where two ``K`` make passes of one size, the first tree with
-    alternatives stands for both."""
+    """Drafted parents of each non-chain tree in ``trees`` (by ``K``), keyed by pass size (drafts
+    + 1; the first tree wins), for :class:`~specdec_lib.bench.passes.PassTimer`."""
     shapes: dict[int, list[int]] = {}
     for K, tree in sorted(trees.items()):
         parents = drafted_parents(K, tree)
@@ -366,14 +335,13 @@ def pass_shapes(trees: Mapping[int, Sequence[int]]) -> dict[int, list[int]]:
 
 
 def _previous(out: Path, settings: BenchSettings) -> dict[str, Any] | None:
-    """The run stored at ``out`` to resume (partial) or return (complete), if any; a run made
-    with other settings is refused."""
+    """The run stored at ``out``, if any; raises ``ValueError`` if made with other settings."""
     if not out.exists():
         return None
     try:
         prev = read_json(out)
     except ValueError:
-        return None  # unreadable: start over (it was never ours to trust)
+        return None  # unreadable: start over
     if prev.get("status") not in ("partial", "complete"):
         return None
     if prev.get("settings") != settings_record(settings):
@@ -392,13 +360,12 @@ def _new_result(
         "status": "partial",
         "settings": settings_record(settings),
         "pair": pair.describe(),
-        # Both sides of every comparison run the same way: eager PyTorch, no CUDA graphs, no
-        # torch.compile.
+        # every method: eager PyTorch, no CUDA graphs, no torch.compile
         "execution": "eager",
         "prompts": prompts,
         "sessions": [],
         "costs": None,
-        # how --dtype auto resolved: the start-up step's timed choice, or the untimed default
+        # how --dtype auto resolved
         "dtype_choice": settings.choice.record() if settings.choice is not None else None,
         "cells": {},
     }
@@ -410,7 +377,7 @@ def _warm_up(
     ids: torch.Tensor,
     trees: Mapping[int, Any],
 ) -> None:
-    """One short generation of a spread of the methods and of the baseline, not recorded."""
+    """Unrecorded short generations of a spread of the methods and the baseline."""
     configs = _configs(settings)
     s_short = dataclasses.replace(settings, max_new_tokens=4)
     for method, K in configs[:: max(1, len(configs) // 4)] + [("autoregressive", 0)]:
@@ -418,8 +385,7 @@ def _warm_up(
 
 
 def _rounds_before(settings: BenchSettings, n_prompts: int) -> set[str]:
-    """The cells before which a pass-cost round runs: ``cost_reps`` of them, spread evenly over
-    the run's cells in their order (the first cell among them)."""
+    """The ``cost_reps`` cell keys, spread evenly from the first, before which a cost round runs."""
     keys = [todo[0] for todo in _cells_to_run(settings, n_prompts, {})]
     n = min(settings.cost_reps, len(keys))
     return {keys[i * len(keys) // n] for i in range(n)}
@@ -428,9 +394,8 @@ def _rounds_before(settings: BenchSettings, n_prompts: int) -> set[str]:
 def _cells_to_run(
     settings: BenchSettings, n_prompts: int, done: Mapping[str, Any]
 ) -> list[tuple[str, str, int, int, int]]:
-    """``(key, method, K, prompt, repeat)`` of every cell not in ``done``, in an order rotated from
-    prompt to prompt (and repeat to repeat), so that slow drift of the machine spreads over all
-    methods."""
+    """``(key, method, K, prompt, repeat)`` of every cell not in ``done``, the method order rotated
+    per prompt and repeat so that machine drift spreads over all methods."""
     configs = _configs(settings)
     todo = []
     for rep in range(settings.repeats):

@@ -1,12 +1,5 @@
-"""What defines a benchmark run: its settings, the named presets behind their defaults, and where
-the run happens (device, dtype).
-
-The flags of ``python -m specdec_lib bench`` are generated from
-:class:`BenchSettings` (:mod:`specdec_lib.settings`). What ``bench`` runs
-where a flag is left out is data, not code: the presets of ``presets.toml`` beside this module,
-each with the reason for its choices (``why``). :meth:`BenchSettings.validate` resolves every
-default, so that a stored run records what it measured.
-"""
+"""A benchmark run's settings (:class:`BenchSettings`, the source of ``bench``'s flags), the named
+presets of ``presets.toml`` behind their defaults, and the device and dtype a run uses."""
 
 from __future__ import annotations
 
@@ -59,10 +52,7 @@ PRESETS_FILE = Path(__file__).with_name("presets.toml")
 
 
 def load_presets(path: str | Path = PRESETS_FILE) -> dict[str, dict[str, Any]]:
-    """The named presets of ``path`` (TOML), each checked: a ``why``, and optionally the ``pair``
-    it applies to, its ``drafts`` (the first that runs is taken) and ``library_drafts`` (those
-    where the weights are packed for the library's product), its ``tree``, ``dtype`` and
-    ``pack``."""
+    """The named presets of TOML ``path``, each checked; raises ``ValueError``."""
     presets = tomllib.loads(Path(path).read_text())
     known = {
         "why",
@@ -101,18 +91,14 @@ def load_presets(path: str | Path = PRESETS_FILE) -> dict[str, dict[str, Any]]:
 
 
 PRESETS = load_presets()
-# The default preset's tree, for the notebooks and tests that check or reuse it.
 DEFAULT_TREE = tuple(PRESETS["default"]["tree"])
 
 
 @dataclass(frozen=True)
 class SettingChoice:
-    """The dtype and weight layout a run decodes in where its settings leave them to the machine,
-    with why: timed at start-up on a CPU (:func:`specdec_lib.research.speed.choose_setting`, which
-    the command line runs before validating; ``t_target_s``: each setting's target passes over
-    one token and over a step's tokens, ``fastest_one_token``: the setting whose one-token pass,
-    the baseline's, was fastest; ``not_timed``: settings that cannot run here, with why), or
-    untimed (:func:`untimed_choice`). ``pack`` ``None`` is the core's default for the dtype."""
+    """The dtype and weight layout chosen for a run that leaves them to the machine, with ``why``:
+    timed (:func:`specdec_lib.research.speed.choose_setting`; ``t_target_s``: seconds per target
+    pass by setting and tokens) or :func:`untimed_choice`. ``pack`` ``None``: dtype's default."""
 
     dtype: str
     pack: str | None
@@ -122,7 +108,7 @@ class SettingChoice:
     not_timed: dict[str, str] | None = None
 
     def record(self) -> dict[str, Any]:
-        """The choice as a run stores it (``dtype_choice``): its fields that are set."""
+        """The fields that are set, as a run stores them (``dtype_choice``)."""
         return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
 
     def describe(self) -> str:
@@ -131,8 +117,7 @@ class SettingChoice:
 
 
 def untimed_choice(device: str) -> SettingChoice:
-    """The dtype ``auto`` resolves to where no start-up timing was given: bfloat16 on a CUDA
-    device (its tensor cores), float32 as loaded on a CPU."""
+    """The untimed choice for ``auto``: bfloat16 on CUDA, float32 on a CPU."""
     if device == "cuda":
         return SettingChoice("bfloat16", "off", "a CUDA device (tensor cores)")
     return SettingChoice(
@@ -144,15 +129,15 @@ def untimed_choice(device: str) -> SettingChoice:
 
 
 class TreeTuner(Protocol):
-    """What chooses a tuned run's tree at each ``K`` (``bench --tune-tree``) from the pass costs it
-    times at start-up: :mod:`specdec_lib.research.speed` registers its tuning on import."""
+    """Chooses a tuned run's tree at each ``K`` from its pass costs; registered on import by
+    :mod:`specdec_lib.research.speed`."""
 
     def pass_tokens(self, K_max: int) -> int:
-        """The largest target pass a tuned run can make at draft lengths up to ``K_max``."""
+        """The largest target pass a tuned run can make up to ``K_max``."""
         ...
 
     def tune(self, pair: Any, settings: Any, costs: dict[str, Any]) -> dict[str, Any]:
-        """The record of the run's tuned trees, ``by_K`` the shape of each ``K``."""
+        """The tuned trees' record, ``by_K`` the tree of each ``K``."""
         ...
 
 
@@ -166,8 +151,7 @@ def register_tree_tuner(tuner: TreeTuner | None) -> None:
 
 
 def tree_tuner() -> TreeTuner:
-    """The registered tree tuner; a ``ValueError`` naming where it comes from where there is
-    none."""
+    """The registered tree tuner; raises ``ValueError`` if none."""
     if _TREE_TUNER is None:
         raise ValueError(
             "tune_tree: a run's trees are tuned by specdec_lib.research.speed; import it (the "
@@ -177,16 +161,14 @@ def tree_tuner() -> TreeTuner:
 
 
 def _preset_drafts(preset: dict[str, Any], draft: str) -> list[str]:
-    """The drafts a preset's ``tree`` and ``schedule`` are for: its ``drafts`` and
-    ``library_drafts``, or ``draft`` itself where it names none."""
+    """The drafts a preset's ``tree`` and ``schedule`` apply to (``draft`` if it names none)."""
     return preset.get("drafts", [draft]) + preset.get("library_drafts", [])
 
 
 @dataclass
 class BenchSettings:
-    """Everything that defines a benchmark run (stored in the results' provenance; the flags of
-    ``python -m specdec_lib bench`` are generated from these fields). ``draft``, ``dtype`` and the
-    step's shape default to the preset's (``presets.toml``); :meth:`validate` resolves them."""
+    """Everything that defines a benchmark run; ``bench``'s flags are generated from the fields.
+    :meth:`validate` resolves the defaults (from the preset) in place."""
 
     pair: str = setting("default", "model pair", choices=PAIRS)
     preset: str = setting(
@@ -290,11 +272,9 @@ class BenchSettings:
         self.choice: SettingChoice | None = None
 
     def validate(self, choice: SettingChoice | None = None) -> BenchSettings:
-        """Check every field and resolve the defaults (device, dtype, draft, the step's shape) in
-        place, so that a run records where and what it measured; returns ``self``. Nothing is
-        timed here: a dtype left to the machine (``auto``, the preset naming none) is ``choice``'s,
-        the start-up step's (:meth:`leaves_dtype_to_machine`), else :func:`untimed_choice`'s; the
-        choice is kept in ``choice`` for the run's record (validating again keeps it)."""
+        """Check every field and resolve the defaults in place; returns ``self``. A dtype left to
+        the machine is ``choice``'s, else :func:`untimed_choice`'s, kept in ``self.choice``.
+        Raises ``ValueError``."""
         if choice is not None:
             self.choice = choice
         if self.choice is not None and self.dtype not in ("auto", self.choice.dtype):
@@ -306,27 +286,26 @@ class BenchSettings:
         if self.draft is None:
             self.draft = preset_draft(self.pair, preset, self.device, self.dtype, self.pack)
         one_of(self.draft, "draft", PAIRS[self.pair])
-        if self.schedule is None:  # the preset's, for its drafts (as its tree)
+        if self.schedule is None:  # the preset's, for its drafts
             mine = self.draft in _preset_drafts(preset, self.draft)
             self.schedule = preset.get("schedule", "fixed") if mine else "fixed"
         one_of(self.schedule, "schedule", SCHEDULES)
-        self.warp.for_draft(self.draft_temperature_scale)  # validates the scale
+        self.warp.for_draft(self.draft_temperature_scale)  # validates
         self.draft_temperature_scale = float(self.draft_temperature_scale)
         shape = self._shape(preset)
         self.tree = None if self.tune_tree else list(shape)
-        self.width = None  # a spelling only: the shape is the tree
+        self.width = None  # the tree holds it
         check_head(self.head, self.draft)
         return self
 
     def leaves_dtype_to_machine(self) -> bool:
-        """Whether the dtype is the machine's to choose: ``auto``, the preset naming none, on a
-        CPU (the command line then times the choice at start-up before validating)."""
+        """Whether the dtype is left to a start-up timing: ``auto`` in flag and preset, on a CPU."""
         dtype = one_of(self.dtype, "dtype", DTYPES + ("auto",))
         preset_dtype = self._preset().get("dtype", "auto")
         return (dtype, preset_dtype, resolve_device(self.device)) == ("auto", "auto", "cpu")
 
     def _check_fields(self) -> None:
-        """The fields that need nothing resolved, checked (``K`` sorted, duplicates dropped)."""
+        """Check the fields that need nothing resolved; sorts and dedupes ``K``."""
         if not self.K:
             raise ValueError("K: give at least one draft length")
         self.K = sorted({positive_int(k, "K", "draft tokens per step") for k in self.K})
@@ -344,7 +323,7 @@ class BenchSettings:
             raise ValueError(
                 "methods must include 'autoregressive' (the baseline every speedup is relative to)"
             )
-        Warp(self.temperature, self.top_k, self.top_p)  # validates the warps
+        Warp(self.temperature, self.top_k, self.top_p)  # validates
         probability(self.threshold, "threshold", one=False)
 
     def _preset(self) -> dict[str, Any]:
@@ -354,9 +333,7 @@ class BenchSettings:
         return PRESETS[name] if PRESETS[name].get("pair", self.pair) == self.pair else {}
 
     def _resolve_dtype_and_pack(self, preset: dict[str, Any]) -> None:
-        """``dtype`` and ``pack``: the flag's, else the preset's, else the choice's (the start-up
-        step's, else :func:`untimed_choice`'s); a layout left open is prepacked in bfloat16 on a
-        CPU."""
+        """``dtype`` and ``pack``: the flag's, else the preset's, else the choice's."""
         self.dtype = one_of(self.dtype, "dtype", DTYPES + ("auto",))
         if self.dtype == "auto":
             self.dtype = preset.get("dtype", "auto")
@@ -373,8 +350,7 @@ class BenchSettings:
             self.pack = packing(default if chosen is None else chosen)
 
     def _shape(self, preset: dict[str, Any]) -> tuple[int, ...]:
-        """The step's shape: the tree or width given, else the preset's tree for its drafts, else
-        the chain."""
+        """The tree: given, else the preset's for its drafts, else the chain."""
         if self.width is not None and self.tree is not None:
             raise ValueError(
                 f"give width (a spelling of tree=(width,)) or tree, not both: got "
@@ -382,7 +358,7 @@ class BenchSettings:
             )
         if self.tune_tree is not None and not isinstance(self.tune_tree, bool):
             raise ValueError(f"tune_tree must be True, False or None, got {self.tune_tree!r}")
-        if self.tune_tree is None:  # the preset's, where it can: a trained head with its rates
+        if self.tune_tree is None:  # the preset's, if a trained head has rates
             self.tune_tree = bool(
                 preset.get("tune_tree", False)
                 and _TREE_TUNER is not None
@@ -397,7 +373,7 @@ class BenchSettings:
                 f"tree={self.tree!r}, width={self.width!r})"
             )
         if self.tune_tree:
-            tree_tuner()  # registered, or say where it comes from
+            tree_tuner()  # raises if none is registered
         if self.tune_tree and self.draft not in TRAINED_DRAFTS:
             raise ValueError(
                 f"tune_tree: the tree is chosen from a trained head's acceptance rates; "
@@ -417,10 +393,8 @@ class BenchSettings:
 
 
 def settings_record(s: BenchSettings) -> dict[str, Any]:
-    """The settings as a run stores them: every field, the prompts' path relative to the
-    repository (so that results compare across checkouts), and ``width``, the candidates at the
-    first position when the tree has one depth (``1`` otherwise), as the runs recorded before the
-    tree was a step's only shape."""
+    """Every field as a run stores it, the prompts' path repository-relative and ``width`` filled
+    from a one-depth tree (else ``1``)."""
     d = dataclasses.asdict(s)
     d["prompts"] = repo_relative(d["prompts"])
     if d["tree"] is not None and d["width"] is None:
@@ -431,10 +405,8 @@ def settings_record(s: BenchSettings) -> dict[str, Any]:
 def preset_draft(
     pair: str, preset: dict[str, Any], device: str, dtype: str, pack: str = "off"
 ) -> str:
-    """The draft a ``preset`` (a table of :data:`PRESETS`) runs with ``pair`` on ``device`` in
-    ``dtype`` with the weights packed as ``pack`` says: the first of its drafts (its
-    ``library_drafts`` where ``pack`` is ``"library"`` and it names them) of the pair's that runs
-    there (:func:`draft_runs`), else the pair's first."""
+    """The first of ``preset``'s drafts (``library_drafts`` for ``pack="library"``) of ``pair``
+    that :func:`draft_runs` there, else the pair's first."""
     key = "library_drafts" if pack == "library" and "library_drafts" in preset else "drafts"
     drafts = [d for d in preset.get(key, []) if d in PAIRS[pair]]
     runs = [d for d in drafts if draft_runs(d, device, dtype)]
@@ -442,14 +414,12 @@ def preset_draft(
 
 
 def draft_runs(draft: str, device: str, dtype: str) -> bool:
-    """Can ``draft`` run on ``device`` in ``dtype``? Int8 head weights need bfloat16 on a CPU (the
-    kernel they run through); every other draft runs anywhere."""
+    """Can ``draft`` run on ``device`` in ``dtype``? Int8 heads need bfloat16 on a CPU."""
     return draft != "trained-int8" or (device, dtype) == ("cpu", "bfloat16")
 
 
 def resolve_device(device: str) -> str:
-    """``"auto"`` -> ``"cuda"`` when a CUDA device is present, else ``"cpu"``; ``"cuda"`` without
-    one is a ``ValueError``."""
+    """``"auto"`` -> ``"cuda"`` if present, else ``"cpu"``; raises ``ValueError`` if absent."""
     one_of(device, "device", DEVICES)
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
@@ -458,8 +428,7 @@ def resolve_device(device: str) -> str:
     return device
 
 
-# What a timed choice names the core's weight layouts (a stored choice's ``pack`` may be a bool:
-# True is oneDNN's); a backend's is named by its packing ("bfloat16 library").
+# Layout names in a setting's name; another packing is named as itself ("bfloat16 library").
 _LAYOUT_NAMES = {"off": "", "on": " packed"}
 
 
@@ -483,9 +452,8 @@ def _flags(setting: str) -> str:
 
 
 def faster_baseline(choice: dict[str, Any] | None) -> dict[str, Any] | None:
-    """Where a run's timed dtype choice (``dtype_choice``) left a faster one-token pass in another
-    setting than the one ``chosen``: that ``setting`` and both one-token passes (seconds), else
-    ``None``."""
+    """The faster one-token ``setting`` than the ``chosen`` one in a ``dtype_choice``, with both
+    one-token pass times (seconds); else ``None``."""
     if not choice or "fastest_one_token" not in choice:
         return None
     chosen = setting_name(choice["dtype"], choice["pack"])
@@ -502,14 +470,12 @@ def faster_baseline(choice: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def baseline_note(choice: dict[str, Any] | None) -> str | None:
-    """A sentence for a run whose timed dtype choice left a faster one-token pass, hence a faster
-    autoregressive decoder, in another setting (:func:`faster_baseline`; ``None`` otherwise):
-    the speedups are then against the chosen setting's baseline, as both sides run one dtype."""
+    """A sentence on the faster baseline :func:`faster_baseline` finds, else ``None``."""
     f = faster_baseline(choice)
     if f is None:
         return None
     other, chosen = f["setting"], f["chosen"]
-    step = max(int(n) for n in choice["t_target_s"][chosen])  # the step's pass it was timed on
+    step = max(int(n) for n in choice["t_target_s"][chosen])
     return (
         f"autoregressive decoding is faster in {other} (one-token pass "
         f"{f['t_one_token_s'] * 1e3:.1f} ms) than in {chosen} "

@@ -1,10 +1,6 @@
-"""The drafts: the :class:`Drafter` protocol and what implements it.
-
-:mod:`~.base` the protocol, its defaults and a plain second model (:class:`ModelDrafter`);
-:mod:`~.ngram` prompt lookup; :mod:`~.dynamic` a dynamic draft length around any drafter;
-:mod:`~.heads` the trained drafts (a feature head, small layer drafts; saved and loaded),
-:mod:`~.feature` the head as a drafter, :mod:`~.int8` int8 weights for a loaded draft.
-"""
+"""The drafts: the :class:`Drafter` protocol (:mod:`~.base`), a second model (:mod:`~.model`),
+prompt lookup (:mod:`~.ngram`), a dynamic length (:mod:`~.dynamic`), trained heads
+(:mod:`~.heads`, :mod:`~.feature`) and their int8 weights (:mod:`~.int8`)."""
 
 from .base import BaseDrafter, Drafter
 from .dynamic import DynamicK

@@ -1,17 +1,10 @@
-"""A dynamic draft length around any drafter: transformers' schedules, as a Drafter.
+"""A dynamic draft length around any drafter (transformers' schedules), as a Drafter.
 
-:class:`DynamicK` chooses ``k`` per step: transformers' heuristic schedule
-(``num_assistant_tokens_schedule``) and confidence stopping (``assistant_confidence_threshold``).
-How many drafts to propose is decided from the drafts so far, a stopping time: every draft that is
-proposed was still sampled from the ``q`` the verifier is given, and a position that is not drafted
-gets its token straight from ``p``, so the rule of notebook 01 stays exact at every position.
-Stopping *before* a low-confidence draft (dropping it once seen) is not a stopping time and biases
-the output; ``tests/test_dynamic.py`` shows the chi-square test catching it.
+How many drafts to propose is decided from the drafts so far, a stopping time, so the rule stays
+exact; dropping a low-confidence draft once seen would not be (``tests/test_dynamic.py``).
 """
 
 from __future__ import annotations
-
-import inspect
 
 import torch
 
@@ -29,31 +22,16 @@ class DynamicK(BaseDrafter):
     """Wraps a drafter and chooses how many tokens it drafts at each step.
 
     Args:
-        drafter: any :class:`~specdec_lib.drafters.Drafter` (a causal LM is wrapped in
-            :class:`~specdec_lib.drafters.ModelDrafter`).
-        schedule: ``"heuristic"`` (transformers' ``num_assistant_tokens_schedule="heuristic"``):
-            start at ``initial``; +2 after a step in which every proposed draft was accepted,
-            else -1 (never below 1). ``"constant"``: always ``initial``. Either way the decoder's
-            ``k`` (``K``, less near the end of the output) caps the draft.
+        drafter: any :class:`~specdec_lib.drafters.Drafter` or causal LM.
+        schedule: ``"heuristic"``: start at ``initial``; +2 after a step that accepted every draft,
+            else -1 (at least 1). ``"constant"``: always ``initial``. The decoder's ``k`` caps both.
         initial: the draft length at the start of every sequence.
-        threshold: ``None``, or a confidence in (0, 1): draft one token at a time and stop after a
-            draft ``x`` of confidence below it (transformers' ``assistant_confidence_threshold``,
-            which keeps the low-confidence token too): ``q(x)``, the warped draft law, and in
-            greedy decoding, whose ``q`` is one-hot, the draft's softmax at ``x``
-            (:meth:`~specdec_lib.sampling.Warp.confidence`). Needs a drafter whose ``propose``
-            takes ``threshold=`` (:class:`~specdec_lib.drafters.ModelDrafter`, the feature head's).
+        threshold: ``None``, or a confidence in (0, 1): stop after a draft whose confidence
+            (:meth:`~specdec_lib.sampling.Warp.confidence`) is below it, keeping that draft
+            (the drafter needs ``stops_by_confidence``).
 
-    Two deliberate differences from transformers: the schedule restarts at ``initial`` on every
-    :meth:`reset`, i.e. every sequence (transformers' ``"heuristic_transient"``; its
-    ``"heuristic"`` carries the value over between ``generate`` calls); and it never grows past
-    the ``k`` the decoder asked for, so that a long run of full acceptances does not leave it far
-    above ``K``, where every later rejection would cost a step without shortening the draft. A step
-    in which the inner drafter proposed nothing (an n-gram drafter without a match) leaves the
-    schedule unchanged.
-
-    ``history`` and ``accepted_history`` hold the drafts proposed and accepted per decoding step of
-    the current sequence (one entry per :meth:`rollback`, lining up with
-    ``GenerationResult.steps``).
+    Unlike transformers, the schedule restarts on every sequence and never grows past the ``k``
+    asked for. ``history``, ``accepted_history``: drafts proposed and accepted per step.
     """
 
     def __init__(
@@ -68,13 +46,10 @@ class DynamicK(BaseDrafter):
         self.schedule = one_of(schedule, "schedule", SCHEDULES)
         self.initial = positive_int(initial, "initial", "the draft length at the start")
         self.threshold = probability(threshold, "threshold", one=False, optional=True)
-        if (
-            threshold is not None
-            and "threshold" not in inspect.signature(self.drafter.propose).parameters
-        ):
+        if threshold is not None and not getattr(self.drafter, "stops_by_confidence", False):
             raise ValueError(
-                f"threshold needs a drafter that can stop by confidence (its propose takes "
-                f"threshold=); {type(self.drafter).__name__} cannot"
+                f"threshold needs a drafter that can stop by confidence (stops_by_confidence); "
+                f"{type(self.drafter).__name__} cannot"
             )
         self.current = self.initial
         self.history: list[int] = []
@@ -83,8 +58,7 @@ class DynamicK(BaseDrafter):
 
     @classmethod
     def stopped(cls, drafter: Drafter | torch.nn.Module, K: int, threshold: float) -> DynamicK:
-        """Up to ``K`` drafts a step, stopping after a draft of confidence below ``threshold``:
-        the draft of ``bench --schedule threshold``."""
+        """Up to ``K`` drafts a step, stopping by confidence (``bench --schedule threshold``)."""
         return cls(drafter, schedule="constant", initial=K, threshold=threshold)
 
     # The inner drafter answers the rest of the protocol.
@@ -108,6 +82,10 @@ class DynamicK(BaseDrafter):
     def support(self) -> torch.Tensor | None:
         return getattr(self.drafter, "support", None)
 
+    @property
+    def stops_by_confidence(self) -> bool:
+        return getattr(self.drafter, "stops_by_confidence", False)
+
     def observe(self, start: int, features: torch.Tensor) -> None:
         self.drafter.observe(start, features)
 
@@ -116,13 +94,6 @@ class DynamicK(BaseDrafter):
             f"DynamicK({self.drafter!r}, schedule={self.schedule!r}, initial={self.initial}, "
             f"threshold={self.threshold!r})"
         )
-
-    def reset(self) -> None:
-        self.drafter.reset()
-        self.current = self.initial
-        self.history = []
-        self.accepted_history = []
-        self._pending = None
 
     def propose(
         self, ids: torch.Tensor, k: int, warp: Warp, generator: torch.Generator | None
@@ -134,8 +105,12 @@ class DynamicK(BaseDrafter):
         self._pending = (ids.numel(), int(tokens.numel()), k)
         return tokens, probs
 
-    def rollback(self, n_valid: int) -> None:
-        self.drafter.rollback(n_valid)
+    def update(self, n_valid: int) -> None:
+        self.drafter.update(n_valid)
+        if n_valid == 0:  # a new sequence
+            self.current, self.history, self.accepted_history = self.initial, [], []
+            self._pending = None
+            return
         proposed = accepted = 0
         if self._pending is not None:
             length, proposed, asked = self._pending

@@ -1,9 +1,4 @@
-"""The feature head as a :class:`~specdec_lib.drafters.Drafter` (EAGLE-style drafting).
-
-The decoder hands the drafter the target's hidden states after every pass (``observe``); the head
-(:mod:`specdec_lib.drafters.heads`) turns the last one and the next token into its own feature and
-a law ``q`` over its token subset, and feeds its own feature back to draft several tokens.
-"""
+"""The feature head (:mod:`specdec_lib.drafters.heads`) as a Drafter (EAGLE-style drafting)."""
 
 from __future__ import annotations
 
@@ -18,39 +13,37 @@ __all__ = ["FeatureDrafter", "drafter_for"]
 
 
 def drafter_for(head: nn.Module) -> Drafter | nn.Module:
-    """The Drafter for a loaded draft: a :class:`FeatureDrafter` for a head that reads the
-    target's features (a :class:`~specdec_lib.drafters.heads.FeatureHead`, which names its
-    ``feature_layers``), the model itself (driven by :class:`~specdec_lib.drafters.ModelDrafter`)
-    for a :class:`~specdec_lib.drafters.heads.LayerDraft`."""
+    """The Drafter for a loaded draft: a :class:`FeatureDrafter` for a head with
+    ``feature_layers``, else the model itself (for :class:`~specdec_lib.drafters.ModelDrafter`)."""
     return FeatureDrafter(head) if hasattr(head, "feature_layers") else head
 
 
 class FeatureDrafter(BaseDrafter):
     """Drafts with a :class:`FeatureHead` inside :class:`~specdec_lib.decoding.SpeculativeDecoder`.
 
-    The decoder hands over the target's hidden states after every pass (``observe``). The first step
-    of a sequence has no target features yet, so it proposes nothing (the target's pass over the
-    prompt then emits one token); after that, every step drafts. The head keeps a KV cache over the
-    positions built from true target features and drops its drafted positions after each proposal.
+    The decoder hands over the target's hidden states after every pass (``observe``); the first step
+    of a sequence has none, so it proposes nothing. The head's KV cache holds only positions built
+    from true target features; drafted positions are dropped after each proposal.
     """
+
+    stops_by_confidence = True
 
     def __init__(self, head: nn.Module) -> None:
         self.head = head
         self.feature_layers = head.feature_layers
         self.vocab_size = head.target.config.vocab_size
-        self.reset()
+        self._reset()
 
     @property
     def support(self) -> torch.Tensor:
-        """The head's token subset (sorted): ``q`` is 0 outside it, so :meth:`propose` returns
-        the rows of ``q`` on it, ``[k, |S|]``, and the decoder keeps them there."""
+        """The head's sorted token subset: ``q`` is 0 outside it, so its rows are ``[k, |S|]``."""
         return self.head.subset
 
     @property
     def device(self) -> torch.device:
         return model_device(self.head)
 
-    def reset(self) -> None:
+    def _reset(self) -> None:
         from transformers import DynamicCache
 
         self._store: torch.Tensor | None = None  # room for the true target features h_0, h_1, ...
@@ -71,7 +64,9 @@ class FeatureDrafter(BaseDrafter):
         self._store[start:end] = features
         self._feats = self._store[:end]
 
-    def rollback(self, n_valid: int) -> None:
+    def update(self, n_valid: int) -> None:
+        if n_valid == 0:
+            return self._reset()
         if self._feats is not None and self._feats.shape[0] > n_valid:
             self._feats = self._feats[:n_valid]
         # Head position j reads (h_{j-1}, x_j): it stays valid while x_j does (j < n_valid).
@@ -81,9 +76,8 @@ class FeatureDrafter(BaseDrafter):
 
     @property
     def draft_scores(self) -> torch.Tensor | None:
-        """The logits of every draft position of the last proposal, on the subset, ``[k, |S|]``
-        (over the whole vocabulary, ``-inf`` outside the subset, where ``support`` is hidden):
-        the decoder ranks greedy alternatives by them."""
+        """The last proposal's logits, ``[k, |S|]`` (``[k, V]``, ``-inf`` off the subset, where
+        ``support`` is hidden); the decoder ranks greedy alternatives by them."""
         if not self._logits:
             return None
         sub = torch.stack(self._logits).float()
@@ -95,12 +89,10 @@ class FeatureDrafter(BaseDrafter):
     def _draw(
         self, hidden: torch.Tensor, warp: Warp, generator: torch.Generator | None, first: bool
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """One draft token, the row ``q`` it was drawn from (on the subset, or over the whole
-        vocabulary where ``support`` is hidden), that row on the subset, and the token's place in
-        the subset."""
-        # Warping the subset's logits is exactly warping the full row with -inf outside the
-        # subset (temperature, top-k and top-p never keep a token of probability 0), at a sixth
-        # of the cost; so is drawing within the subset.
+        """One draft token, its row ``q`` (on the subset, or over the vocabulary where ``support``
+        is hidden), that row on the subset, and the token's index in the subset."""
+        # Warping the subset's logits equals warping the full row with -inf outside it (no warp
+        # keeps a token of probability 0); so does drawing within the subset.
         logits = self.head.logits(hidden)[0]
         if first:
             self._logits = []
@@ -122,9 +114,8 @@ class FeatureDrafter(BaseDrafter):
         generator: torch.Generator | None,
         threshold: float | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Up to ``k`` drafts; with a ``threshold``, stop after a draft ``x`` whose confidence
-        (:meth:`~specdec_lib.sampling.Warp.confidence`, read on the subset: the head's law is 0
-        outside it) is below it (a stopping time: the output law stays exact)."""
+        """Up to ``k`` drafts; with a ``threshold``, stop after a draft whose confidence (on the
+        subset) is below it (a stopping time: the output law stays exact)."""
         L = ids.numel()
         if self._feats is None or self._feats.shape[0] < L - 1:  # no target features yet
             return ids.new_empty(0), torch.empty(0, self.vocab_size, device=ids.device)

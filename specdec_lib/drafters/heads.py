@@ -1,25 +1,6 @@
-"""A feature-level draft head (in the spirit of EAGLE, Li et al. 2024, arXiv 2401.15077).
-
-The target's last hidden state ``h_j`` (the input of its final norm) already summarises the
-context up to token ``x_j``: the target's own head turns it into ``p_j``, the law of ``x_{j+1}``. A
-draft that reads ``h_{j-1}`` and the token ``x_j`` has to guess only what one more token changes::
-
-    g_j  = fc([h_{j-1}; E x_j])                   E: the target's (frozen) embedding
-    ĥ_j  = decoder layer(g_1..g_j)                 one Llama layer, causal, with its own KV cache
-    q_j  = softmax_S(W_S norm(ĥ_j) / T)            the target's final norm and output rows, frozen,
-                                                   restricted to a token subset S (|S| = 8192)
-
-``q_j`` is the draft's law of ``x_{j+1}``; it is zero outside ``S``, which keeps speculative
-sampling exact (a token the draft never proposes is still emitted, through the residual) and makes
-the head cheap. To draft several tokens the head feeds its own ``ĥ`` back in place of the
-target's ``h``.
-
-Only ``fc``, the layer and the subset are stored (a few MB); the embedding, norm and output rows are
-taken from the target at load time. :class:`~specdec_lib.drafters.feature.FeatureDrafter` plugs
-the head into :class:`~specdec_lib.decoding.SpeculativeDecoder`; :class:`LayerDraft` is a small
-causal LM over the target's vocabulary, driven like any draft model. Trained offline by
-:mod:`specdec_lib.training` (notebook 05).
-"""
+"""Drafts over a token subset of the target's vocabulary: :class:`FeatureHead` (after EAGLE,
+arXiv 2401.15077) and :class:`LayerDraft`, a small causal LM. Only the draft's own weights are
+stored; the embedding, final norm and output rows are borrowed from the target at load time."""
 
 from __future__ import annotations
 
@@ -42,15 +23,14 @@ __all__ = ["FeatureHead", "LayerDraft", "load_head", "rms_normalise", "save_head
 
 
 def _llama_body(target: Any, init_layers: list[int] | None, n_layers: int) -> nn.Module:
-    """A Llama stack shaped like the target's layers, without embedding or final norm (it reads
-    ``inputs_embeds`` and returns pre-norm features). ``init_layers`` copies those target layers
-    (one per layer); ``None`` initialises at random."""
+    """A Llama stack like the target's, reading ``inputs_embeds`` and returning pre-norm features;
+    ``init_layers`` lists the target layers to copy (``None``: random)."""
     from transformers import LlamaConfig, LlamaModel
 
     tcfg = target.config
     H = tcfg.hidden_size
     cfg = LlamaConfig(
-        vocab_size=1,  # never used: the body reads inputs_embeds
+        vocab_size=1,  # unused
         hidden_size=H,
         intermediate_size=tcfg.intermediate_size,
         num_hidden_layers=n_layers,
@@ -78,10 +58,8 @@ def _llama_body(target: Any, init_layers: list[int] | None, n_layers: int) -> nn
 
 
 class _SubsetOutput(nn.Module):
-    """The frozen pieces borrowed from the target: embedding, final norm, and the output rows of
-    ``subset`` (the tokens the draft can propose), held as a linear layer (``output``) so that
-    a packing of the draft's layers packs it too (:meth:`frozen_linears`). They are plain
-    attributes, not submodules, so they are never saved with the draft."""
+    """The frozen pieces borrowed from the target: embedding, final norm and the output rows of
+    ``subset`` (as linear layer ``output``). Plain attributes, not submodules: never saved."""
 
     def _init_subset(self, target: Any, subset: Any) -> None:
         subset = torch.as_tensor(subset, dtype=torch.long).flatten().unique()
@@ -97,9 +75,7 @@ class _SubsetOutput(nn.Module):
         return self._target[0]
 
     def refresh_frozen(self) -> None:
-        """Re-read the frozen pieces (embedding, norm, the subset's output rows) from the target;
-        a draft in another dtype than the target's gets the norm and the output rows in its own
-        (the embedding's rows are cast as they are read)."""
+        """Re-read the frozen pieces from the target, norm and output rows in the draft's dtype."""
         t = self.target
         w = t.get_output_embeddings().weight
         dtype = next(self.parameters()).dtype
@@ -107,12 +83,12 @@ class _SubsetOutput(nn.Module):
         if next(norm.parameters()).dtype != dtype:
             norm = copy.deepcopy(norm).to(dtype).requires_grad_(False)
         w_subset = w.detach().index_select(0, self.subset.to(w.device)).to(dtype)
-        # object.__setattr__: the target's modules must not become (saved) submodules of the head.
+        # object.__setattr__: not submodules, so never saved.
         object.__setattr__(self, "_embed", t.get_input_embeddings())
         object.__setattr__(self, "_norm", norm)
         int8 = isinstance(getattr(self, "output", None), Int8Linear)
         self._hold_output(w_subset)
-        if int8:  # an int8 draft's output rows stay int8 (specdec_lib.drafters.int8)
+        if int8:  # an int8 draft's output rows stay int8
             object.__setattr__(self, "output", Int8Linear(self.output))
 
     def _hold_output(self, w_subset: torch.Tensor) -> None:
@@ -123,8 +99,7 @@ class _SubsetOutput(nn.Module):
         object.__setattr__(self, "output", output)
 
     def frozen_linears(self) -> tuple[nn.Module, ...]:
-        """The linear layers among the frozen pieces (the subset's output rows), which
-        :func:`specdec_lib.models.load_pair` packs with the draft's own."""
+        """The frozen linear layers, which :func:`specdec_lib.models.load_pair` packs too."""
         return (self.output,)
 
     def frozen_float32(self) -> None:
@@ -146,11 +121,10 @@ def rms_normalise(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
 
 
 class FeatureHead(_SubsetOutput):
-    """``fc`` + ``n_layers`` Llama decoder layers over (target feature, next token) pairs.
-
-    ``target`` lends the frozen pieces (never saved with the head); ``subset`` holds the token ids
-    the head can propose. ``init_layer`` copies that target layer as the starting point (``None``:
-    random initialisation).
+    """``g_j = fc([h_{j-1}; E x_j])``, ``ĥ_j = layers(g_1..g_j)``, ``q_j = softmax_S(W_S norm ĥ_j)``
+    is the draft's law of ``x_{j+1}`` given the target's feature ``h_{j-1}`` and token ``x_j``, zero
+    outside ``subset`` (sampling stays exact through the residual). Drafting further steps feeds
+    ``ĥ`` back as ``h``. ``init_layer`` copies that target layer (``None``: random).
     """
 
     def __init__(
@@ -181,24 +155,20 @@ class FeatureHead(_SubsetOutput):
         }
         dtype = next(target.parameters()).dtype
         nF = len(feature_layers)
-        # Several target layers (EAGLE-3's low/mid/high features) are fused into one H-vector;
-        # the fusion starts as "take the last listed layer".
+        # Several target layers' features fuse into one H-vector; starts as "the last layer".
         self.fuse = nn.Linear(nF * H, H, bias=False, dtype=dtype) if nF > 1 else None
         if self.fuse is not None:
             with torch.no_grad():
                 self.fuse.weight.zero_()
                 self.fuse.weight[:, (nF - 1) * H :].copy_(torch.eye(H))
-        # Both inputs are RMS-normalised (learnable gains) and brought to `scale`, the typical RMS
-        # of the target's last hidden state: the target's residual stream carries a few huge
-        # dimensions (RMS ~100s) next to embeddings of RMS ~1, and the copied target layer
-        # expects inputs at the residual stream's scale.
+        # Both inputs are RMS-normalised (learnable gains) and brought to `scale`, the residual
+        # stream's typical RMS, which the copied target layer expects.
         self.w_in = nn.Parameter(torch.ones(nF, H, dtype=dtype))
         self.w_emb = nn.Parameter(torch.ones(H, dtype=dtype))
         self.register_buffer("scale", torch.tensor(float(scale), dtype=torch.float32))
         self.fc = nn.Linear(2 * H, H, bias=False, dtype=dtype)
-        with torch.no_grad():  # start as "the target's feature plus the token's embedding"
+        with torch.no_grad():  # start as "feature + embedding"
             self.fc.weight.copy_(torch.eye(H).repeat(1, 2))
-        # The head outputs pre-norm features, like the target's last layer.
         self.body = _llama_body(
             target, [init_layer] * n_layers if init_layer is not None else None, n_layers
         )
@@ -213,22 +183,20 @@ class FeatureHead(_SubsetOutput):
         position_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, Any]:
-        """``features`` ``[B, n, F]`` (``h_{j-1}``: the target's, ``F = len(feature_layers) H``,
-        or the head's own, ``F = H``), ``tokens`` ``[B, n]`` (``x_j``) -> ``ĥ_j`` ``[B, n, H]``
-        and the updated cache. With a cache, ``attention_mask`` (additive, ``[1, 1, n, past + n]``)
-        replaces the causal mask over the cached and new positions (the training-time test's
-        unrolled steps, :func:`specdec_lib.training.distill.unrolled_mask`)."""
+        """``features`` ``[B, n, F]`` (the target's, ``F = len(feature_layers) H``, or the head's,
+        ``F = H``), ``tokens`` ``[B, n]`` -> ``ĥ`` ``[B, n, H]`` and the cache. With a cache, an
+        additive ``attention_mask`` ``[1, 1, n, past + n]`` replaces the causal mask."""
         H = self.fc.out_features
-        features = features.to(self.w_in.dtype)  # a target in another dtype than the head's
-        if features.shape[-1] != H:  # the target's features of several layers: fuse them
+        features = features.to(self.w_in.dtype)
+        if features.shape[-1] != H:  # several target layers: fuse
             blocks = rms_normalise(features.unflatten(-1, (-1, H))) * self.w_in
             x = self.fuse(blocks.flatten(-2))
-        else:  # one layer's features (the target's last, or the head's own)
+        else:
             x = rms_normalise(features) * self.w_in[-1]
         scale = self.scale.to(x.dtype)
         emb = rms_normalise(self._embed(tokens).to(x.dtype)) * self.w_emb
         g = self.fc(torch.cat([x * scale, emb * scale], dim=-1))
-        if cache is None:  # training: whole sequences through the Llama stack
+        if cache is None:  # training: whole sequences
             return self.body(inputs_embeds=g, position_ids=position_ids).last_hidden_state, None
         return self._layers_with_cache(g, cache, position_ids, attention_mask), cache
 
@@ -239,19 +207,13 @@ class FeatureHead(_SubsetOutput):
         position_ids: torch.Tensor | None,
         mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """The body's layers over ``n`` new positions after the cached ones, computed here.
-
-        Drafting runs the head on one or a few positions per call. This writes each layer out
-        from its own modules (norms, projections, activation) and the attention function its
-        config names, and builds the causal mask itself (none for one position), without
-        ``LlamaModel``'s wrapper (mask construction, output capture) and transformers' decoder
-        layer (keyword handling, the attention interface's lookup): about a tenth less time a
-        call in a profile on an AMD EPYC (Zen 4, 2 cores), where the rest is the operations
-        themselves. Tested equal, bit for bit, to transformers' layers."""
+        """The body's layers over ``n`` new positions after the cached ones, written out without
+        ``LlamaModel``'s wrappers (cheaper per drafting call); bit-equal to transformers' layers.
+        Raises ``RuntimeError`` if the layers did not write ``cache``."""
         n, past = g.shape[1], cache.get_seq_length()
         if position_ids is None:
             position_ids = torch.arange(past, past + n, device=g.device).unsqueeze(0)
-        if mask is None and n > 1:  # new position i (absolute past + i) sees keys 0 .. past + i
+        if mask is None and n > 1:  # new position i sees keys 0 .. past + i
             keys = torch.arange(past + n, device=g.device)
             allowed = keys.view(1, -1) <= (keys[past:].view(-1, 1))
             mask = torch.zeros(allowed.shape, dtype=g.dtype, device=g.device)
@@ -266,9 +228,7 @@ class FeatureHead(_SubsetOutput):
             mlp = layer.mlp
             x = layer.post_attention_layernorm(h)
             h = h + mlp.down_proj(mlp.act_fn(mlp.gate_proj(x)) * mlp.up_proj(x))
-        # A cache the layers did not write (a transformers release whose cache API moved) would
-        # leave a draft that attends to nothing before the new positions, and a draft step that
-        # looks cheap. The cache's length is the one sign of it.
+        # An unwritten cache (a moved transformers cache API) would silently attend to nothing.
         if cache.get_seq_length() != past + n:
             raise RuntimeError(
                 f"the head's decoder layers did not write their KV cache (it holds "
@@ -286,10 +246,8 @@ class FeatureHead(_SubsetOutput):
         i: int,
         mask: torch.Tensor | None,
     ) -> torch.Tensor:
-        """A Llama attention block over ``x`` ``[1, n, H]``: its projections, rotary positions
-        (``cos``, ``sin`` ``[1, 1, n, D]``), the keys and values appended to layer ``i`` of
-        ``cache``, and the attention function the layer's config names (:mod:`specdec_lib.lm`'s
-        decoding attention on a CPU), as transformers' ``LlamaAttention`` computes them."""
+        """``LlamaAttention`` over ``x`` ``[1, n, H]``, rotary ``cos``, ``sin`` ``[1, 1, n, D]``,
+        appending keys and values to layer ``i`` of ``cache``."""
         shape = (*x.shape[:-1], -1, attn.head_dim)
         q = attn.q_proj(x).view(shape).transpose(1, 2)
         k = attn.k_proj(x).view(shape).transpose(1, 2)
@@ -311,16 +269,9 @@ def _rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 
 class LayerDraft(_SubsetOutput):
-    """A small causal LM over the target's vocabulary: the target's frozen embedding, ``n_layers``
-    Llama layers (copied from the target's ``init_layers``, or random: a standalone draft), and
-    the target's frozen final norm and output rows restricted to ``subset``.
-
-    It behaves as a transformers causal LM (``model(input_ids=..., use_cache=...,
-    logits_to_keep=..., **lm.cache_kwargs(cache))`` returns ``.logits`` over the full vocabulary,
-    ``-inf`` outside the subset, and the cache as :func:`~specdec_lib.lm.output_cache` reads it),
-    so :class:`~specdec_lib.drafters.ModelDrafter` drives it as it drives any draft model. The
-    cache is taken and returned under both names, ``cache`` and ``past_key_values``, whatever the
-    installed transformers calls it.
+    """A small causal LM: the target's frozen embedding, ``n_layers`` Llama layers (copies of
+    ``init_layers``, or random) and the frozen norm and output rows of ``subset``. Called like a
+    transformers causal LM, so :class:`~specdec_lib.drafters.ModelDrafter` drives it.
     """
 
     def __init__(
@@ -340,7 +291,7 @@ class LayerDraft(_SubsetOutput):
                 raise ValueError(f"init_layers must be target layers in [-{n_t}, {n_t})")
             n_layers = len(init_layers)
         positive_int(n_layers, "n_layers", "or give init_layers")
-        self.config = copy.deepcopy(tcfg)  # the decoder checks the vocabulary through .config
+        self.config = copy.deepcopy(tcfg)  # the decoder reads the vocabulary here
         self.config_dict = {
             "arch": "layers",
             "n_layers": n_layers,
@@ -366,11 +317,9 @@ class LayerDraft(_SubsetOutput):
         past_key_values: Any = None,
         attention_mask: torch.Tensor | None = None,
     ):
-        """Logits over the full vocabulary (``-inf`` outside the subset) and the cache.
-
-        The cache comes as ``cache`` or ``past_key_values`` (the two names transformers has used),
-        never both. No catch-all keyword: an argument this draft does not use is an error, not a
-        silently dropped cache. ``attention_mask`` may only be all ones (no padding)."""
+        """Logits over the full vocabulary (``-inf`` outside the subset) and the cache, taken as
+        ``cache`` or ``past_key_values`` (not both) and returned under both names. Raises
+        ``ValueError`` on both caches or on padding in ``attention_mask``."""
         from types import SimpleNamespace
 
         if cache is not None and past_key_values is not None:
@@ -379,7 +328,7 @@ class LayerDraft(_SubsetOutput):
             raise ValueError("LayerDraft takes no padding: attention_mask must be all ones")
         cache = cache if cache is not None else past_key_values
         h, cache = self.hidden(input_ids, cache, use_cache)
-        if isinstance(logits_to_keep, torch.Tensor):  # positions, as lm.last_rows gives them
+        if isinstance(logits_to_keep, torch.Tensor):  # positions
             h = h[:, logits_to_keep]
         elif logits_to_keep:
             h = h[:, -logits_to_keep:]
@@ -390,19 +339,18 @@ class LayerDraft(_SubsetOutput):
 
 
 def save_head(head: nn.Module, path: str | Path, card: dict[str, Any]) -> None:
-    """Save a draft's own weights (safetensors, atomically) and its settings; ``card`` goes into
-    the metadata. The frozen pieces of the target are not saved."""
+    """Save a draft's own weights and settings (``card`` in the metadata) atomically."""
     from safetensors.torch import save
 
     state = {k: v.detach().contiguous().cpu() for k, v in head.state_dict().items()}
     meta = {"config": json.dumps(head.config_dict), "card": json.dumps(card)}
     data = save(state, metadata=meta)
-    atomic_write(path, lambda f: f.write(data), binary=True)  # a unique temporary name
+    atomic_write(path, lambda f: f.write(data), binary=True)
 
 
 def load_head(path: str | Path, target: Any, dtype: torch.dtype | None = None) -> nn.Module:
-    """Load a draft saved by :func:`save_head` onto ``target`` (its device; ``dtype``, default the
-    target's): a :class:`FeatureHead` or a :class:`LayerDraft` (in the target's dtype only)."""
+    """Load a :func:`save_head` draft onto ``target``'s device, in ``dtype`` (default the
+    target's; a :class:`LayerDraft` only in that). Raises ``ValueError``."""
     from safetensors import safe_open
 
     path = Path(path)
@@ -429,7 +377,7 @@ def load_head(path: str | Path, target: Any, dtype: torch.dtype | None = None) -
     own = next(target.parameters()).dtype
     if dtype is None or dtype == own:
         dtype = own
-    elif isinstance(head, FeatureHead):  # the head in its own dtype; the frozen pieces follow
+    elif isinstance(head, FeatureHead):
         head.to(dtype)
     else:
         raise ValueError(f"dtype: a {type(head).__name__} runs in its target's dtype ({own})")

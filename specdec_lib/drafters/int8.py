@@ -1,9 +1,5 @@
-"""int8 weights for a loaded draft (inference only, bfloat16 on a CPU).
-
-Each matrix is stored as int8 with one bfloat16 scale per output row and multiplied through torch's
-weight-only int8 kernel: the draft reads about half the bytes per step. The draft's ``q`` changes
-slightly, so its acceptance is measured again (notebook 05); speculative sampling stays exact,
-since ``q`` is still the law the drafts are drawn from.
+"""int8 weights for a loaded draft (inference in bfloat16 on a CPU): half the bytes per step.
+The draft's ``q`` changes slightly; sampling stays exact, since drafts are drawn from that ``q``.
 """
 
 from __future__ import annotations
@@ -30,8 +26,8 @@ def int8_mm(x: torch.Tensor, w8: torch.Tensor, scale: torch.Tensor) -> torch.Ten
 
 
 class Int8Linear(nn.Module):
-    """A bias-free linear layer with int8 weights (one bfloat16 scale per output row) over
-    bfloat16 activations, through torch's weight-only int8 kernel: half the bytes of bfloat16."""
+    """A bias-free linear layer with int8 weights (one bfloat16 scale per output row) over bfloat16
+    activations, through torch's weight-only int8 kernel."""
 
     def __init__(self, linear: nn.Linear) -> None:
         super().__init__()
@@ -47,8 +43,7 @@ class Int8Linear(nn.Module):
 
 
 def quantize_int8(head: nn.Module) -> nn.Module:
-    """Store a loaded draft's matrices (its own linear layers and the output rows of its subset)
-    as int8, in place, for inference in bfloat16 on a CPU."""
+    """Store a loaded draft's linear layers and subset output rows as int8, in place."""
     dtype = head._w_subset.dtype
     if dtype != torch.bfloat16 or head._w_subset.device.type != "cpu":
         raise ValueError(

@@ -1,6 +1,4 @@
-"""A draft by a second model: :class:`ModelDrafter` drafts with any causal LM over the target's
-vocabulary, keeping its own KV cache; :func:`as_drafter` wraps a model where a drafter is
-expected."""
+"""A draft by a second model (:class:`ModelDrafter`), and :func:`as_drafter`."""
 
 from __future__ import annotations
 
@@ -18,6 +16,8 @@ __all__ = ["ModelDrafter", "as_drafter"]
 class ModelDrafter(BaseDrafter):
     """Drafts with any causal LM over the target's vocabulary, keeping its own KV cache."""
 
+    stops_by_confidence = True
+
     def __init__(self, model: Any, *, use_cache: bool = True) -> None:
         self.model = model
         self.use_cache = use_cache
@@ -28,9 +28,6 @@ class ModelDrafter(BaseDrafter):
     def device(self) -> torch.device | None:
         return model_device(self.model)
 
-    def reset(self) -> None:
-        self._state = KVState(self.model, self.use_cache)
-
     def propose(
         self,
         ids: torch.Tensor,
@@ -39,9 +36,8 @@ class ModelDrafter(BaseDrafter):
         generator: torch.Generator | None,
         threshold: float | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Up to ``k`` drafts; with a ``threshold``, stop after a draft ``x`` whose confidence
-        (:meth:`~specdec_lib.sampling.Warp.confidence`) is below it (a stopping time: the output
-        law stays exact)."""
+        """Up to ``k`` drafts; with a ``threshold``, stop after a draft whose confidence
+        (:meth:`~specdec_lib.sampling.Warp.confidence`) is below it."""
         if k < 1:
             return ids.new_empty(0), torch.empty(0, self.vocab_size or 0, device=ids.device)
         tokens, probs, scores = [], [], []
@@ -61,8 +57,11 @@ class ModelDrafter(BaseDrafter):
         self.draft_scores = torch.stack(scores)
         return torch.stack(tokens), torch.stack(probs)
 
-    def rollback(self, n_valid: int) -> None:
-        self._state.rollback(n_valid)
+    def update(self, n_valid: int) -> None:
+        if n_valid == 0:
+            self._state = KVState(self.model, self.use_cache)
+        else:
+            self._state.rollback(n_valid)
 
 
 def as_drafter(draft: Any, use_cache: bool = True) -> Drafter:

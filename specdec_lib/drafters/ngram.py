@@ -1,10 +1,4 @@
-"""Prompt lookup (n-gram drafting, Saxena 2023; transformers' ``prompt_lookup_num_tokens``).
-
-:class:`NgramDrafter` copies what followed the last earlier occurrence of the sequence's final
-n-gram. It is deterministic, so its ``q`` rows are one-hot: a draft ``x`` is accepted with
-probability ``p(x)``, and after a rejection the residual ``norm(max(0, p - q))`` is ``p`` with
-``x`` removed. Exact like any :class:`~specdec_lib.drafters.Drafter`.
-"""
+"""Prompt lookup (n-gram drafting, Saxena 2023; transformers' ``prompt_lookup_num_tokens``)."""
 
 from __future__ import annotations
 
@@ -18,24 +12,12 @@ __all__ = ["NgramDrafter"]
 
 
 class NgramDrafter(BaseDrafter):
-    """Prompt-lookup drafting: propose what followed the latest earlier occurrence of the last
-    ``n`` tokens.
+    """Prompt-lookup drafting over a vocabulary of ``vocab_size``: propose up to
+    ``min(k, max_tokens)`` tokens that followed the latest earlier occurrence of the last ``n``
+    tokens, for ``n = max_ngram`` down to ``min_ngram``; none found: no drafts (``[0, V]`` rows).
 
-    For ``n = max_ngram`` down to ``min_ngram``, look for the most recent earlier occurrence of the
-    sequence's last ``n`` tokens that is followed by at least one token; propose the tokens that
-    followed it, up to ``min(k, max_tokens)`` (fewer where the sequence ends). No occurrence: no
-    drafts (``[0]`` tokens, ``[0, V]`` rows), and the step emits one token from ``p``.
-
-    Unlike transformers' ``PromptLookupCandidateGenerator``, which takes the *first* occurrence,
-    the latest one is used, on the view that recent context predicts the continuation better. The
-    price: a late occurrence leaves few tokens before the sequence ends (in a run ``a a a a`` only
-    one). Deterministic: ``warp`` and ``generator`` are ignored and the rows are one-hot (float32,
-    on ``ids.device``). Stateless, so ``reset`` and ``rollback`` do nothing.
-
-    Args:
-        vocab_size: ``V``, the target's vocabulary size (``target.config.vocab_size``).
-        max_ngram, min_ngram: the n-gram lengths tried, longest first.
-        max_tokens: the most drafts proposed per step (the decoder's ``K`` caps them too).
+    Unlike transformers, the *latest* occurrence is used. Deterministic and stateless: ``warp`` and
+    ``generator`` are ignored, and the rows are one-hot (float32, on ``ids.device``).
     """
 
     def __init__(
@@ -55,12 +37,9 @@ class NgramDrafter(BaseDrafter):
         )
 
     def match(self, ids: torch.Tensor) -> tuple[int, int] | None:
-        """``(start, n)``: the continuation starts at ``ids[start]`` and the matched n-gram has
-        length ``n``; ``None`` when no n-gram of length ``>= min_ngram`` recurs.
-
-        Vectorised over positions: ``length[j]`` is the length (capped at ``max_ngram``) of the
-        common suffix of ``ids[: j + 1]`` and ``ids``, for every ``j`` that has a successor. The
-        best match maximises ``(length, j)``. One host read.
+        """``(start, n)``: the continuation starts at ``ids[start]``, after a matched n-gram of
+        length ``n``; ``None`` when none of length ``>= min_ngram`` recurs. Vectorised: the best
+        match maximises (common suffix length, position); one host read.
         """
         ids = ids.reshape(-1)
         L = ids.numel()

@@ -8,12 +8,12 @@ docstring says what it draws and the name the notebook saves it under. A figure 
 few lines::
 
     from specdec_lib.figures import acceptance_rule as figs
-    from specdec_lib.style import savefig
+    from specdec_lib.figures.style import savefig
 
     fig = figs.tokens_per_step(K_grid, expected, mc, n_steps=N_STEPS)
     savefig("01_tokens_per_step", fig);
 
 A function a later notebook draws with again stays in the module of the first. The style (theme,
-palette, ``savefig``) is the core's :mod:`specdec_lib.style`; this package imports the core and
-the core never imports it.
+palette, ``savefig``) is :mod:`specdec_lib.figures.style`; this package imports the core and the
+core never imports it.
 """

@@ -14,7 +14,7 @@ import seaborn as sns
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from ..style import COLORS
+from .style import COLORS
 
 __all__ = ["TOKEN_KINDS", "alpha_by_category", "token_view"]
 

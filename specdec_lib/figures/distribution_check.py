@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from ..style import COLORS
+from .style import COLORS
 
 __all__ = ["exactness_grid", "frequency_fit", "power_vs_n", "pvalue_uniformity"]
 

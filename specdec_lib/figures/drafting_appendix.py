@@ -15,8 +15,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
-from ..style import COLORS, CURVE_COLORS
 from .drafting_strategies import BOUND_LABEL, training_curves
+from .style import COLORS, CURVE_COLORS
 
 __all__ = [
     "full_training",

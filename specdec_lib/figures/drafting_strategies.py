@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
-from ..style import COLORS, CURVE_COLORS
+from .style import COLORS, CURVE_COLORS
 
 __all__ = ["learning_curves", "predicted_by_drafter", "speedup_intervals"]
 

@@ -14,7 +14,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from ..style import COLORS
+from .style import COLORS
 
 __all__ = ["latency_throughput", "speedup_vs_K"]
 

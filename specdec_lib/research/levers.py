@@ -119,7 +119,7 @@ def without_support(drafter: Any) -> Any:
     hidden = type(f"{type(drafter).__name__}WithoutSupport", (type(drafter),), {"support": None})
     out = copy.copy(drafter)
     out.__class__ = hidden
-    out.reset()
+    out.update(0)
     return out
 
 

@@ -15,8 +15,8 @@ import matplotlib.pyplot as plt
 import seaborn as sns
 from matplotlib.figure import Figure
 
-from .config import FIGURES_DIR
-from .results import atomic_write
+from ..config import FIGURES_DIR
+from ..results import atomic_write
 
 __all__ = ["COLORS", "CURVE_COLORS", "savefig", "set_style"]
 

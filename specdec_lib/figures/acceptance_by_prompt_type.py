@@ -1,7 +1,5 @@
-"""The figures of notebook 04, acceptance by prompt type
-(``notebooks/04_acceptance_by_prompt_type.ipynb``): acceptance by prompt category and by
-position in the draft, and which path produced each generated token.
-"""
+"""Notebook 04's figures (acceptance by prompt type): acceptance by prompt category, and which
+path produced each generated token."""
 
 from __future__ import annotations
 
@@ -29,10 +27,9 @@ def alpha_by_category(
     claim: Mapping[str, float],
     per_prompt: pd.DataFrame | None = None,
 ) -> Figure:
-    """Notebook 04, ``04_alpha_by_category``: the acceptance rate by prompt category, one bar per
-    run (``tables[run]``, indexed by category: ``alpha`` with its 95 % interval ``lo``-``hi``),
-    each prompt's own rate as a dot on its run's bar (``per_prompt``: ``run``, ``category``,
-    ``alpha``), and the prototype's claimed rates (``claim``, diamonds)."""
+    """Notebook 04, ``04_alpha_by_category``: acceptance by prompt category, one bar per run
+    (``tables[run]`` by category: ``alpha``, 95 % interval ``lo``-``hi``), prompts as dots
+    (``per_prompt``: ``run``, ``category``, ``alpha``), the prototype's ``claim`` as diamonds."""
     fig, ax = plt.subplots(figsize=(9.0, 4.2))
     x = np.arange(len(categories))
     width = 0.8 / len(tables)

@@ -1,7 +1,5 @@
-"""The figures of notebook 01, the acceptance rule (``notebooks/01_acceptance_rule.ipynb``): the
-law the rule emits against the prototype's, a draft scored with the wrong distribution, tokens
-per step and the speedup against ``K`` in theory, and greedy decoding as the limit ``T -> 0``.
-"""
+"""Notebook 01's figures (the acceptance rule): the law the rule emits against the prototype's,
+tokens per step and speedup against ``K`` in theory, and greedy decoding as ``T -> 0``."""
 
 from __future__ import annotations
 
@@ -99,10 +97,9 @@ def prototype_bias(
     tv_correct_max: float,
     Vs: Sequence[int] = (10, 100, 1000),
 ) -> Figure:
-    """Notebook 01, ``01_prototype_bias``: the prototype's output law on one pair (left: accepted
-    drafts and its correction stacked under ``p``), and the distribution of its total-variation
-    bias over random pairs for each vocabulary size (right; ``bias`` has one row per pair with
-    columns ``V`` and ``tv_prototype``, ``summary`` is indexed by ``V`` with ``pairs`` and
+    """Notebook 01, ``01_prototype_bias``: the prototype's output law on one pair (left, stacked
+    under ``p``) and histograms of its TV bias over random pairs per vocabulary size (right;
+    ``bias``: a row per pair, ``V``, ``tv_prototype``; ``summary`` by ``V``: ``pairs``,
     ``proto_tv_mean``)."""
     fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 3.8), gridspec_kw={"width_ratios": [1.1, 1]})
     _law_split(
@@ -191,11 +188,9 @@ def mismatched_q(p, law_wrong, law_right, x_star: int) -> Figure:
 def tokens_per_step(
     K_grid, expected: Mapping[float, np.ndarray], mc: pd.DataFrame, *, n_steps: int
 ) -> Figure:
-    """Notebook 01, ``01_tokens_per_step``: expected tokens per speculative step against ``K``, the
-    closed form ``expected[alpha]`` (lines) under the ceiling ``K + 1`` (every draft accepted), and
-    the Monte Carlo means of ``verify`` (``mc``: columns ``alpha``, ``K``, ``mean``, ``se``; ±2 SE
-    bars). A speedup claim such as the prototype's ``K alpha`` belongs on a speedup axis
-    (:func:`speedup_theory`), not here."""
+    """Notebook 01, ``01_tokens_per_step``: expected tokens per step against ``K``, the closed
+    form ``expected[alpha]`` (lines) under the ceiling ``K + 1``, and Monte Carlo means of
+    ``verify`` (``mc``: ``alpha``, ``K``, ``mean``, ``se``; ±2 SE bars)."""
     K_grid = np.asarray(K_grid)
     fig, ax = plt.subplots(figsize=(7, 4.2))
     ax.plot(K_grid, K_grid + 1, ls="--", lw=1.2, color=COLORS["theory"])
@@ -231,13 +226,10 @@ def _star(ax, K, speedup, color) -> None:
 
 
 def speedup_theory(curves: pd.DataFrame, optima: pd.DataFrame, *, claimed_alpha: float) -> Figure:
-    """Notebook 01, ``01_speedup_vs_K``: Leviathan et al.'s expected walltime speedup against ``K``.
-
-    ``curves`` (columns ``alpha``, ``c``, ``K``, ``speedup``) and ``optima`` (the optimal ``K`` of
-    each ``(alpha, c)`` with ``c > 0``, same columns). Left: every ``alpha`` other than
-    ``claimed_alpha``, one colour each, one line style per draft cost ``c``, stars at the optima.
-    Right: ``claimed_alpha`` for each ``c``, against the prototype's ``K x alpha``.
-    """
+    """Notebook 01, ``01_speedup_vs_K``: Leviathan et al.'s expected speedup against ``K``
+    (``curves``: ``alpha``, ``c``, ``K``, ``speedup``; ``optima``, starred: the best ``K`` per
+    ``(alpha, c)``, same columns). Left: the other ``alpha``, a line style per cost ``c``.
+    Right: ``claimed_alpha`` per ``c``, against the prototype's ``K x alpha``."""
     fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 4.2))
     left = curves[curves.alpha != claimed_alpha]
     alphas, costs = sorted(left.alpha.unique()), sorted(left.c.unique())
@@ -298,13 +290,10 @@ def greedy_limit(
     alpha_agree,
     alpha_differ,
 ) -> Figure:
-    """Notebook 01, ``01_greedy_limit``: greedy decoding as the limit ``T -> 0``, in three panels.
-
-    Left: the tempered softmax at a few temperatures (``tempered[T]``, tokens sorted by logit).
-    Middle: its total-variation distance to the one-hot argmax against ``T``, under ``bound``
-    (``(V - 1) exp(-gap / T)``). Right: the acceptance rate ``alpha(T)`` of a draft whose argmax
-    agrees with the target's, and of one whose argmax differs.
-    """
+    """Notebook 01, ``01_greedy_limit``: greedy decoding as ``T -> 0``. Left: ``tempered[T]``,
+    the tempered softmax, tokens sorted by logit. Middle: its TV to the one-hot argmax against
+    ``T``, under ``bound``. Right: ``alpha(T)`` for drafts whose argmax agrees with the target's
+    and differs from it."""
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
     shades = np.linspace(0.35, 1.0, len(tempered))
     for (T, probs), shade in zip(tempered.items(), shades, strict=True):

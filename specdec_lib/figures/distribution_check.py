@@ -1,7 +1,5 @@
-"""The figures of notebook 02, the distribution check (``notebooks/02_distribution_check.ipynb``):
-observed frequencies against the exact law, the p-values' uniformity, the tests' power against
-the sample size, and every shipped configuration against the target's exact law.
-"""
+"""Notebook 02's figures (the distribution check): frequencies against the exact law, the
+p-values' uniformity, the tests' power, and every shipped configuration's test."""
 
 from __future__ import annotations
 
@@ -28,13 +26,9 @@ def frequency_fit(
     color: str = "speculative",
     law_label: str | None = None,
 ) -> Figure:
-    """Notebook 02, ``02_next_token_fit``, ``02_sequences`` and ``02_prototype_bias``: observed
-    frequencies against a reference law, bin by bin.
-
-    ``table`` has one row per bin (the most probable tokens or sequences, then the pooled rest):
-    ``label``, ``reference`` (bars), ``observed`` (points, ±2 ``se`` bars, in ``COLORS[color]``) and
-    optionally ``law``, a second law drawn as horizontal ticks (labelled ``law_label``).
-    """
+    """Notebook 02, ``02_next_token_fit``, ``02_sequences``, ``02_prototype_bias``: observed
+    frequencies against a reference law. ``table``, a row per bin: ``label``, ``reference``
+    (bars), ``observed`` (points, ±2 ``se``, ``COLORS[color]``), optional ``law`` (ticks)."""
     x = np.arange(len(table))
     fig, ax = plt.subplots(figsize=(11, 4))
     ax.bar(x, table.reference, 0.8, color=COLORS["target"], alpha=0.35, label=reference_label)
@@ -57,10 +51,9 @@ def frequency_fit(
 
 
 def pvalue_uniformity(pvals, band: tuple[np.ndarray, np.ndarray], *, n_samples: int) -> Figure:
-    """Notebook 02, ``02_pvalues``: are the p-values of tests under ``H_0`` uniform? Their
-    histogram against the uniform density (left), and their QQ plot against ``U(0, 1)`` inside
-    ``band``, the pointwise 95 % band of the sorted values (right). ``n_samples``: the sample size
-    of each test, for the title."""
+    """Notebook 02, ``02_pvalues``: the p-values of tests under ``H_0``: histogram (left) and QQ
+    plot against ``U(0, 1)`` inside ``band``, the sorted values' pointwise 95 % band (right).
+    ``n_samples``: each test's sample size, for the title."""
     pvals = np.asarray(pvals)
     n = len(pvals)
     fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 4))
@@ -119,15 +112,11 @@ def power_vs_n(
     n_sim: int,
     title: str,
 ) -> Figure:
-    """Notebook 02, ``02_power_vs_n``: the power of a test against the sample size ``N``.
-
-    ``curves[name]``: power against each bias (labelled with its total variation ``tv[name]``),
-    one colour each; ``dashed[label] = (name, values)``: a variant of curve ``name``, in its colour;
-    ``dotted[label]``: further curves, grey; ``simulated[name]``: ``(N, simulated power,
-    approximation)`` points, in the colour of the curve of that name (grey if none). Vertical lines
-    mark the ``N`` of each mode (``n_modes``), solid for ``n_used``; the horizontal line is power
-    0.9.
-    """
+    """Notebook 02, ``02_power_vs_n``: a test's power against the sample size ``N``.
+    ``curves[name]``: power against a bias of TV ``tv[name]``; ``dashed[label] = (name, values)``:
+    a variant in that curve's colour; ``dotted[label]``: grey curves; ``simulated[name]``: ``(N,
+    simulated, approximation)`` points. Vertical lines: each mode's ``N`` (``n_modes``), solid for
+    ``n_used``; horizontal: power 0.9."""
     # distinct hues only (the draft's orange is too close to the vermillion of "wrong")
     palette = [COLORS[k] for k in ("target", "wrong", "speculative", "hf", "other")]
     color = dict(zip(curves, palette, strict=False))
@@ -175,11 +164,9 @@ def power_vs_n(
 
 
 def exactness_grid(grid: pd.DataFrame, *, level: float) -> Figure:
-    """Notebook 02, ``02_shipped``: one row per configuration (``grid``: ``name``, ``p``,
-    ``p_holm`` (NaN for the arms that must fail), ``must_fail``, ``alpha``, ``bonus_steps``,
-    ``steps``): the chi-square p-value against the target's exact law on a log scale (after Holm
-    for the shipped configurations, raw for the arms that must fail), and the family-wise ``level``
-    the shipped configurations must stay above and the failing arms must fall below."""
+    """Notebook 02, ``02_shipped``: a row per configuration (``grid``: ``name``, ``p``, ``p_holm``
+    (NaN where ``must_fail``), ``must_fail``, ``alpha``, ``bonus_steps``, ``steps``): -log10 of its
+    chi-square p-value (Holm's for shipped rows, raw for those that must fail) against ``level``."""
     fig, ax = plt.subplots(figsize=(9.0, 0.42 * len(grid) + 1.6))
     y = np.arange(len(grid))[::-1]
     p = np.where(grid.must_fail, grid.p, grid.p_holm).astype(float)

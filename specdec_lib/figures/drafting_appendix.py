@@ -1,8 +1,5 @@
-"""The figures of notebook 06, the drafting appendix (``notebooks/06_drafting_appendix.ipynb``):
-the pilots' and the full head's training, pass costs by dtype, acceptance by position and by
-tree depth, and the trees' ceiling. Its measured speedups are drawn with notebook 05's
-:func:`~specdec_lib.figures.drafting_strategies.speedup_intervals`; its training curves share
-that module's helper.
+"""Notebook 06's figures (the drafting appendix): training curves, acceptance by tree depth, the
+trees' ceiling. Its speedups use :func:`~specdec_lib.figures.drafting_strategies.speedup_intervals`.
 """
 
 from __future__ import annotations
@@ -27,9 +24,8 @@ __all__ = [
 
 
 def pilot_curves(curves: Mapping[str, pd.DataFrame], *, title: str) -> Figure:
-    """Notebook 06, ``06_pilot_curves``: the held-out acceptance bound of each pilot draft during
-    training (``curves[name]``: a training history with ``step`` and ``eval_alpha``); the legend
-    sits beside the axes, where it covers no curve."""
+    """Notebook 06, ``06_pilot_curves``: each pilot's held-out acceptance bound during training
+    (``curves[name]``: a training history with ``step`` and ``eval_alpha``)."""
     fig, ax = plt.subplots(figsize=(8.5, 4))
     training_curves(ax, curves, "step")
     ax.set(xlabel="training step (8 sequences each)", title=title)
@@ -69,10 +65,9 @@ def full_training(history: pd.DataFrame, *, alpha_decoding: float) -> Figure:
 
 
 def tree_acceptance(rates: pd.DataFrame, *, title: str) -> Figure:
-    """Notebook 06, ``06_tree_acceptance``: the probability that a draft depth yields a token once
-    the step reaches it, against the candidates checked there, one line per depth, one panel per
-    value of ``panel`` (``rates``: ``panel``, ``depth``, ``candidates``, ``rate``, ``lo``, ``hi``:
-    its 95% interval, drawn as error bars; points dodged sideways)."""
+    """Notebook 06, ``06_tree_acceptance``: P(a reached depth yields a token) against the
+    candidates checked there, a line per depth, a panel per ``panel`` (``rates``: ``panel``,
+    ``depth``, ``candidates``, ``rate`` and its 95% interval ``lo``-``hi``)."""
     panels = list(dict.fromkeys(rates["panel"]))
     depths = sorted(set(rates["depth"]))
     colors = dict(zip(depths, CURVE_COLORS, strict=False))
@@ -105,11 +100,10 @@ def tree_acceptance(rates: pd.DataFrame, *, title: str) -> Figure:
 
 
 def tree_ceiling(curves: pd.DataFrame, measured: pd.DataFrame, *, title: str) -> Figure:
-    """Notebook 06, ``06_tree_ceiling``: predicted speedup against the draft tokens a target pass
-    checks, one panel per value of ``panel``. ``curves`` (``panel``, ``curve``, ``nodes``,
-    ``predicted_speedup``) are cost-model lines, the first ``curve`` drawn as the ceiling (its
-    maximum marked); ``measured`` (``panel``, ``nodes``, ``speedup``, ``speedup_low``,
-    ``speedup_high``, ``label``) are measured runs with their 95% intervals."""
+    """Notebook 06, ``06_tree_ceiling``: speedup against the draft tokens a pass checks, a panel
+    per ``panel``: cost-model lines (``curves``: ``panel``, ``curve``, ``nodes``,
+    ``predicted_speedup``; the first ``curve`` the ceiling, its maximum marked) and measured runs
+    (``measured``: ``panel``, ``nodes``, ``speedup``, ``speedup_low``/``_high``, ``label``)."""
     panels = list(dict.fromkeys(curves["panel"]))
     names = list(dict.fromkeys(curves["curve"]))
     styles = [

@@ -1,7 +1,5 @@
-"""The figures of notebook 05, drafting strategies (``notebooks/05_drafting_strategies.ipynb``):
-the trained head's learning curves, the speedup each drafter predicts, and measured speedups
-with their intervals (:func:`speedup_intervals`, which notebook 06 draws with too).
-"""
+"""Notebook 05's figures (drafting strategies): the trained head's learning curves, the speedup
+each drafter predicts, and measured speedups with their intervals (also used by notebook 06)."""
 
 from __future__ import annotations
 
@@ -18,8 +16,7 @@ from .style import COLORS, CURVE_COLORS
 
 __all__ = ["learning_curves", "predicted_by_drafter", "speedup_intervals"]
 
-# The held-out acceptance that training records: sum_x min(p, q) over the target's top 64 tokens
-# only, so a lower bound on the per-token acceptance sum_x min(p, q).
+# Training's held-out sum_x min(p, q) over the target's top 64 only: a lower bound on acceptance.
 BOUND_LABEL = (
     "held-out acceptance, lower bound\n" + r"($\sum_x \min(p, q)$ over the target's top 64)"
 )
@@ -69,9 +66,8 @@ def learning_curves(curve: pd.DataFrame, curves: Mapping[str, pd.DataFrame]) -> 
 
 
 def predicted_by_drafter(predicted: pd.DataFrame) -> Figure:
-    """Notebook 05, ``05_predicted_by_drafter``: the speedup that each drafter's ``alpha`` and
-    ``c`` predict against ``K`` (``predicted``: ``drafter`` (the legend label), ``K``,
-    ``speedup``); the legend sits below the axes."""
+    """Notebook 05, ``05_predicted_by_drafter``: the speedup each drafter's ``alpha`` and ``c``
+    predict against ``K`` (``predicted``: ``drafter``, ``K``, ``speedup``)."""
     fig, ax = plt.subplots(figsize=(7, 4))
     groups = predicted.groupby("drafter", sort=False)
     for (name, d), color in zip(groups, CURVE_COLORS, strict=False):
@@ -90,15 +86,11 @@ def predicted_by_drafter(predicted: pd.DataFrame) -> Figure:
 def speedup_intervals(
     runs: pd.DataFrame, *, title: str, panel_size: tuple[float, float] = (5.2, 4.0)
 ) -> Figure:
-    """Notebooks 05 and 06, ``05_speedup_vs_K``, ``06_width``, ``06_ttt_speedup`` and
-    ``06_tree_speedup``: measured speedup over autoregressive decoding against ``K`` with its 95%
-    interval over prompts (error bars), one line per configuration, one panel per value of
-    ``panel``.
-
-    ``runs``: one row per (``panel``, ``config``, ``K``) with ``speedup``, ``speedup_low``,
-    ``speedup_high`` and optionally ``predicted_speedup`` (the cost model: crosses on a dotted line
-    of the same colour). A configuration keeps its colour across panels; its points are dodged a
-    little along ``K`` so that intervals do not hide each other. The legend sits below the panels."""
+    """Notebooks 05 and 06, ``05_speedup_vs_K``, ``06_width``, ``06_ttt_speedup``,
+    ``06_tree_speedup``: measured speedup against ``K`` with its 95% interval over prompts, a line
+    per configuration (one colour across panels), a panel per ``panel``. ``runs``: a row per
+    (``panel``, ``config``, ``K``) with ``speedup``, ``speedup_low``, ``speedup_high``, optionally
+    ``predicted_speedup`` (the cost model, dotted crosses)."""
     panels = list(dict.fromkeys(runs["panel"]))
     configs = list(dict.fromkeys(runs["config"]))
     colors = dict(zip(configs, CURVE_COLORS, strict=False))

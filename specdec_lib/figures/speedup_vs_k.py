@@ -1,7 +1,5 @@
-"""The figures of notebook 03, speedup against ``K`` (``notebooks/03_speedup_vs_k.ipynb``): the
-cost of a verification pass, measured and predicted speedups, acceptance and tokens per step,
-latency and throughput, and what a GPU changes.
-"""
+"""Notebook 03's figures (speedup against ``K``): measured and predicted speedups, latency and
+throughput."""
 
 from __future__ import annotations
 
@@ -31,17 +29,12 @@ def speedup_vs_K(
     panel_size: tuple[float, float] = (6.0, 4.2),
     suptitle: str | None = None,
 ) -> Figure:
-    """Notebook 03, ``03_speedup_vs_K`` and ``03_speedup_vs_K_trained``: speedup over
-    autoregressive decoding against ``K``, one panel per run (its title the key of ``panels``).
-
-    Each panel's DataFrame is indexed by ``K``: ``speedup`` (measured: pooled tokens/s over the
-    baseline's) with, where present, its 95 % interval ``speedup_low``-``speedup_high`` (error
-    bars) or else its band ``q25``-``q75`` across prompts, ``predicted_speedup`` (the cost model),
-    and optionally ``ideal`` (Leviathan et al.'s formula, verification free) and ``hf_speedup``
-    (Hugging Face assisted generation, with ``hf_low``-``hf_high`` error bars where present).
-    ``claim``: the prototype's claimed curve (``K``, ``speedup``), dashed grey; ``target``: a speed
-    target, dotted. ``legend_loc="below"`` puts one legend under the panels, clear of the data.
-    """
+    """Notebook 03, ``03_speedup_vs_K`` and ``03_speedup_vs_K_trained``: speedup against ``K``,
+    a panel per run (``panels[title]``, indexed by ``K``): ``speedup`` with its 95 % interval
+    ``speedup_low``-``speedup_high`` or else its band ``q25``-``q75``, ``predicted_speedup``, and
+    optionally ``ideal`` (Leviathan et al.) and ``hf_speedup`` (with ``hf_low``-``hf_high``).
+    ``claim``: the prototype's (``K``, ``speedup``), dashed; ``target``: a speed target, dotted;
+    ``legend_loc="below"``: one legend under the panels."""
     width, height = panel_size
     fig, axes = plt.subplots(
         1, len(panels), figsize=(width * len(panels), height), sharey=True, squeeze=False
@@ -68,9 +61,7 @@ def speedup_vs_K(
 def _speedup_panel(
     ax: Any, d: pd.DataFrame, claim: Mapping[str, Sequence[float]] | None, hf_label: str
 ) -> None:
-    """One panel of :func:`speedup_vs_K`: the measured speedup with its interval or band, the
-    cost model's prediction, and where given the ideal, transformers' assisted generation and
-    the prototype's claim."""
+    """One panel of :func:`speedup_vs_K`."""
     Ks = d.index.values
     if "speedup_low" in d:
         ax.errorbar(
@@ -138,11 +129,9 @@ def latency_throughput(
     n_tokens: int,
     methods: Sequence[str] = ("speculative", "hf_assisted"),
 ) -> Figure:
-    """Notebook 03, ``03_latency_throughput``: throughput (left) and request latency, p50 and p95
-    (right), against ``K`` for each of ``methods`` (speculative decoding, HF assisted generation),
-    against the autoregressive baseline (``runs``: a runs table with ``method``, ``K``,
-    ``tokens_per_s``, ``latency_p50_ms``, ``latency_p95_ms``). Pass only methods measured side by
-    side in the run of ``runs``."""
+    """Notebook 03, ``03_latency_throughput``: throughput (left) and request latency p50 and p95
+    (right) against ``K`` for each of ``methods``, against the autoregressive baseline (``runs``:
+    ``method``, ``K``, ``tokens_per_s``, ``latency_p50_ms``, ``latency_p95_ms``)."""
     fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 3.8))
     method_colors = {"speculative": COLORS["speculative"], "hf_assisted": COLORS["hf"]}
     for method in methods:

@@ -1,10 +1,5 @@
-"""The series' one figure style and its one way out.
-
-:func:`set_style` (applied on import) sets seaborn's ``ticks`` theme with the series' palette and
-rcParams; :data:`COLORS` gives each thing the series draws one colour; :func:`savefig` writes a
-figure into ``figures/`` (or ``SPECDEC_FIGURES``) as PNG and PDF. The figure functions themselves
-live in :mod:`specdec_lib.figures`, one module per notebook.
-"""
+"""The series' figure style (:func:`set_style`, applied on import), its colours (:data:`COLORS`)
+and :func:`savefig`."""
 
 from __future__ import annotations
 
@@ -20,8 +15,7 @@ from ..results import atomic_write
 
 __all__ = ["COLORS", "CURVE_COLORS", "savefig", "set_style"]
 
-# One meaning per colour across the series: colour-blind-safe Okabe-Ito hues for the series' lines
-# and bars, pale tints for what sits behind them or carries text.
+# One meaning per colour: Okabe-Ito hues for lines and bars, pale tints behind them or under text.
 COLORS = {
     "target": "#0072B2",  # p, autoregressive, measured
     "draft": "#E69F00",  # q
@@ -30,11 +24,10 @@ COLORS = {
     "theory": "#555555",
     "wrong": "#D55E00",  # the prototype's rule, anything that should not be
     "claimed": "#999999",
-    "other": "#56B4E9",  # one more series where a figure needs it
-    # The untrained early-exit draft's runs, pale behind the trained draft's.
+    "other": "#56B4E9",
     "early exit": "#9ecae1",
     "early exit, greedy": "#c6dbef",
-    # Which path produced a token (pale: text is read on them).
+    # Which path produced a token.
     "accepted": "#b7e4c7",
     "corrected": "#f4a261",
     "bonus": "#8ecae6",
@@ -80,8 +73,7 @@ def set_style() -> None:
 
 
 class Saved(list):
-    """The paths :func:`savefig` wrote: a list that a notebook does not display (a figure's cell
-    shows the figure, not where its files went)."""
+    """The paths :func:`savefig` wrote: a list that a notebook does not display."""
 
     def _ipython_display_(self) -> None:
         pass
@@ -90,14 +82,10 @@ class Saved(list):
 def savefig(
     name: str, fig: Figure | None = None, formats: tuple[str, ...] = ("png", "pdf")
 ) -> list[Path]:
-    """Save ``fig`` (default: the current figure) as ``figures/<name>.<fmt>`` for each format.
-
-    PNG at the style's dpi for slides, PDF for papers; ``SPECDEC_FIGURES`` moves the folder. Each
-    file is written atomically (a unique temporary file in the same folder, then a rename), and
-    without a date or software version in its metadata, so that re-running a notebook rewrites
-    identical files. Returns the paths written (as :class:`Saved`, which a notebook leaves
-    undisplayed).
-    """
+    """Save ``fig`` (default: the current figure) as ``figures/<name>.<fmt>`` for each format
+    (``SPECDEC_FIGURES`` moves the folder), atomically and with no date or version in the metadata,
+    so a rerun rewrites identical files. Returns the paths (:class:`Saved`); raises ``ValueError``
+    for a ``name`` that is not a plain file stem."""
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise ValueError(
             f"name must be a plain file stem of letters, digits, '_' and '-' like '01_residual', "

@@ -1,3 +1,2 @@
-"""What the series checks and measures the core with: the exact laws and goodness-of-fit tests
-(``stats``, ``power``, ``exactness``), the campaign, the appendix's experiments, the GPU run. They
-import the core, which never imports them."""
+"""What the series checks and measures the core with: exact laws and tests, the campaign, the
+experiments, the GPU run. The core never imports them."""

@@ -1,22 +1,6 @@
-"""One campaign: every number the series cites, measured in one invocation, on one machine, from
-one committed tree (``python -m specdec_lib campaign``, ``make bench``).
-
-The plan is data (``campaign.toml`` beside this module): each run a command of the command line,
-with the file it writes and why the series needs it. A campaign:
-
-* refuses to start from uncommitted changes to code (results, figures, notebooks and prose do not
-  count) and records the exact commit: the last one that changed code, and HEAD;
-* checks the code again after every run (each run imports the code as it is on disk, and the
-  check after one run is the check before the next): a run during which the code changed is
-  recorded as void and stops the campaign;
-* writes every run into one folder with a manifest (``manifest.json``: the machine, the commit,
-  each run's command, status and time), rewritten atomically after every run;
-* resumes after an interruption only on the same machine and code, skipping the runs done (the
-  results of the runs done may be committed meanwhile, a checkpoint); it refuses to mix machines
-  or code.
-
-Each run is a fresh process (``python -m specdec_lib ...``), as a user would start it.
-"""
+"""One campaign: every number the series cites, measured in one invocation, on one machine, from one
+committed tree (``python -m specdec_lib campaign``, ``make bench``). The plan is ``campaign.toml``
+beside this module; each run is a fresh ``python -m specdec_lib`` process."""
 
 from __future__ import annotations
 
@@ -53,8 +37,8 @@ MANIFEST = "manifest.json"
 
 @dataclass(frozen=True)
 class Campaign:
-    """A campaign's folder as the series reads it: its manifest, and each run's stored result by
-    the run's name in the plan (``Campaign.read(folder).runs({"label": "recommended_T1"})``)."""
+    """A campaign's folder: its manifest, and each run's stored result by its name in the plan
+    (``Campaign.read(folder).runs({"label": "recommended_T1"})``)."""
 
     folder: Path
     manifest: dict[str, Any]
@@ -89,8 +73,7 @@ class Campaign:
         return read_json(self.folder / self._entry(name)["out"])
 
     def settings(self, name: str, cls: type) -> Any:
-        """The settings dataclass ``cls`` of the plan's run ``name``, read from its command line
-        as it ran (``Campaign.settings("exactness", ExactnessSettings)``)."""
+        """The settings dataclass ``cls`` of run ``name``, read from its command line as it ran."""
         return from_command_line(cls, self.command(name))
 
     def runs(self, names: Mapping[str, str] | Iterable[str]) -> dict[str, dict[str, Any]]:
@@ -114,9 +97,9 @@ class RunFailed(RuntimeError):
 
 
 def load_plan(path: str | Path = PLAN_FILE) -> list[dict[str, Any]]:
-    """The runs of a plan file, each checked: a ``name`` (unique), the ``command`` (a subcommand
-    of ``python -m specdec_lib`` and its flags, without ``--out``; or the flags of ``module``,
-    run as ``python -m module``), the ``out`` file it writes and ``why``."""
+    """The checked runs of a plan file: a unique ``name``, the ``command`` (a
+    ``python -m specdec_lib`` subcommand and flags without ``--out``, or the flags of ``module``),
+    the ``out`` file and ``why``."""
     runs = tomllib.loads(Path(path).read_text()).get("run", [])
     if not runs:
         raise ValueError(f"plan {path}: no [[run]] entries")
@@ -148,10 +131,10 @@ def run_campaign(
     only: Sequence[str] | None = None,
     execute: Callable[[list[str]], int] | None = None,
 ) -> dict[str, Any]:
-    """Run the plan's runs (or those named in ``only``) into ``folder``, resuming a campaign
-    started there on this machine and commit; returns the manifest. ``execute(argv)`` runs one
-    command line of ``python -m specdec_lib`` and returns its exit status (default: a fresh
-    process)."""
+    """Run the plan's runs (or those in ``only``) into ``folder``; returns the manifest, rewritten
+    atomically after every run. Refuses uncommitted code, records a run during which the code
+    changed as void and stops, and resumes a campaign in ``folder`` only on this machine and code.
+    ``execute(argv)`` runs one command line, returning its exit status (default: a subprocess)."""
     runs = load_plan(plan)
     if only:
         unknown = sorted(set(only) - {r["name"] for r in runs})
@@ -173,9 +156,7 @@ def run_campaign(
         print(f"== {run['name']}: python -m specdec_lib {' '.join(argv)}", flush=True)
         t0 = time.perf_counter()
         status = execute(argv)
-        # Each run is a fresh process that imports the code as it is on disk when it starts:
-        # code edited after the campaign began would be measured under its commit's name. The
-        # check after one run is the check before the next.
+        # Each run imports the code on disk as it starts: the check after it is the next's check.
         changed = _code_moved(manifest["commit"])
         if status:
             outcome = f"failed (exit {status})"
@@ -224,10 +205,8 @@ def _check_code(why: str, commit: str | None = None) -> None:
 
 
 def _resume(path: Path, machine: dict[str, Any], commit: str) -> dict[str, Any]:
-    """The manifest to go on with: a new one, or the one at ``path`` when it was started on this
-    machine from this code (``commit``: the last commit that changed code, so that committing
-    the results of the runs done, a checkpoint, does not stop a resume; anything else is
-    refused)."""
+    """The manifest to go on with: a new one, or the one at ``path`` if started on this machine from
+    this ``commit`` (the last that changed code, so committing results does not stop a resume)."""
     here = machine_key({"machine": machine})
     if not path.exists():
         return {"machine": machine, "machine_key": here, "commit": commit, "head": git_commit(),

@@ -1,5 +1,4 @@
-"""The research wing's commands of ``python -m specdec_lib``: ``device-costs``, ``exactness``,
-``campaign``. The command line registers them (:func:`register`)."""
+"""The research wing's commands of ``python -m specdec_lib`` (:func:`register`)."""
 
 from __future__ import annotations
 

@@ -1,27 +1,7 @@
-"""Pass costs on any device, with the default target's architecture and random weights, and the
-speedup-vs-K curves they predict (``python -m specdec_lib device-costs``). The GPU run,
-:mod:`specdec_lib.research.gpu_run`, builds on this module: the same random target and the same
-``generate`` timing, and beside them the real decoder's steps.
-
-Where the embedded target's weights cannot travel (a GPU machine reached through a small upload),
-the time of a pass does not need them: at batch size 1 it depends on the shapes, the dtype and the
-device, not on the values. This run builds SmolLM2-135M's architecture from
-``data/smollm2_135m_config.json`` with seeded random weights, puts the committed trained head on
-it (its own weights are real; the target's embedding, norm and output rows it borrows are not), and
-measures, with the benchmark's own timer (:func:`specdec_lib.bench.measure_pass_costs`, which
-synchronises the device around every timing):
-
-* ``t_target(n)``, one cached target pass over ``n`` new tokens, ``n = 1..n_max``;
-* ``t_draft``, one draft step of the head (bfloat16 weights; int8 weights where the kernel exists);
-* transformers' ``generate`` per token (greedy, fixed length), eagerly and, on CUDA, with a static
-  cache compiled into CUDA graphs (``torch.compile(mode="reduce-overhead")``).
-
-With the acceptance measured on a CPU with the real weights (per draft position, from the committed
-benchmark runs), the cost model of notebook 03 then predicts the speedup at each ``K`` and width:
-``E[tokens per step] / (K t_draft + t_target(K + width)) * t_target(1)``. Those predictions are
-labelled as what they are: *GPU costs measured; acceptance from the CPU run*. On this CPU the same
-model predicted the measured speedups to within the efficiencies it records.
-"""
+"""Pass costs on any device with the default target's architecture and random weights, and the
+speedup-vs-K curves they predict with the CPU runs' acceptance
+(``python -m specdec_lib device-costs``). At batch size 1 a pass's time depends on shapes, dtype and
+device, not on the weights' values."""
 
 from __future__ import annotations
 
@@ -47,8 +27,7 @@ from ..settings import setting
 __all__ = ["CostSettings", "acceptance_by_position", "measure_device_costs", "predicted_curves"]
 
 CONFIG = DATA_DIR / "smollm2_135m_config.json"
-# The campaign's run whose per-position acceptance feeds the predictions, by width (the trained
-# head as a chain, real weights, T = 1): the longest K gives the conditional rate at every position.
+# By width, the run whose per-position acceptance feeds the predictions (trained chain, T = 1).
 ACCEPTANCE_RUNS = {1: RESULTS_DIR / "campaign" / "bench_chain_T1.json"}
 
 
@@ -100,8 +79,8 @@ def random_target(config: str | Path, dtype: torch.dtype, device: str, seed: int
 def random_weights_pair(
     target: Any, head: str | Path = DEFAULT_HEAD, *, int8: bool = False
 ) -> ModelPair:
-    """A target with random weights (:func:`random_target`) and the committed head read onto it,
-    with int8 weights when asked: what the pass costs of a device are measured on."""
+    """A random-weights target (:func:`random_target`) with the committed head read onto it, int8
+    when asked: what a device's pass costs are measured on."""
     draft = load_head(head, target)
     return ModelPair(
         draft=drafter_for(quantize_int8(draft) if int8 else draft),
@@ -116,9 +95,8 @@ def random_weights_pair(
 
 
 def generate_per_token(model: Any, n: int, *, graphs: bool = False, reps: int = 3) -> float:
-    """Median seconds per token of transformers' greedy ``generate`` over ``n`` tokens (a fixed
-    length: EOS ignored) after a short prompt; with ``graphs``, a static cache whose decoding step
-    is compiled into CUDA graphs. Two warm-up calls are not counted."""
+    """Median seconds per token of transformers' greedy ``generate`` over ``n`` tokens (EOS
+    ignored), after two uncounted warm-ups; ``graphs``: a static cache compiled into CUDA graphs."""
     device = next(model.parameters()).device
     ids = torch.arange(10, 26, device=device).view(1, -1)
     kw: dict[str, Any] = dict(
@@ -143,9 +121,8 @@ def generate_per_token(model: Any, n: int, *, graphs: bool = False, reps: int = 
 
 
 def acceptance_by_position(path: str | Path) -> dict[str, Any]:
-    """The conditional acceptance rate at each draft position (``alpha_i``: accepted at ``i``
-    given that ``0..i-1`` were), from the speculative run with the largest ``K`` in a committed
-    benchmark file, with the file it came from."""
+    """The conditional acceptance rate at each draft position (``alpha_i``: given ``0..i-1``
+    accepted), from the largest-``K`` speculative run of a committed benchmark file."""
     result = read_json(path)
     spec = [r for r in result["runs"] if r["method"] == "speculative"]
     run = max(spec, key=lambda r: r["K"])
@@ -182,8 +159,7 @@ def predicted_curves(
 
 
 def measure_device_costs(settings: CostSettings, *, head: str | Path = DEFAULT_HEAD) -> dict:
-    """The whole run: pass costs, draft costs, ``generate`` per token, predicted curves, with
-    provenance. Nothing is written; see the CLI for that."""
+    """The whole run (not written): pass, draft, ``generate`` costs, predictions, provenance."""
     device = resolve_device(settings.device)
     dtype = {"bfloat16": torch.bfloat16, "float32": torch.float32}[settings.dtype]
     target = random_target(CONFIG, dtype, device, settings.seed)

@@ -1,26 +1,7 @@
-"""Every shipped configuration against the target's own law, on the real model (notebook 02, §9).
+"""Every shipped configuration against the target's exact law on the real model (notebook 02).
 
-The configurations the README recommends differ from the early exit of notebook 02's first
-sections in every way that could hide a bug: a feature-level head whose ``q`` is zero outside its
-token subset, int8 weights, two candidates for the first position (recursive rejection), prompt
-lookup, bfloat16. Each is run as a :class:`~specdec_lib.decoding.SpeculativeDecoder` and its
-outputs are tested against the target's exact law of the same tokens, in the same dtype and warp,
-by a chi-square goodness-of-fit test (:func:`~specdec_lib.research.stats.exact_continuation_law` lists every
-continuation of probability at least ``min_prob`` with its exact probability, one batched pass per
-depth; the rest of the mass is one pooled bin). The joint law of several tokens spreads its mass
-over too many sequences for bins, so each position's token is tested
-(:func:`~specdec_lib.research.stats.position_law`) and the positions are combined by Bonferroni.
-
-A feature-level head drafts only after the target's first pass, so the first generated token is
-the target's own sample. The test therefore conditions on a near-certain first token ("To be or
-not to" is followed by " be" with probability about 0.9) and tests the *next* ``length - 1``
-tokens, which the draft proposes: with ``K = 2`` and four tokens, the step after the first drafts
-two tokens, and when both are accepted the bonus token follows, so chain positions, the residual
-and the bonus are all exercised. Three arms must fail: the prototype's wrong correction
-(:func:`~specdec_lib.sampling.prototype_correction`), a target cache left uncropped after a
-rejection (:class:`~specdec_lib.testing.StaleCacheState`) and a bonus token drawn from the row
-before its own (:func:`~specdec_lib.testing.wrong_bonus_row_verify`).
-"""
+Each output position's token is chi-square tested against the law in the same dtype and warp
+(:func:`shipped_grid`); the arms of :data:`FAULTS` must fail."""
 
 from __future__ import annotations
 
@@ -59,16 +40,12 @@ __all__ = ["CONFIGS", "FAULTS", "Config", "ExactnessSettings", "as_frame", "ship
 def decoder_continuations(
     decoder: Any, prompt_ids: Any, length: int, n: int, *, first: int | None = None, seed: int = 0
 ) -> dict[str, Any]:
-    """``n`` outputs of ``length`` tokens from ``decoder`` (anything with ``generate_ids``, seeded
-    ``seed, seed + 1, ...``), as a ``Counter`` of tuples, with what the draft did.
-
-    With ``first``, only the outputs whose first token is ``first`` are kept, and counted without
-    it: the law of tokens ``2..length`` given the first. A drafter that reads the target's hidden
-    states drafts nothing before the target's first pass, so the first token is always the
-    target's own sample: conditioning on a near-certain first token puts the test on the tokens
-    the draft actually proposes. Returns ``counts``, ``kept``, ``proposed`` and ``accepted`` draft
-    tokens, ``steps`` and ``bonus_steps`` (steps whose every draft was accepted, so that a bonus
-    token followed)."""
+    """``n`` outputs of ``length`` tokens from ``decoder`` (seeded ``seed, seed + 1, ...``) as a
+    ``Counter`` of tuples, with what the draft did: ``counts``, ``kept``, ``proposed``,
+    ``accepted``, ``steps``, ``bonus_steps`` (steps whose every draft was accepted). With ``first``,
+    only outputs starting with ``first`` are kept, counted without it: a feature-level drafter
+    drafts nothing before the target's first pass, so conditioning on a near-certain first token
+    tests the drafted tokens."""
     positive_int(length, "length", "tokens per output")
     positive_int(n, "n", "outputs drawn")
     counts: Counter = Counter()
@@ -96,16 +73,12 @@ def decoder_continuations(
 
 @dataclass(frozen=True)
 class Config:
-    """One shipped configuration: the default pair's draft by name (``head``: other saved weights
-    of a trained draft), dtype, how both models' linear weights are packed for a CPU's product
-    (``pack``, as ``load_pair`` takes it: ``True`` for oneDNN, ``"library"`` for the library's
-    product, as ``bench`` runs on a CPU; the target's exact law is then the packed target's),
-    the step's shape (``width``: a spelling of ``tree=(width,)``), ``threshold`` (the draft
-    stops after a draft it was unsure of, as ``bench --schedule threshold`` runs it:
-    :class:`~specdec_lib.drafters.DynamicK`; ``None``: ``K`` drafts every step),
-    and warp; ``method`` is ``"speculative"`` (this library's decoder) or ``"hf_assisted"``
-    (transformers' assisted generation with sampling, the pair's model draft as its assistant:
-    the peer under the same test)."""
+    """One shipped configuration: the default pair's ``draft`` (``head``: other saved weights),
+    dtype, ``pack`` as ``load_pair`` takes it (the exact law is then the packed target's), the
+    step's shape (``width``: ``tree=(width,)``), ``threshold``
+    (:class:`~specdec_lib.drafters.DynamicK` stopping; ``None``: ``K`` drafts every step), warp, and
+    ``method``: ``"speculative"`` or ``"hf_assisted"`` (transformers' assisted generation with the
+    pair's model draft)."""
 
     draft: str
     dtype: str
@@ -153,8 +126,7 @@ CONFIGS: dict[str, Config] = {
     ),
     "hf-assisted-early-exit-f32": Config("early-exit", "float32", method="hf_assisted"),
 }
-# The arms that must fail, on the headline draft at width 1 (the prototype's rule plugs into
-# verify, which width 1 uses).
+# Arms that must fail, at width 1 (the prototype's rule plugs into verify, which width 1 uses).
 FAULTS = {
     "prototype's correction": "trained-int8-bf16",
     "uncropped target cache": "trained-int8-bf16",
@@ -192,9 +164,8 @@ class ExactnessSettings:
 
 
 class HFAssisted:
-    """transformers' assisted generation (``generate(do_sample=..., assistant_model=...)``) with
-    the pair's model draft proposing ``K`` tokens, behind ``generate_ids`` as the grid runs
-    decoders; it reports no acceptance (``proposed`` 0)."""
+    """transformers' assisted generation with the pair's model draft proposing ``K`` tokens, behind
+    ``generate_ids``; it reports no acceptance (``proposed`` 0)."""
 
     def __init__(self, pair: Any, K: int, warp: Warp) -> None:
         if pair.assistant is None:
@@ -229,17 +200,11 @@ def shipped_grid(
     progress: bool = False,
     load: Callable[[Config], Any] = _load_default,
 ) -> dict[str, Any]:
-    """Run every configuration (and the arms that must fail) and test each against the target.
-
-    ``n`` decoder outputs per configuration (``n_fault`` for the failing arms, default ``n``), each
-    tested against the target's exact law in the configuration's dtype and warp (continuations
-    below ``min_prob`` pooled). ``first=None`` tests all ``length``
-    tokens (for drafts that draft from the first step); ``load`` gives the pair of a configuration
-    (default: the default pair with the configuration's draft and dtype). Returns, per
-    configuration, the p-value of each position's test, their Bonferroni combination ``p`` and the
-    fewest bins of a position, the p-value after Holm's correction within the configurations, the
-    outputs kept (first token = ``first``), the acceptance rate and the steps that ended with a
-    bonus token, and the outputs' counts; with provenance and every setting."""
+    """Run every configuration and failing arm and test each against the target's exact law
+    (continuations below ``min_prob`` pooled). ``n`` outputs per configuration (``n_fault`` per
+    failing arm); ``first=None`` tests all ``length`` tokens; ``load`` gives a configuration's pair.
+    Returns ``rows`` (per arm: each position's p-value, their Bonferroni ``p``, ``p_holm`` within
+    the configurations, outputs kept, acceptance, counts), ``settings`` and ``provenance``."""
     from tqdm.auto import tqdm
 
     configs = dict(CONFIGS if configs is None else configs)
@@ -318,8 +283,7 @@ class _Grid:
 
 @dataclass(frozen=True)
 class _Reference:
-    """What the outputs are tested on: the prompt, the first token they are conditioned on (None:
-    none), and the context and length of the target's law that every arm is tested against."""
+    """The prompt, the first token conditioned on (or None), and the law's context and length."""
 
     prompt_ids: torch.Tensor
     first_id: int | None
@@ -340,8 +304,7 @@ class _Reference:
 def _arms(
     configs: dict[str, Config], faults: dict[str, str]
 ) -> list[tuple[str, Config, str | None]]:
-    """Every arm of the grid: each configuration, then each failing arm on its base
-    configuration (``None``: the configuration as shipped)."""
+    """Every arm as ``(name, config, fault or None)``: the configurations, then the failing arms."""
     arms = [(name, c, None) for name, c in configs.items()]
     arms += [
         (name, configs[base] if base in configs else CONFIGS[base], name)
@@ -413,10 +376,8 @@ def _run_arm(
 def _position_tests(
     name: str, out: dict[str, Any], law: dict[tuple[int, ...], float], length: int, max_bins: int
 ) -> list[Any]:
-    """The chi-square test of each position's token (None where it has fewer than two bins);
-    raises ``NothingToTest`` when no position can be tested."""
-    # One test per position (the joint law of several tokens is too spread for bins), then
-    # Bonferroni over the positions tested: valid whatever their dependence.
+    """Each position's chi-square test (None under two bins), for a Bonferroni combination valid
+    whatever their dependence; raises ``NothingToTest`` when no position can be tested."""
     tests = []
     for j in range(length):
         try:

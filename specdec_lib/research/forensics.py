@@ -1,11 +1,5 @@
-"""Forensics of greedy outputs: why greedy bfloat16 speculative output can differ from the
-autoregressive output (notebook 02, section 8).
-
-:func:`specdec_lib.bench.identical_outputs` counts, in a stored greedy run, the cells whose tokens
-differ from the baseline's and where; :func:`near_tie_evidence` reruns the target at each first
-difference, as each decoder saw it, and measures the gap between the top two logits against the
-rounding difference between a one-token pass and a verification pass.
-"""
+"""Why greedy bfloat16 speculative output can differ from the autoregressive output (notebook 02):
+:func:`near_tie_evidence` measures near-ties at each first difference."""
 
 from __future__ import annotations
 
@@ -22,15 +16,11 @@ __all__ = ["near_tie_evidence"]
 
 @torch.inference_mode()
 def near_tie_evidence(pair: ModelPair, result: dict[str, Any], K: int) -> list[dict[str, Any]]:
-    """Why greedy bfloat16 speculative output can differ from autoregressive output.
-
-    For each speculative cell of a greedy ``result`` (run at ``K``) whose tokens differ from the
-    autoregressive cell's, take the prefix up to the first differing position ``j`` (prompt plus
-    the shared tokens) and compute the target's logits for position ``j`` twice, as the two
-    decoders do: from a pass over the last token alone (autoregressive) and as the last row of a
-    pass over the last ``K + 1`` tokens (a verification pass). Returns, per divergence, the gap
-    between the top two logits of the one-token pass and the largest difference between the two
-    passes' logits: a divergence is a near-tie when the gap is within that difference."""
+    """For each speculative cell of a greedy ``result`` at ``K`` that differs from the
+    autoregressive one: the target's logits at the first differing position ``j``, from a one-token
+    pass and as the last row of a ``K + 1``-token verification pass. Returns per divergence
+    ``top2_gap`` of the one-token pass and ``max_logit_difference`` between the passes: a near-tie
+    when the gap is within that difference."""
     prompts = [
         pair.tokenizer(p["text"], return_tensors="pt").input_ids[0] for p in result["prompts"]
     ]

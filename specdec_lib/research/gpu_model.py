@@ -1,9 +1,5 @@
-"""A roofline-plus-launch model of a forward pass, for "what a GPU would show" (notebook 03, section 8).
-
-It is a model, not a measurement: every constant below is an assumption with its source. Where a
-GPU's measured pass costs are committed (``python -m specdec_lib device-costs``), notebook 03 plots
-those instead.
-"""
+"""A roofline-plus-launch model of a forward pass: what a GPU would show (notebook 03). A model, not
+a measurement: every constant is an assumption with its source."""
 
 from __future__ import annotations
 
@@ -47,16 +43,12 @@ GPUS: dict[str, DeviceSpec] = {
     ),
 }
 
-# Host-side cost of launching one op in eager PyTorch: "usually between 5-20 microseconds" on the
-# CPU side per CUDA launch (HolisticTraceAnalysis docs, cuda_kernel_launch_stats). We take 10 us.
+# Host cost of one eager op: 5-20 us per CUDA launch (HolisticTraceAnalysis docs); we take 10 us.
 LAUNCH_OVERHEAD_S = 10e-6
-# Fraction of peak a decode-time kernel reaches (memory-bound GEMV-like kernels rarely exceed
-# ~70-80% of bandwidth; small GEMMs are far from tensor-core peak). An assumption, stated.
+# Assumed fractions of peak at decode time (GEMVs rarely pass 70-80% of bandwidth).
 BANDWIDTH_EFFICIENCY = 0.7
 COMPUTE_EFFICIENCY = 0.5
-# Ops launched per decoder layer in an eager Hugging Face Llama forward (2 RMSNorms, q/k/v/o
-# projections, rotary embedding, attention, gate/up/down projections, activation and product,
-# 2 residual adds, plus views and casts): about 15.
+# Ops per decoder layer in an eager Llama forward (norms, projections, rotary, attention, adds).
 OPS_PER_LAYER = 15
 OPS_FIXED = 6  # embedding, final norm, head, logits slice, ...
 
@@ -72,13 +64,9 @@ def gpu_pass_time(
     bandwidth_efficiency: float = BANDWIDTH_EFFICIENCY,
     compute_efficiency: float = COMPUTE_EFFICIENCY,
 ) -> float:
-    """Modelled seconds for one forward pass over ``n_tokens`` new tokens at batch size 1.
-
-    ``max(weights / bandwidth, n_tokens * flops / peak) + ops * launch overhead``: a pass reads
-    every weight once whatever ``n_tokens`` is (so verifying K + 1 tokens costs about as much as one
-    until compute catches up), and in eager mode each op costs a fixed launch overhead on the host
-    (which, for a 135M model, dominates). KV-cache traffic and attention FLOPs are ignored (short
-    contexts).
+    """Modelled seconds for one forward pass over ``n_tokens`` new tokens at batch size 1:
+    ``max(weights / bandwidth, n_tokens * flops / peak) + ops * launch overhead``. Weights are read
+    once whatever ``n_tokens``; KV-cache traffic and attention FLOPs are ignored (short contexts).
     """
     t_mem = weight_bytes / (spec.bandwidth_gb_s * 1e9 * bandwidth_efficiency)
     t_compute = n_tokens * flops_per_token / (spec.peak_tflops * 1e12 * compute_efficiency)

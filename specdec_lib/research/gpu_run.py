@@ -1,47 +1,8 @@
 """The GPU run: what one step of speculative decoding costs on an accelerator, in one command.
 
-A GPU machine is lent for a few minutes, with its own Python and PyTorch, no virtual environment,
-no network, and nothing of it kept but one folder. This module is the whole visit::
-
-    PYTHONPATH=. python3 -m specdec_lib.research.gpu_run --out "$OUT"            # on the device
-    PYTHONPATH=. python3 -m specdec_lib.research.gpu_run --out DIR --device cpu --dry-run
-
-The second line is the rehearsal (``make gpu-rehearsal``; the tests run it under the GPU machine's
-transformers release too): the same code path on a CPU, with tiny settings, in well under a
-minute.
-
-It builds the default target's architecture (``data/smollm2_135m_config.json``) with seeded
-random weights and puts the committed trained head on it. At batch size 1 the time of a pass
-depends on shapes, dtype and device, not on the weights' values, and the acceptance that random
-weights give is irrelevant to what one step costs; acceptance comes from the CPU runs with the
-real weights. With ``--gguf`` (the embedded GGUF file, carried to the machine in parts and
-reassembled there: ``make gpu-parts``, ``make gpu-run-real``) the target has its real weights
-and the decoders read real prompts, so the decoder rows carry acceptance too. It measures, in this order (the most needed first, so that a run cut short still
-has them):
-
-1. ``t_target(n)``, one cached target pass over ``n`` new tokens, ``n = 1..n_max`` (128: a draft
-   tree's verification pass is wide), and ``t_draft``, one step of the head (bfloat16): ``c``;
-2. the real decoder's step, :class:`~specdec_lib.decoding.SpeculativeDecoder` with the chain,
-   two first-position candidates and the tree ``(4, 3)`` at ``K = 1..K_max``, and the
-   :class:`~specdec_lib.decoding.AutoregressiveDecoder`'s token: the Python work and the host
-   syncs of a step are in these numbers, which a pass-cost model leaves out (on a GPU they are of
-   the order of a pass);
-3. transformers' ``generate`` per token, eager, then with a static cache compiled into CUDA
-   graphs (``torch.compile(mode="reduce-overhead")``) in a child process that is killed at a time
-   cap, so that a slow compile cannot eat the visit;
-4. a profile of the decoders' steps (:func:`step_profile`): per step, the operators dispatched,
-   the kernels launched, the host's synchronisations and the device's busy time, and the
-   operators that take the host's time, for the autoregressive token and the tree ``(4, 3)`` at
-   ``K = 2``: where a step's time goes when it is not in the passes.
-
-``--sections`` runs some of them only (a second visit spent on what the first left open).
-
-Everything is written under ``--out`` and nowhere else: one JSON file, replaced atomically after
-each section (a run killed midway leaves what it had measured, marked ``"complete": false``), with
-the provenance a committed result carries (GPU, CUDA, torch, transformers, Python, whether CUDA
-graphs ran, settings, date, the commit) and a digest of the library's source, since the device's
-copy of the tree has no git history to name a commit by.
-"""
+``python3 -m specdec_lib.research.gpu_run --out DIR`` (``--device cpu --dry-run``: the rehearsal)
+runs :data:`SECTIONS`, most needed first, replacing one JSON under ``--out`` after each. Weights are
+seeded random (a pass's time at batch 1 does not depend on them) unless ``--gguf``."""
 
 from __future__ import annotations
 
@@ -82,10 +43,8 @@ __all__ = [
 ]
 
 PROG = "python3 -m specdec_lib.research.gpu_run"
-# The step shapes timed: candidates at each draft depth (the chain, two first-position
-# candidates, and the tree the CPU benchmark runs by default).
+# The step shapes timed: candidates at each draft depth.
 SHAPES: dict[str, tuple[int, ...]] = {"chain": (1,), "width 2": (2,), "tree (4, 3)": (4, 3)}
-# The run's sections, in the order they run (the most needed first).
 SECTIONS = ("costs", "decoder", "generate", "profile")
 # The step the profile section records beside the autoregressive token: the benchmark's tree.
 PROFILED_SHAPE, PROFILED_K = "tree (4, 3)", 2
@@ -130,8 +89,7 @@ class GpuRunSettings:
     )
     profile_steps: int = setting(16, "tokens per profiled generation (profile section)")
     seed: int = setting(0, "seed of the random target weights and of the decoders")
-    # One thread for the rehearsal: on a small, shared CPU, torch's default threads wait on one
-    # another and a pass takes several times longer.
+    # One thread for the rehearsal: on a small shared CPU, torch's threads wait on each other.
     threads: int | None = setting(None, "torch's CPU threads (none: torch's default)")
     dry_run: bool = setting(False, "the rehearsal: every section, tiny settings, one K")
     commit: str | None = setting(None, "the commit the tree is at (the device has no git)")
@@ -188,10 +146,9 @@ def source_digest(root: Path = REPO_ROOT) -> str:
 
 
 def step_times(result: GenerationResult) -> dict[str, float]:
-    """A generation's step, in seconds: ``step_s`` is its wall time after the first step (which
-    also encodes the prompt) over the steps after the first, so the Python work, the host syncs
-    and the cache bookkeeping between the timed parts are in it; ``draft_s`` and ``verify_s`` are
-    the medians of the timed parts (drafting; the target's pass and the verification)."""
+    """A generation's step in seconds: ``step_s``, the wall time after the first step (which encodes
+    the prompt) per later step, host work included; ``draft_s`` and ``verify_s``, the medians of the
+    timed parts; ``tokens_per_step``."""
     steps = result.steps
     if len(steps) < 2:
         raise ValueError(f"a step's time needs at least 2 steps, the generation took {len(steps)}")
@@ -241,8 +198,7 @@ def _pair(s: GpuRunSettings, device: str) -> ModelPair:
 
 
 def _prompt(pair: ModelPair, n: int) -> torch.Tensor:
-    """``n`` prompt tokens: the benchmark's prompts, one after another, where the pair has a
-    tokenizer (the real target), else random ids."""
+    """``n`` prompt tokens: the benchmark's prompts if the pair has a tokenizer, else random ids."""
     if pair.tokenizer is not None:
         text = "\n\n".join(p["text"] for p in load_prompts(DEFAULT_PROMPTS))
         ids = pair.tokenizer(text, return_tensors="pt").input_ids[0]
@@ -287,15 +243,13 @@ def decoder_steps(pair: ModelPair, s: GpuRunSettings, clock: _Clock) -> dict[str
     }
 
 
-# The runtime calls that launch a kernel and that wait for the device (CUDA's names as the
-# profiler records them).
+# CUDA runtime calls that launch a kernel and that wait for the device, as the profiler names them.
 _LAUNCHES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx")
 _SYNCS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
 
 
 def _profile_generation(decoder: Any, prompt: torch.Tensor, tokens: int, device: str) -> dict:
-    """One generation of ``tokens`` tokens under ``torch.profiler`` (after a warm-up one),
-    summarised per step."""
+    """One generation under ``torch.profiler`` (after a warm-up one), summarised per step."""
     from torch.profiler import ProfilerActivity, profile
 
     decoder.generate_ids(prompt, tokens)
@@ -336,12 +290,9 @@ def _profile_generation(decoder: Any, prompt: torch.Tensor, tokens: int, device:
 
 
 def step_profile(pair: ModelPair, s: GpuRunSettings, device: str) -> dict[str, Any]:
-    """Section 4: at each temperature, a generation of ``profile_steps`` tokens by the
-    autoregressive decoder and by the speculative one with the tree ``(4, 3)`` at ``K = 2``,
-    each under ``torch.profiler`` (:func:`_profile_generation`): per step, the ATen operators
-    dispatched, the kernels launched, the host's waits on the device, the device's busy time
-    and the dozen entries that take the most host time. The profiler's own cost is in the
-    wall time, so this section says where the time goes, not how long a step takes."""
+    """Section 4: per temperature, :func:`_profile_generation` of the autoregressive decoder and of
+    the tree ``(4, 3)`` at ``K = 2``. The profiler's own cost is in the wall time: this says where a
+    step's time goes, not how long a step takes."""
     prompt = _prompt(pair, s.context)
     rows = []
     for T in s.temperatures:
@@ -371,8 +322,7 @@ def _set_threads(threads: int | None) -> None:
 
 
 def _exit_with_parent() -> None:
-    """End this process when its parent is gone (a parent killed at the device's time limit must
-    not leave a compile running on the GPU)."""
+    """End this process when its parent is gone, so that no compile outlives a killed run."""
     parent = os.getppid()
 
     def watch() -> None:
@@ -400,9 +350,8 @@ def _generate_child(s: GpuRunSettings, device: str, graphs: bool) -> dict[str, A
 def generate_in_child(
     s: GpuRunSettings, device: str, *, graphs: bool, cap_s: float
 ) -> dict[str, Any]:
-    """Run :func:`_generate_child` in a process group of its own, killed with everything it
-    started (the compiler's workers too) after ``cap_s`` seconds. The child prints one JSON line;
-    nothing is written to disk."""
+    """Run :func:`_generate_child` in its own process group, killed with all it started after
+    ``cap_s`` seconds; the child prints one JSON line."""
     argv = [sys.executable, "-m", "specdec_lib.research.gpu_run", "--child-generate"]
     argv += ["--graphs" if graphs else "--no-graphs", "--device", device, "--dtype", s.dtype]
     argv += ["--generate-tokens", str(s.generate_tokens), "--generate-reps", str(s.generate_reps)]
@@ -421,7 +370,7 @@ def generate_in_child(
         stderr=subprocess.PIPE,
         text=True,
         env=env,
-        process_group=0,  # not a new session: whatever ends this run's processes ends it too
+        process_group=0,  # no setsid: whatever ends this run's processes ends it too
     )
     try:
         out, err = proc.communicate(timeout=cap_s)
@@ -477,8 +426,7 @@ def run(s: GpuRunSettings, out: str | Path) -> dict[str, Any]:
     if settings.commit:
         prov["git_commit_here"], prov["git_commit"] = prov["git_commit"], settings.commit
     prov["source_sha256"] = source_digest()
-    # As the benchmark's files name the head (models.py): a prediction pairs these costs with the
-    # acceptance measured with the same head.
+    # As the benchmark names the head: costs pair with acceptance measured with the same head.
     prov["head_sha256"] = hashlib.sha256(DEFAULT_HEAD.read_bytes()).hexdigest()[:16]
     result: dict[str, Any] = {
         "label": _label(device, settings.gguf is not None),

@@ -1,27 +1,6 @@
-"""Two speed levers measured side by side, in one process, that the series reads (notebook 06):
-``packing``, a target pass over ``n = 1..n_max`` tokens and a draft step with the linear weights
-as loaded and prepacked for oneDNN (:func:`~specdec_lib.lm.pack_linears`), in each dtype asked
-for; and ``support``, the host's work of a step with the draft's token subset named and hidden.
-
-``python -m specdec_lib.research.levers --dtype bfloat16 float32 --out FILE``. The two variants
-are timed in alternating blocks (plain, packed, packed, plain), each block in interleaved rounds
-(:func:`~specdec_lib.bench.measure_pass_costs`), and a pass's cost is the mean of its two block
-medians, so that a drift of the machine during the run falls on both alike. The CPU's instruction
-sets can be limited for a run (``ATEN_CPU_CAPABILITY``, ``ONEDNN_MAX_CPU_ISA``,
-``MKL_ENABLE_INSTRUCTIONS``, set before Python starts): the run records them, and such a run
-imitates an older CPU's kernels on this machine's memory, not that CPU.
-
-``--lever support`` measures the host's work instead: the same decoder and draft, decoding the
-same prompts in alternation, with the draft's token subset named (``q`` kept on it from the
-proposal on, alternatives drawn and verified on it, :func:`~specdec_lib.trees.support_stage`) and
-hidden (``q`` and the alternatives over the whole vocabulary). Both are exact; what differs is
-the host's time per step.
-
-The other levers measured up to commit ``5a6d19a`` (the library's product against oneDNN's, the
-decoding attention, the cache buffers, ``torch.compile``, the tuned tree, the stopped draft, the
-heads, the drafts and the draft's temperature), with their records under
-``data/results/machines/``, are kept by git there: the series cites none of them.
-"""
+"""Two speed levers measured side by side in one process (notebook 06): ``packing`` (linear weights
+prepacked for oneDNN, :func:`~specdec_lib.lm.pack_linears`) and ``support`` (the host's work with
+the draft's token subset named and hidden)."""
 
 from __future__ import annotations
 
@@ -45,9 +24,8 @@ __all__ = ["bench_draft", "build_parser", "packing_costs", "support_costs", "wit
 
 
 def bench_draft(dtype: str, pack: str = "off") -> str:
-    """The draft ``bench``'s defaults run with the default pair on a CPU in ``dtype`` with the
-    weights packed as ``pack`` says (the default preset's: the head in bfloat16 on the library's
-    product, else the int8 head in bfloat16, the head in bfloat16 over another dtype)."""
+    """The draft ``bench``'s defaults run with the default pair on a CPU in ``dtype``, with the
+    weights packed as ``pack`` says."""
     return preset_draft("default", PRESETS["default"], "cpu", dtype, pack)
 
 
@@ -77,9 +55,8 @@ def packing_costs(
 def _alternating_blocks(
     first: str, second: str, measure: Callable[[str], dict[str, Any]]
 ) -> dict[str, Any]:
-    """Two variants' pass costs, ``measure(variant)`` in alternating blocks (first, second,
-    second, first): each variant's :func:`_block_means` with ``t_n_over_t_1``, and the ratios
-    ``<second>_over_<first>`` pass by pass."""
+    """``measure(variant)`` in alternating blocks (first, second, second, first): each variant's
+    :func:`_block_means` with ``t_n_over_t_1``, and the ratios ``<second>_over_<first>``."""
     blocks: dict[str, list[dict[str, Any]]] = {first: [], second: []}
     for variant in (first, second, second, first):
         blocks[variant].append(measure(variant))
@@ -96,9 +73,7 @@ def _alternating_blocks(
 
 
 def _block_means(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """A variant's pass costs from its two blocks (:func:`measure_pass_costs` each): the mean of
-    the two blocks' medians, so that a drift of the machine during the run falls on both
-    variants alike."""
+    """A variant's pass costs: the mean of its blocks' medians (a drift falls on both variants)."""
     n = len(runs[0]["t_target_s"])
     out = {
         "t_target_s": [sum(r["t_target_s"][i] for r in runs) / len(runs) for i in range(n)],
@@ -113,9 +88,8 @@ def _block_means(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 def without_support(drafter: Any) -> Any:
-    """A copy of ``drafter`` (reset) whose token subset is hidden (``support`` is ``None``): it
-    then returns ``q`` over the whole vocabulary, and the decoder draws and verifies the
-    alternatives there."""
+    """A reset copy of ``drafter`` with its token subset hidden (``support`` ``None``): ``q`` and
+    the alternatives are then over the whole vocabulary."""
     hidden = type(f"{type(drafter).__name__}WithoutSupport", (type(drafter),), {"support": None})
     out = copy.copy(drafter)
     out.__class__ = hidden
@@ -132,10 +106,9 @@ def support_costs(
     temperature: float = 1.0,
     max_new_tokens: int = 50,
 ) -> dict[str, Any]:
-    """Each prompt (token ids) decoded by ``pair``'s draft with its token subset named and hidden
-    (:func:`without_support`), in alternating order from prompt to prompt after one warm-up each;
-    per variant, the medians over prompts of the host's, the draft's and the target's
-    milliseconds per step, and the tokens per second over all prompts."""
+    """Each prompt (token ids) decoded with ``pair``'s draft's token subset named and hidden
+    (:func:`without_support`), alternating the order per prompt after one warm-up each; per variant,
+    medians over prompts of host, draft and target ms per step, and overall tokens per second."""
     drafters = {"support": pair.draft, "whole vocabulary": without_support(pair.draft)}
     decoders = {
         name: SpeculativeDecoder(d, pair.target, K=K, tree=tree, temperature=temperature)
@@ -162,8 +135,7 @@ def support_costs(
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The command line of ``python -m specdec_lib.research.levers`` (the campaign's plan runs
-    it, and its tests parse the plan's runs with it)."""
+    """The command line of ``python -m specdec_lib.research.levers`` (the campaign runs it)."""
     p = argparse.ArgumentParser(
         prog="python -m specdec_lib.research.levers", description=__doc__.split("\n\n")[0]
     )

@@ -1,9 +1,5 @@
-"""The power of the series' chi-square tests (notebook 02): what bias of the output law a test
-with ``n`` samples finds, by simulation (:func:`power_gof`) and by the noncentral chi-square
-approximation (:func:`power_gof_ncx2`), the least favourable bias of a given total variation
-(:func:`least_favourable`), and the smallest total variation a test detects (:func:`detectable_tv`).
-Every distribution comes from ``scipy.stats``.
-"""
+"""The power of the chi-square tests of :mod:`specdec_lib.research.stats`: what bias of the output
+law a test with ``n`` samples finds (notebook 02)."""
 
 from __future__ import annotations
 
@@ -40,11 +36,10 @@ def least_favourable(
     min_expected: float = 5.0,
     max_bins: int | None = None,
 ) -> np.ndarray:
-    """The bias of total variation ``tv_target`` that :func:`chisquare_gof` with ``n`` samples finds
-    hardest to see: the test's bins are split into two halves of (nearly) equal probability, and
-    every outcome of one half gains, every outcome of the other loses, in proportion to its
-    probability. Its noncentrality ``n tv^2 (1/m_A + 1/m_B)`` is then close to the minimum
-    ``4 n tv^2`` over all biases of that size (see :func:`detectable_tv`)."""
+    """The bias of total variation ``tv_target`` hardest for :func:`chisquare_gof` with ``n``
+    samples to see: the test's bins split into two halves of nearly equal probability, one half's
+    outcomes gaining and the other's losing in proportion to their probability. Its noncentrality is
+    near the minimum ``4 n tv^2`` (:func:`detectable_tv`)."""
     p0 = as_probs(p_null)
     support = p0 > 0
     labels, n_bins = bin_labels(n * p0[support], min_expected, max_bins)
@@ -73,12 +68,10 @@ def power_gof_ncx2(
     min_expected: float = 5.0,
     max_bins: int | None = None,
 ) -> float:
-    """Approximate power of :func:`chisquare_gof` at ``level`` when ``n`` samples come from
-    ``p_alt``: on the test's bins (fixed by ``p_null`` and ``n``) the statistic is approximately
-    noncentral chi-square with ``dof = bins - 1`` and ``lambda = n sum_b (pi1_b - pi0_b)^2 / pi0_b``
-    (``scipy.stats.ncx2``). Mass of ``p_alt`` where ``p_null`` is zero rejects whenever a sample lands
-    there. Cheap enough for whole power curves; :func:`power_gof` checks it by simulation.
-    """
+    """Approximate power of :func:`chisquare_gof` at ``level`` with ``n`` samples from ``p_alt``: on
+    the bins fixed by ``p_null`` and ``n`` the statistic is noncentral chi-square with
+    ``dof = bins - 1`` and ``lambda = n sum_b (pi1_b - pi0_b)^2 / pi0_b``; mass of ``p_alt`` where
+    ``p_null`` is zero rejects whenever a sample lands there. :func:`power_gof` checks it."""
     p0 = as_probs(p_null)
     p1 = as_probs(p_alt)
     if p0.shape != p1.shape:
@@ -128,15 +121,10 @@ def power_gof(
 
 
 def detectable_tv(n: float, n_bins: int, *, level: float = 0.01, power: float = 0.9) -> float:
-    """The smallest bias that a chi-square test on ``n_bins`` bins at ``level`` detects with
-    probability ``>= power`` *whatever its direction*: a total-variation distance between the binned
-    laws.
-
-    For any two binned laws, Cauchy-Schwarz gives ``sum_b (pi1_b - pi0_b)^2 / pi0_b >= 4 TV^2``, so
-    the noncentrality is at least ``4 n TV^2`` and the power at least that of
-    ``ncx2(n_bins - 1, 4 n TV^2)`` beyond the critical value. A bias that only moves mass inside the
-    pooled bin is invisible to the test and not covered.
-    """
+    """The smallest total variation between binned laws that a chi-square test on ``n_bins`` bins at
+    ``level`` detects with probability ``>= power`` in any direction: by Cauchy-Schwarz
+    ``sum_b (pi1_b - pi0_b)^2 / pi0_b >= 4 TV^2``, so the noncentrality is at least ``4 n TV^2``. A
+    bias that moves mass only inside the pooled bin is invisible and not covered."""
     if n <= 0 or n_bins < 2:
         return float("nan")
     dof = n_bins - 1

@@ -1,11 +1,8 @@
-"""Exact output laws and the statistical tests that check speculative sampling is lossless.
+"""Exact output laws of speculative sampling and the statistical tests that check it is lossless.
 
-Exact laws are computed from :func:`specdec_lib.sampling.step_distributions`, the very numbers
-:func:`~specdec_lib.sampling.verify` samples from, so an exact check tests the code that runs
-(notebook 01). Notebook 02's tests live here too: samples (:func:`step_samples` runs ``verify`` on
-fixed distributions), bins (:func:`bin_labels`), chi-square goodness of fit and Holm's correction;
-their power is :mod:`specdec_lib.research.power`. Every distribution comes from ``scipy.stats``.
-"""
+Exact laws come from :func:`specdec_lib.sampling.step_distributions`, the numbers
+:func:`~specdec_lib.sampling.verify` samples from; the tests' power is in
+:mod:`specdec_lib.research.power`."""
 
 from __future__ import annotations
 
@@ -58,9 +55,7 @@ def tv(p: Any, q: Any) -> float:
     return 0.5 * float(np.abs(p - q).sum())
 
 
-# --------------------------------------------------------------------------------------------
 # Exact laws
-# --------------------------------------------------------------------------------------------
 
 
 def _as_pair(p: Any, q: Any) -> tuple[torch.Tensor, torch.Tensor]:
@@ -75,13 +70,10 @@ def _as_pair(p: Any, q: Any) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def exact_output_law(p: Any, q: Any, correction: Correction = residual_correction) -> torch.Tensor:
-    """The exact law of the token emitted at one draft position when ``x ~ q`` is verified
-    against ``p``: ``P(y) = q(y) a(y) + sum_x q(x) (1 - a(x)) c_x(y)`` with ``a`` the acceptance
-    probability and ``c_x`` the correction after rejecting ``x``. For the residual correction this
-    is ``p`` (the theorem of notebook 01); for the prototype's it is not.
-
-    Computed in float64 by enumerating every ``x`` in the vocabulary (``V`` up to a few thousand).
-    """
+    """The exact law of the token emitted at one draft position when ``x ~ q`` is verified against
+    ``p``: ``P(y) = q(y) a(y) + sum_x q(x) (1 - a(x)) c_x(y)``, ``a`` the acceptance probability and
+    ``c_x`` the correction after rejecting ``x``; ``p`` itself for the residual correction. Float64,
+    enumerating every ``x`` (``V`` up to a few thousand)."""
     return _position_law(p, q, correction)[0]
 
 
@@ -103,17 +95,12 @@ def exact_tree_law(
     K: int,
     correction: Correction = residual_correction,
 ) -> dict[tuple[int, ...], float]:
-    """The exact law of the first ``K + 1`` tokens when one step of a chain tree
-    (:func:`~specdec_lib.trees.chain_tree`: ``K`` draft depths, ``widths[d]`` candidates at
-    depth ``d + 1``) is verified by :func:`~specdec_lib.trees.verify_tree` and the tokens
-    the step does not emit are drawn from the target. ``p_fn(prefix)`` and ``q_fn(prefix)`` give
-    the target's and the draft's laws ``[V]`` after a tuple of tokens. For the residual correction
-    the result is the target's own law of ``K + 1`` tokens, ``prod_t p(x_t | x_<t)``.
-
-    Enumerates every ordered draw of every node's candidates (stages by
-    :func:`~specdec_lib.trees.candidate_stage`, made of the two halves the decoder runs), in
-    float64: tiny vocabularies only. ``widths = (w,)`` with ``K = 1`` is ``w`` candidates for one
-    position; its first token's law (:func:`first_token_law`) is ``p``."""
+    """The exact law of the first ``K + 1`` tokens when one step of a chain tree (``K`` draft
+    depths, ``widths[d]`` candidates at depth ``d + 1``) is verified by
+    :func:`~specdec_lib.trees.verify_tree` and the rest is drawn from the target. ``p_fn(prefix)``
+    and ``q_fn(prefix)`` give the target's and the draft's laws ``[V]`` after a token tuple. For the
+    residual correction this is ``prod_t p(x_t | x_<t)``. Enumerates every ordered draw of
+    candidates in float64: tiny vocabularies only."""
     positive_int(K, "K", "draft depths")
     for w in widths:
         positive_int(w, "widths", "candidates at each depth")
@@ -173,12 +160,9 @@ def first_token_law(law: Mapping[tuple[int, ...], float], V: int) -> torch.Tenso
 def exact_step_law(
     draft_dists: Any, target_dists: Any, correction: Correction = residual_correction
 ):
-    """Exact laws of one verification step with position-wise fixed distributions.
-
-    ``draft_dists`` ``[K, V]`` (``q_i``), ``target_dists`` ``[K+1, V]`` (``p_i``). Returns
-    ``(reach [K+1], emitted [K+1, V])``: ``reach[i]`` the probability that the step gets to
-    position ``i`` (all of ``0..i-1`` accepted), and ``emitted[i]`` the law of the token emitted at
-    position ``i`` given that it is reached — which is ``p_i`` for a correct rule.
+    """Exact laws of one verification step with fixed draft rows ``[K, V]`` and target rows
+    ``[K+1, V]``: ``(reach [K+1], emitted [K+1, V])``, ``reach[i]`` the probability that position
+    ``i`` is reached and ``emitted[i]`` its token's law once reached (``p_i`` for a correct rule).
     """
     q = torch.as_tensor(draft_dists, dtype=torch.float64)
     p = torch.as_tensor(target_dists, dtype=torch.float64)
@@ -201,16 +185,10 @@ def exact_step_law(
 def exact_continuation_law(
     target: Any, prompt_ids: Any, warp: Warp, m: int, *, min_prob: float = 0.0, batch_size: int = 64
 ) -> dict[tuple[int, ...], float]:
-    """The target's exact law of the next ``m`` tokens after ``prompt_ids``, by enumeration.
-
-    Each prefix is scored with a full forward pass, without a cache, so this is an independent
-    reference for the cached decoders. With ``min_prob = 0`` every sequence is listed (``V ** m``
-    of them: the tiny test models only). With ``min_prob > 0`` a prefix is extended only while its
-    probability is at least ``min_prob``: the listed sequences keep their exact probabilities and
-    the rest of the mass, ``1 - sum(law.values())``, is left unlisted (:func:`chisquare_law` pools
-    it into one bin). That makes the law of a real model's next few tokens one batched pass per
-    depth.
-    """
+    """The target's exact law of the next ``m`` tokens after ``prompt_ids``, by enumeration with
+    uncached full passes (independent of the decoders' caches). ``min_prob = 0`` lists all
+    ``V ** m`` sequences; ``min_prob > 0`` extends only prefixes of probability ``>= min_prob`` and
+    leaves the rest of the mass unlisted (:func:`chisquare_law` pools it)."""
     ids = torch.as_tensor(prompt_ids).view(-1).long()
     positive_int(m, "m", "tokens per continuation")
     real(min_prob, "min_prob", "a probability below which prefixes are not extended", low=0.0)
@@ -241,16 +219,10 @@ def exact_continuation_law(
 
 
 def prototype_output_law(p: Any, q: Any) -> torch.Tensor:
-    """The exact law of the token emitted at one position by the prototype's rule
-    (:func:`~specdec_lib.sampling.prototype_correction`), in ``O(V)``.
-
-    A draft ``x`` is rejected with probability ``(q(x) - p(x))_+``, and the prototype then samples
-    ``p`` with ``x`` removed, ``p(y) [y != x] / (1 - p(x))``. Summing over ``x``, with
-    ``w(x) = (q(x) - p(x))_+ / (1 - p(x))`` and ``S = sum_x w(x)``, gives
-    ``P(y) = min(p(y), q(y)) + p(y) (S - w(y))``.
-    :func:`exact_output_law` gives the same numbers by enumeration (``O(V^2)``, small ``V`` only);
-    this form makes the prototype's bias computable on a real vocabulary (notebook 02).
-    """
+    """The exact law of the token emitted at one position by
+    :func:`~specdec_lib.sampling.prototype_correction` in ``O(V)`` (:func:`exact_output_law`:
+    ``O(V^2)``): with ``w(x) = (q(x) - p(x))_+ / (1 - p(x))`` and ``S = sum_x w(x)``,
+    ``P(y) = min(p(y), q(y)) + p(y) (S - w(y))``."""
     p, q = _as_pair(p, q)
     # A rejection needs p(x) < q(x) <= 1, so 1 - p(x) > 0 wherever w(x) > 0.
     w = (q - p).clamp(min=0) / (1 - p).clamp(min=torch.finfo(torch.float64).tiny)
@@ -258,12 +230,10 @@ def prototype_output_law(p: Any, q: Any) -> torch.Tensor:
 
 
 def accepted_count_law(alpha: Any, K: int | None = None) -> np.ndarray:
-    """Law of the number ``n`` of accepted drafts in one step whose draft positions are accepted
-    with probabilities ``alpha_0, ..., alpha_{K-1}`` (given the earlier ones were):
-    ``P(n = i) = alpha_0 ... alpha_{i-1} (1 - alpha_i)`` for ``i < K`` and
-    ``P(n = K) = alpha_0 ... alpha_{K-1}``. A scalar ``alpha`` with ``K`` means the same rate at
-    every position; then the mean plus one is :func:`~specdec_lib.costs.expected_tokens_per_step`.
-    """
+    """Law of the accepted-draft count ``n`` when position ``i`` is accepted with probability
+    ``alpha_i`` given the earlier ones: ``P(n = i) = alpha_0 ... alpha_{i-1} (1 - alpha_i)`` for
+    ``i < K``, ``P(n = K) = alpha_0 ... alpha_{K-1}``. A scalar ``alpha`` with ``K``: one rate
+    everywhere."""
     a = np.atleast_1d(np.asarray(alpha, dtype=float))
     if K is not None:
         positive_int(K, "K", "draft positions")
@@ -276,9 +246,7 @@ def accepted_count_law(alpha: Any, K: int | None = None) -> np.ndarray:
     return reach * np.r_[1 - a, 1.0]
 
 
-# --------------------------------------------------------------------------------------------
 # Samples for the tests
-# --------------------------------------------------------------------------------------------
 
 
 def step_samples(
@@ -290,21 +258,12 @@ def step_samples(
     verifier: Callable[..., Verdict] = verify,
     restrict_support: bool = True,
 ) -> tuple[list[np.ndarray], np.ndarray]:
-    """``n`` verification steps with fixed distributions at every position, sampled.
-
-    ``p`` is ``[K+1, V]`` (the target rows ``p_0..p_K``), ``q`` is ``[K, V]`` (the draft rows). Each
-    step draws ``x_i ~ q_i`` independently and calls ``verifier(x, q, p, generator)``. Returns
-    ``(emitted, accepted)``: ``emitted[i]`` holds the tokens emitted at position ``i`` (``0..K``) by
-    the steps that reached it, ``accepted`` the number of accepted drafts of each step.
-
-    For a correct rule ``emitted[i]`` are i.i.d. ``p_i`` (notebook 01, section 2.2, and
-    :func:`exact_step_law`) and ``accepted`` follows :func:`accepted_count_law`. The rows need not
-    come from one sequence of drafts (``verify`` cannot tell): they can be a real model's
-    distributions along a fixed continuation, and ``emitted[0]`` is then the next token of a real
-    speculative step. ``restrict_support`` runs the steps on the tokens where some row of ``p`` or
-    ``q`` is positive and maps them back: exact (a token of probability 0 everywhere is never
-    proposed, accepted or emitted), and much cheaper after top-k or top-p.
-    """
+    """``n`` sampled verification steps with fixed rows: ``p`` ``[K+1, V]`` (target), ``q``
+    ``[K, V]`` (draft); each step draws ``x_i ~ q_i`` and calls ``verifier(x, q, p, generator)``.
+    Returns ``(emitted, accepted)``: ``emitted[i]`` the tokens emitted at position ``i`` by the
+    steps reaching it (i.i.d. ``p_i`` for a correct rule), ``accepted`` each step's accepted count
+    (:func:`accepted_count_law`). ``restrict_support`` runs on the tokens where some row is positive
+    and maps them back: exact, and cheaper after top-k or top-p."""
     p = torch.as_tensor(p)
     q = torch.as_tensor(q)
     if q.dim() != 2 or q.shape[0] < 1 or p.shape != (q.shape[0] + 1, q.shape[1]):
@@ -328,24 +287,17 @@ def step_samples(
     return out, accepted
 
 
-# --------------------------------------------------------------------------------------------
 # Chi-square tests
-# --------------------------------------------------------------------------------------------
 
 
 def bin_labels(
     expected: Any, min_expected: float = 5.0, max_bins: int | None = None
 ) -> tuple[np.ndarray, int]:
-    """How the chi-square tests group outcomes into bins: ``(labels, n_bins)``, the bin of each
-    outcome.
-
-    Outcomes are ranked by expected count, largest first (ties by index). Every outcome expecting
-    at least ``min_expected`` gets a bin of its own, in that order, at most ``max_bins - 1`` of them
-    if the rest must be pooled (``max_bins`` if nothing is left over); all other outcomes share one
-    last bin, the pool. If the pool still expects less than ``min_expected``, the smallest single
-    bins join it until it does. So every bin expects ``>= min_expected`` (unless the total does
-    not).
-    """
+    """How the chi-square tests bin outcomes: ``(labels, n_bins)``, the bin of each outcome.
+    Outcomes ranked by expected count (ties by index) get a bin each while they expect
+    ``>= min_expected``, at most ``max_bins - 1`` (``max_bins`` if none is left over); the rest
+    share one last bin, the pool. While the pool expects less than ``min_expected``, the smallest
+    single bins join it, so every bin expects ``>= min_expected`` unless the total does not."""
     exp = np.asarray(expected, dtype=float)
     if exp.ndim != 1 or exp.size == 0:
         raise ValueError("expected must be a non-empty 1-D array")
@@ -371,12 +323,7 @@ def bin_labels(
 def merge_bins(
     observed: Any, expected: Any, min_expected: float = 5.0, max_bins: int | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Merged ``(observed, expected)`` counts under :func:`bin_labels`: one entry per bin, single
-    outcomes first (largest expectation first), the pooled low-expectation outcomes last.
-
-    The classical validity condition of the chi-square approximation: every bin expects at least
-    ``min_expected`` (5) counts.
-    """
+    """Merged ``(observed, expected)``, one entry per bin of :func:`bin_labels` (pool last)."""
     obs = np.asarray(observed, dtype=float)
     exp = np.asarray(expected, dtype=float)
     if obs.shape != exp.shape or obs.ndim != 1:
@@ -389,11 +336,8 @@ def merge_bins(
 
 
 class NothingToTest(ValueError):
-    """A chi-square test that has nothing to test: its outcomes fall into fewer than two bins
-    (a near-deterministic position, or too few samples for two bins to expect ``min_expected``).
-
-    Raised instead of returning ``p = 1``, so that a test of nothing is never counted as a pass;
-    a caller that expects it reports the test as not made."""
+    """A chi-square test whose outcomes fall into fewer than two bins. Raised instead of returning
+    ``p = 1``, so that a test of nothing never counts as a pass."""
 
 
 @dataclass(frozen=True)
@@ -428,13 +372,9 @@ def chisquare_gof(
     min_expected: float = 5.0,
     max_bins: int | None = None,
 ) -> GofResult:
-    """Chi-square goodness of fit of ``samples`` (token ids) or ``counts`` against ``probs``
-    (``scipy.stats.chisquare``).
-
-    Bins follow :func:`bin_labels` on the expected counts ``N probs``: they depend on ``probs`` and
-    ``N`` only, never on the data. A sample that falls where ``probs`` is zero makes the p-value 0:
-    such a token should never appear.
-    """
+    """Chi-square goodness of fit of ``samples`` (token ids) or ``counts``; the null: i.i.d. draws
+    from ``probs``. Bins: :func:`bin_labels` on ``N probs`` (never on the data). A sample where
+    ``probs`` is zero gives ``p = 0``; raises :class:`NothingToTest` under two bins."""
     probs = as_probs(probs)
     if counts is None:
         ids = np.asarray(torch.as_tensor(samples).view(-1), dtype=np.int64)
@@ -466,13 +406,9 @@ def chisquare_law(
     min_expected: float = 5.0,
     max_bins: int | None = None,
 ) -> GofResult:
-    """Chi-square goodness of fit of outcomes given as ``counts`` against an exact ``law`` over
-    outcomes (e.g. :func:`exact_continuation_law`), which may leave part of its mass unlisted.
-
-    Every listed outcome is a candidate bin; the unlisted mass ``1 - sum(law)`` is one more, which
-    also holds every observed outcome the law does not list. Bins then follow :func:`chisquare_gof`
-    (they depend on the law and ``N`` only). Raises :class:`NothingToTest` under two bins.
-    """
+    """:func:`chisquare_gof` of ``counts`` against an exact ``law`` over outcomes that may leave
+    mass unlisted: the unlisted mass ``1 - sum(law)`` is one more candidate bin, holding every
+    observed outcome the law does not list."""
     keys = list(law)
     listed = np.array([law[k] for k in keys], dtype=float)
     if np.any(listed < 0) or not np.isfinite(listed).all():
@@ -490,14 +426,9 @@ def chisquare_law(
 def position_law(
     counts: Mapping[tuple[int, ...], int], law: Mapping[tuple[int, ...], float], j: int
 ) -> tuple[Counter, dict[tuple[int, ...], float]]:
-    """The token at position ``j`` of sequences, projected from ``counts`` and an exact ``law`` over
-    whole sequences that may leave part of its mass unlisted: ``(counts_j, law_j)`` for
-    :func:`chisquare_law`.
-
-    The outcome of a sequence is ``(z_j,)`` when the sequence is listed and "unlisted" otherwise,
-    so ``law_j[(t,)]`` sums the listed sequences with ``z_j = t`` and the unlisted mass stays one
-    pooled bin: an exact law of an exact projection. A joint law of several tokens spreads its
-    mass over many sequences; the token at one position keeps enough mass per token for bins."""
+    """``(counts_j, law_j)`` of the token at position ``j``, projected from sequence ``counts`` and
+    an exact sequence ``law`` that may leave mass unlisted, for :func:`chisquare_law`: an unlisted
+    sequence stays in the pooled bin, so ``law_j`` is the exact law of the projection."""
     law_j: dict[tuple[int, ...], float] = {}
     for seq, pr in law.items():
         law_j[(seq[j],)] = law_j.get((seq[j],), 0.0) + pr
@@ -509,8 +440,7 @@ def position_law(
 
 def holm(pvalues: Sequence[float]) -> np.ndarray:
     """Holm-Bonferroni adjusted p-values (step-down; controls the family-wise error rate under any
-    dependence). Rejecting where the adjusted value is ``<= alpha`` rejects nothing at all exactly
-    when every raw p-value exceeds ``alpha / m``."""
+    dependence)."""
     p = np.asarray(pvalues, dtype=float)
     m = len(p)
     order = np.argsort(p, kind="stable")

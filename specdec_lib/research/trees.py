@@ -1,14 +1,6 @@
-"""The search for a draft tree's shape, and how far any tree could go (notebook 06, sections 5-6).
+"""The search for a draft tree's shape, and how far any tree could go (notebook 06).
 
-From a run with a wide chain tree (``bench --tree 8 8``), :func:`specdec_lib.bench.tree_rates`
-measures the acceptance at every depth for every narrower chain tree; :func:`best_trees` ranks
-those trees by the cost model (:mod:`specdec_lib.costs`), which is how the benchmark's default
-preset was chosen. :func:`rank_rates` turns the same rates into the probability that each
-candidate rank is the one accepted, and :func:`best_tree` builds the best tree of ``n`` nodes at
-those rates (best-first, as EAGLE-2 grows its trees): :func:`tree_ceiling`, over measured pass
-costs, is how fast any tree could be with this draft. :func:`required_alpha` is the acceptance a
-chain needs for a given speedup on the same costs.
-"""
+:func:`best_trees` ranks chain trees by the cost model; :func:`tree_ceiling` bounds any tree."""
 
 from __future__ import annotations
 
@@ -39,24 +31,15 @@ __all__ = [
 
 
 def best_tree(m: Sequence[Sequence[float]], n: int, max_depth: int | None = None) -> dict:
-    """The tree of ``n`` drafted nodes with the most expected tokens per step, when the draft's
-    candidates are accepted by rank: ``m[d][i]`` is the probability that the ``(i+1)``-th candidate
-    a node proposes at depth ``d + 1`` is the one accepted, once the step reaches that node (the
-    last row serves every deeper depth). Each node's children are its ranks ``0, 1, ...``.
+    """The tree of ``n`` drafted nodes with the most expected tokens per step when candidates are
+    accepted by rank: ``m[d][i]`` is the probability that a node's ``(i+1)``-th candidate at depth
+    ``d + 1`` is the one accepted once the step reaches it (the last row serves deeper depths).
 
-    A node is on the accepted path with probability ``v`` = the product of ``m`` along its path,
-    and a step emits one token more than the drafted nodes it accepts, so
-
-        E[tokens per step] = 1 + sum over the tree's nodes of v(node).
-
-    ``v`` never grows from a node to its child, so the ``n`` largest values form a tree: taken in
-    order from a heap (best-first, as EAGLE-2 grows its trees), they are the best ``n``-node tree.
-    The same holds among the nodes no deeper than ``max_depth`` (default: no limit). The chain
-    trees of :func:`~specdec_lib.costs.tree_tokens_per_step` are the trees whose alternatives are
-    leaves.
-
-    Returns ``parents`` (``-1``: the step's last token), ``depths``, ``ranks``, the node values
-    ``v`` and ``tokens_per_step``."""
+    A node is on the accepted path with probability ``v``, the product of ``m`` along its path, and
+    ``E[tokens per step] = 1 + sum of v over the nodes``. ``v`` never grows from parent to child, so
+    the ``n`` largest values, popped from a heap (best-first), form the best tree, also under
+    ``max_depth``. Returns ``parents`` (``-1``: the step's last token), ``depths``, ``ranks``,
+    ``values`` and ``tokens_per_step``."""
     rows = [np.asarray(r, dtype=float) for r in m]
     if not rows or any(r.ndim != 1 or r.size == 0 for r in rows):
         raise ValueError("m must hold one non-empty row of rank probabilities per depth")
@@ -99,11 +82,10 @@ def best_tree(m: Sequence[Sequence[float]], n: int, max_depth: int | None = None
 def required_alpha(
     speedup: float, t_draft: float, t_target: Sequence[float], *, tol: float = 1e-6
 ) -> float:
-    """The smallest acceptance rate ``alpha`` (the same at every position, one candidate each) at
-    which a chain reaches ``speedup`` at its best ``K``, by
-    :func:`~specdec_lib.costs.predicted_speedup` with the measured pass costs (``t_target[n - 1]``:
-    a target pass on ``n`` tokens; ``K`` up to ``len(t_target) - 1``). The predicted speedup grows
-    with ``alpha``, so this is a bisection; ``nan`` when even ``alpha = 1`` falls short."""
+    """The smallest acceptance rate ``alpha`` (the same at every position, one candidate) at which a
+    chain reaches ``speedup`` at its best ``K`` by :func:`~specdec_lib.costs.predicted_speedup`
+    (``t_target[n - 1]``: a pass on ``n`` tokens). A bisection, as the speedup grows with ``alpha``;
+    ``nan`` when ``alpha = 1`` falls short."""
     t = [float(x) for x in t_target]
     if len(t) < 2:
         raise ValueError("t_target must hold the pass costs on 1 and more tokens")
@@ -126,10 +108,9 @@ def required_alpha(
 def best_trees(
     rates: dict[str, Any], costs: dict[str, Any], *, max_tokens: int | None = None
 ) -> list[dict[str, Any]]:
-    """Every chain tree the rates of :func:`~specdec_lib.bench.tree_rates` cover (``K`` up to
-    theirs, up to their width at each depth), ranked by the cost model's predicted speedup:
-    expected tokens per step over the step's cost (:func:`~specdec_lib.costs.tree_prediction`).
-    ``max_tokens`` caps the drafts in the target's pass (default: what ``costs`` measured)."""
+    """Every chain tree the rates of :func:`~specdec_lib.bench.tree_rates` cover, ranked by the
+    predicted speedup of :func:`~specdec_lib.costs.tree_prediction`. ``max_tokens`` caps the drafts
+    in the target's pass (default: what ``costs`` measured)."""
     K_max, W = np.asarray(rates["gamma"]).shape
     cap = len(costs["t_target_s"]) - 1 if max_tokens is None else max_tokens
     out = []
@@ -153,10 +134,9 @@ def best_trees(
 
 
 def rank_rates(rates: dict[str, Any]) -> list[list[float]]:
-    """The rates of :func:`~specdec_lib.bench.tree_rates` by candidate rank: ``m[d][i]``, the
-    probability that the ``(i+1)``-th candidate at depth ``d + 1`` (``i = 0``: the chain's token)
-    is the one accepted once the step reaches that depth, ``beta`` for the first and
-    ``(1 - beta) * (gamma[w] - gamma[w - 1])`` for the others: the input of :func:`best_tree`."""
+    """The rates of :func:`~specdec_lib.bench.tree_rates` by rank for :func:`best_tree`:
+    ``m[d][i]``, the probability that the ``(i+1)``-th candidate at depth ``d + 1`` is accepted once
+    the step reaches it: ``beta`` for the first, ``(1 - beta) * (gamma[w] - gamma[w - 1])`` else."""
     beta = np.nan_to_num(np.asarray(rates["beta"], dtype=float))
     gamma = np.nan_to_num(np.asarray(rates["gamma"], dtype=float))
     alt = (1 - beta)[:, None] * np.diff(gamma, axis=1)
@@ -166,14 +146,11 @@ def rank_rates(rates: dict[str, Any]) -> list[list[float]]:
 def tree_ceiling(
     rates: dict[str, Any], costs: dict[str, Any], *, max_nodes: int | None = None
 ) -> list[dict[str, Any]]:
-    """How fast a tree of ``n`` drafted nodes could be, for ``n = 1..max_nodes`` (default: what
-    ``costs`` measured): the best ``n``-node tree of :func:`best_tree` at the rank rates of
-    :func:`rank_rates`, over one target pass on ``n + 1`` tokens and the draft's proposal of
-    one token per depth (:func:`~specdec_lib.costs.draft_cost`), at
-    the depth limit that gives the best ratio. A ceiling, optimistic on three counts: every node's
-    candidates are taken to be accepted at the rates the chain shows at its depth (the deepest
-    measured depth's rates serve deeper ones), the draft is taken to grow a whole depth of the
-    tree for the cost of one chain pass, and the host's work per node is left out."""
+    """How fast a tree of ``n`` drafted nodes could be, ``n = 1..max_nodes`` (default: what
+    ``costs`` measured): :func:`best_tree` at :func:`rank_rates` over one target pass on ``n + 1``
+    tokens and one draft pass per depth, at the best depth limit. Optimistic: every node is taken to
+    accept at the chain's rates at its depth, the draft to grow a whole depth per pass, and host
+    work ignored."""
     m = rank_rates(rates)
     t = costs["t_target_s"]
     cap = len(t) - 1 if max_nodes is None else positive_int(max_nodes, "max_nodes")

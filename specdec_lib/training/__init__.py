@@ -1,6 +1,5 @@
-"""Offline research code that makes a trained draft: on-policy data (:mod:`.data`), the teacher
-pass and distillation (:mod:`.distill`), a draft's evaluation by decoding (:mod:`.evaluate`), model
-cards (:mod:`.card`). Notebook 05 tells the story; nothing in the core imports this package."""
+"""Offline code that makes a trained draft: data (:mod:`.data`), distillation (:mod:`.distill`),
+evaluation (:mod:`.evaluate`), model cards (:mod:`.card`). The core never imports it."""
 
 from .card import model_card
 from .data import DataSettings, generate_onpolicy, iter_sequences, load_manifest, summary

@@ -1,6 +1,5 @@
-"""Model cards for trained drafts: recipe, data, compute, acceptance, cost, limitations and the
-commands that rebuild them, written from the training record and an ``eval-drafter`` evaluation
-(no hand-typed number)."""
+"""Model cards for trained drafts, written from the training record and an ``eval-drafter``
+evaluation (no hand-typed number)."""
 
 from __future__ import annotations
 
@@ -19,8 +18,7 @@ __all__ = ["model_card"]
 def model_card(
     weights: str | Path, train_record: dict[str, Any], evaluation: dict[str, Any]
 ) -> str:
-    """A markdown model card for a trained draft, from its training record and an evaluation
-    (``eval-drafter`` output): recipe, data, compute, acceptance, cost, and the rebuild commands."""
+    """A markdown model card for a trained draft from its training record and evaluation."""
     s = train_record["settings"]
     data = summary(s["data"])
     dm = load_manifest(s["data"])["settings"]
@@ -56,7 +54,6 @@ def model_card(
 
 
 def _recipe_lines(s: dict[str, Any], subset_mass: float, size_mb: float) -> list[str]:
-    """The card's Recipe section: the architecture, the loss and optimiser, the size on disk."""
     return [
         "## Recipe",
         "",
@@ -69,7 +66,6 @@ def _recipe_lines(s: dict[str, Any], subset_mass: float, size_mb: float) -> list
 
 
 def _architecture_line(s: dict[str, Any], subset_mass: float) -> str:
-    """The Recipe's architecture: the draft's layers, where they start from, and its token subset."""
     if s["arch"] == "feature":
         init = (
             f"the saved head `{s['init_from']}`"
@@ -90,7 +86,6 @@ def _architecture_line(s: dict[str, Any], subset_mass: float) -> str:
 
 
 def _loss_line(s: dict[str, Any]) -> str:
-    """The Recipe's loss: its terms, the draft steps it sums over, and the optimiser's schedule."""
     features = f" + {s['feature_weight']} x smooth-L1 on features" if s["arch"] == "feature" else ""
     unrolled = (
         f", summed over {s['ttt_steps']} unrolled draft steps (training-time test: step d "
@@ -110,7 +105,6 @@ def _loss_line(s: dict[str, Any]) -> str:
 def _data_lines(
     s: dict[str, Any], train_record: dict[str, Any], data: dict[str, Any], dm: dict[str, Any]
 ) -> list[str]:
-    """The card's Data section: how the on-policy data was sampled, and the positions it gave."""
     return [
         "## Data",
         "",
@@ -127,7 +121,6 @@ def _data_lines(
 
 
 def _compute_lines(train_record: dict[str, Any]) -> list[str]:
-    """The card's Compute section: the distillation's steps and wall clock, and where it ran."""
     prov = train_record["provenance"]
     hist = train_record["history"]
     last = hist[-1] if hist else {}
@@ -149,7 +142,6 @@ def _compute_lines(train_record: dict[str, Any]) -> list[str]:
 
 
 def _measured_lines(evaluation: dict[str, Any]) -> list[str]:
-    """The card's Measured section: acceptance by temperature, then the draft's cost."""
     ep = evaluation["provenance"]
     c = evaluation["costs"]
     return [
@@ -166,8 +158,7 @@ def _measured_lines(evaluation: dict[str, Any]) -> list[str]:
 
 
 def _acceptance_table(evaluation: dict[str, Any]) -> list[str]:
-    """The Measured table: a row per temperature, with the rates by depth when a step drafts more
-    than one token."""
+    """The Measured table: a row per temperature, with rates by depth when a step drafts more."""
     es = evaluation["provenance"]["settings"]
     chain = es.get("K", 1) > 1
     # a tree's steps: its first candidates form the chain, whose rates by depth the record keeps
@@ -192,10 +183,8 @@ def _acceptance_table(evaluation: dict[str, Any]) -> list[str]:
 
 
 def training_time(history: list[dict[str, Any]]) -> tuple[float, int]:
-    """The wall-clock seconds of a training record's steps and the runs they took (a run resumes
-    the last one's checkpoint). A run carries the seconds on and numbers itself (``run``); a
-    record written before it did starts its seconds again at each resume, whose segments are
-    summed."""
+    """The wall-clock seconds of a training record's steps and the runs they took. Older records
+    restart ``seconds`` at each resume (no ``run``); their segments are summed."""
     total, prev, resets = 0.0, 0.0, 0
     for row in history:
         seconds = float(row.get("seconds", 0.0))
@@ -244,8 +233,7 @@ def _measured_how(e: dict[str, Any]) -> str:
 
 
 def _eval_command(weights: str, e: dict[str, Any]) -> str:
-    """The ``eval-drafter`` command of the card's table: these weights (as stored, or with int8
-    weights) and every other setting that differs from the defaults."""
+    """The ``eval-drafter`` command of the card's table (flags that differ from the defaults)."""
     draft = e.get("draft", "trained")
     flags = (
         [f"--draft {draft}", f"--head {weights}"]

@@ -1,6 +1,4 @@
-"""The training wing's commands of ``python -m specdec_lib``: ``gen-data``, ``train-drafter``,
-``eval-drafter``. The command line registers them (:func:`register`); their flags come from the
-settings dataclasses, as every command's do."""
+"""The commands ``gen-data``, ``train-drafter`` and ``eval-drafter`` (added by :func:`register`)."""
 
 from __future__ import annotations
 

@@ -1,23 +1,7 @@
-"""On-policy training data for a drafter: token sequences sampled from the target, stored compactly.
-
-DistillSpec (Zhou et al. 2023, arXiv 2310.08461) finds that a draft distilled on text the models
-themselves produce, rather than on a fixed corpus, accepts more drafts. Here the target samples
-continuations of a list of prompts (``data/drafter/train_prompts.json``) at temperature 1, in batches,
-in bfloat16 where the CPU supports it. Only the token ids are stored (``uint16``: the vocabulary has
-49,152 tokens); the teacher's distributions are recomputed by teacher-forcing the target when a drafter
-is trained, so the committed data stays small and nothing is taken on trust.
-
-Layout of a data folder::
-
-    manifest.json        settings + provenance, one entry per finished shard (written atomically)
-    shard_00000.npz      tokens (uint16, all sequences concatenated), offsets (int64, n + 1),
-                         prompt_lens (int32), prompt_index (int32)
-
-Each shard is a pure function of ``(seed, shard number, settings)``; a killed run resumes at the
-first missing shard, and a folder made with other settings is refused. Each shard's manifest entry
-names its sampler: ``"own"`` is :func:`sample_batch`; ``"hf"`` marks shards sampled with
-transformers' ``generate`` (the same law, other random draws); this module samples with its own.
-"""
+"""On-policy data: the target's samples as token ids. A folder holds ``manifest.json`` (settings,
+provenance, one entry per shard with its ``sampler``: ``"own"``, :func:`sample_batch`, or ``"hf"``)
+and ``shard_NNNNN.npz`` (``tokens`` uint16, ``offsets`` int64 ``n + 1``, ``prompt_lens``,
+``prompt_index``). A shard is a pure function of (seed, number, settings); runs resume."""
 
 from __future__ import annotations
 
@@ -53,8 +37,7 @@ TOKEN_DTYPE = np.uint16
 
 @dataclass
 class DataSettings:
-    """What defines an on-policy data folder (a resumed run must match it exactly; the flags of
-    ``python -m specdec_lib gen-data`` are generated from these fields)."""
+    """What defines a data folder (``gen-data``'s flags); a resumed run must match it exactly."""
 
     pair: str = setting("default", "model pair whose target samples the data", choices=PAIRS)
     dtype: str = setting("bfloat16", "dtype of the target", choices=("float32", "bfloat16"))
@@ -82,7 +65,7 @@ class DataSettings:
 
 @dataclass
 class Sequence:
-    """One stored sequence: ``ids[:prompt_len]`` is the prompt, the rest was sampled from the target."""
+    """One stored sequence: ``ids[:prompt_len]`` is the prompt, the rest the target's sample."""
 
     ids: np.ndarray
     prompt_len: int
@@ -107,7 +90,7 @@ def shard_path(folder: str | Path, i: int) -> Path:
 
 
 def iter_sequences(folder: str | Path, shards: Any = None) -> Iterator[Sequence]:
-    """The stored sequences of a data folder, shard by shard (``shards``: an iterable of numbers)."""
+    """A data folder's sequences, shard by shard (``shards``: shard numbers; default: all)."""
     manifest = load_manifest(folder)
     numbers = [s["shard"] for s in manifest["shards"]] if shards is None else list(shards)
     for i in numbers:
@@ -134,7 +117,7 @@ def _shard_prompts(n_prompts: int, batch_size: int, seed: int, shard: int) -> np
 
 
 def _left_pad(prompts: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Prompts of different lengths as one ``[n, width]`` batch, padded on the left, and its mask."""
+    """Prompts as one left-padded ``[n, width]`` batch of ids, and its mask."""
     n, width = len(prompts), max(map(len, prompts))
     ids = torch.full((n, width), pad_id, dtype=torch.long)
     mask = torch.zeros((n, width), dtype=torch.long)
@@ -155,13 +138,9 @@ def sample_batch(
     pad_id: int = 0,
     generator: torch.Generator | None = None,
 ) -> list[list[int]]:
-    """Sample continuations of several prompts from ``model`` at once (KV cache, left padding).
-
-    Each row's tokens follow the model's law at ``temperature`` (the plain softmax: no top-k),
-    sampled by :func:`~specdec_lib.sampling.sample` (inverse CDF). A row leaves the batch as soon
-    as it emits EOS (kept) or reaches ``max_new_tokens``, and its cache rows are dropped, so the
-    remaining rows do not pay for finished ones. Returns prompt + continuation per row.
-    """
+    """Sample continuations of ``prompts`` from ``model`` at ``temperature`` (plain softmax, via
+    :func:`~specdec_lib.sampling.sample`), batched with a KV cache and left padding; a row leaves
+    at EOS (kept) or ``max_new_tokens``. Returns prompt + continuation per row."""
     from transformers import DynamicCache
 
     ids, mask = _left_pad(prompts, pad_id)
@@ -213,12 +192,8 @@ def generate_onpolicy(
     progress: bool = True,
     pair: Any = None,
 ) -> dict[str, Any]:
-    """Sample from the target until ``folder`` holds at least ``n_tokens`` generated tokens.
-
-    Resumable: finished shards are kept and generation continues at the next shard number; a
-    folder made with other settings raises ``ValueError``. ``pair`` (a loaded
-    :class:`~specdec_lib.models.ModelPair`) skips loading, for tests.
-    """
+    """Sample from the target until ``folder`` holds ``n_tokens`` generated tokens, resuming at
+    the next shard; raises ``ValueError`` for a folder made with other settings."""
     from tqdm.auto import tqdm
 
     positive_int(n_tokens, "n_tokens", "generated tokens wanted")
@@ -279,7 +254,6 @@ class _EncodedPrompts:
 
     @classmethod
     def of(cls, tok: Any, prompts: list[dict[str, Any]]) -> _EncodedPrompts:
-        """Encode the prompts' texts with ``tok``."""
         ids = [tok(p["text"], return_tensors="pt").input_ids[0].tolist() for p in prompts]
         eos = {int(tok.eos_token_id)} if tok.eos_token_id is not None else set()
         pad_id = int(tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id or 0)
@@ -289,8 +263,7 @@ class _EncodedPrompts:
 def _generate_shard(
     folder: Path, shard: int, target: Any, encoded: _EncodedPrompts, settings: DataSettings
 ) -> dict[str, Any]:
-    """Sample shard number ``shard`` (a pure function of it and the settings), save it, and
-    return its manifest entry."""
+    """Sample shard number ``shard``, save it, and return its manifest entry."""
     t0 = time.perf_counter()
     chosen = _shard_prompts(len(encoded.ids), settings.batch_size, settings.seed, shard)
     shard_seed = settings.seed * 1_000_003 + shard

@@ -1,27 +1,7 @@
-"""Distil a drafter (:mod:`specdec_lib.drafters.heads`) on on-policy data (:mod:`.data`).
-
-Two architectures share one pipeline: ``feature`` (a head reading the target's hidden states,
-EAGLE-style) and ``layers`` (a small causal LM on tokens: the target's frozen embedding and output
-rows around a few layers copied from the target, or random ones for a standalone draft).
-
-Two stages, both resumable:
-
-1. **Teacher pass.** The target is teacher-forced over every stored sequence once: its last hidden
-   states ``h_j`` (all positions) and its distribution ``p_j`` at temperature 1 (the top ``top`` tokens
-   of every generated position) go to a local cache (``.cache/specdec/teacher``, not committed: it is
-   recomputed from the committed token ids). One file per data shard.
-2. **Distillation.** The head reads ``(h_{j-1}, x_j)`` and is trained so that its ``q_j`` matches
-   ``p_j``. The loss is the cross-entropy ``-sum_x p_j(x) log q_j(x)`` over the stored top tokens plus
-   ``tv_weight`` times ``1 - sum_x min(p_j(x), q_j(x))`` (the rejection probability: DistillSpec's
-   TV-style objective, the quantity speculative decoding actually pays for) plus ``feature_weight``
-   times a smooth-L1 loss between ``ĥ_j`` and the target's ``h_j`` (EAGLE), which keeps the head's
-   own features usable when it drafts several tokens in a row. AdamW with transformers' cosine
-   schedule after a linear warm-up. Checkpoints (weights, optimiser, step, random state) are
-   written atomically every ``checkpoint_every`` steps.
-
-The acceptance rate of the result is measured by decoding (notebook 05, ``bench``), never taken
-from the training loss.
-"""
+"""Distil a drafter (:mod:`specdec_lib.drafters.heads`) on on-policy data (:mod:`.data`). Stage 1
+caches the target's hidden states ``h_j`` and top-``top`` distribution ``p_j`` per shard; stage 2
+trains ``q_j`` on cross-entropy to ``p_j`` + ``tv_weight`` (1 - sum min(p, q)) + ``feature_weight``
+smooth-L1 from ``ĥ_j`` to ``h_j`` (feature heads only). Both stages resume from their files."""
 
 from __future__ import annotations
 
@@ -58,16 +38,13 @@ __all__ = [
 ]
 
 ARCHS = ("feature", "layers")
-# The teacher cache's record layout; part of its folder's key, so that a new layout never reads
-# an old cache.
+# The teacher cache's record layout, part of its folder's key: a new layout never reads an old one.
 TEACHER_FORMAT = 2
 
 
 @dataclass
 class TrainSettings:
-    """What defines a trained draft (the flags of ``python -m specdec_lib train-drafter`` are
-    generated from these fields; the defaults are the committed drafter's recipe, chosen by the
-    pilot in notebook 06)."""
+    """What defines a trained draft (``train-drafter``'s flags; defaults: the committed one)."""
 
     data: str = setting("data/drafter/onpolicy", "on-policy data folder")
     out: str = setting("data/drafter/feature_head.safetensors", "where the weights go")
@@ -153,9 +130,7 @@ class TrainSettings:
             )
 
 
-# --------------------------------------------------------------------------------------------
 # Stage 1: the teacher pass
-# --------------------------------------------------------------------------------------------
 
 
 def _teacher_dir(settings: TrainSettings) -> Path:
@@ -215,8 +190,7 @@ def _shard_split(settings: TrainSettings) -> tuple[list[int], list[int]]:
 
 
 def teacher_pass(settings: TrainSettings, *, progress: bool = True, pair: Any = None) -> Path:
-    """Teacher-force the target over every shard the run reads (training and held out) that is
-    not yet cached; return the cache folder."""
+    """Teacher-force the target over every uncached shard the run reads; return the cache folder."""
     from tqdm.auto import tqdm
 
     folder = _teacher_dir(settings)
@@ -253,9 +227,7 @@ def choose_subset(records: list[dict[str, torch.Tensor]], size: int, vocab: int)
     return mass.topk(min(size, vocab)).indices.sort().values
 
 
-# --------------------------------------------------------------------------------------------
 # Stage 2: distillation
-# --------------------------------------------------------------------------------------------
 
 
 def _columns(settings: TrainSettings, H: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -318,15 +290,11 @@ def _distill_terms(logq, teacher_idx, teacher_p, pmask) -> dict[str, torch.Tenso
 
 
 def unrolled_mask(n: int, step: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """The additive attention mask of unrolled draft step ``step`` (1-based) over ``n`` positions.
+    """The additive mask ``[1, 1, n, step * n]`` of unrolled draft step ``step`` (1-based).
 
-    Keys are laid out step by step (``step * n`` of them, as a cache fills). Drafting from the
-    known positions ``1..m``, the head's step ``d`` sits at position ``m + d - 1``: it sees the
-    first step's keys (built from the target's features) up to ``m`` and the keys of its own
-    steps ``2..d`` at ``m + 1 .. m + d - 1``. In training every position ``r`` is such a draft
-    position at once, with ``m = r - d + 1``: key ``i`` of step 1 is visible when
-    ``i <= r - d + 1``, key ``i`` of step ``e >= 2`` when ``i == r - d + e``. Step 1 is the
-    causal mask. Returns ``[1, 1, n, step * n]``."""
+    Keys are laid out step by step, as a cache fills. Position ``r`` at step ``d`` drafts from
+    ``m = r - d + 1``: key ``i`` of step 1 is visible when ``i <= m``, key ``i`` of step
+    ``e >= 2`` when ``i == r - d + e``. Step 1 is the causal mask."""
     r = torch.arange(n).view(n, 1)
     i = torch.arange(n).view(1, n)
     blocks = [i <= r - (step - 1)]
@@ -337,10 +305,9 @@ def unrolled_mask(n: int, step: int, dtype: torch.dtype = torch.float32) -> torc
 
 
 def unrolled_hidden(head, feats, toks, pos, steps: int) -> list[torch.Tensor]:
-    """The head's features ``ĥ`` at every position for draft steps ``1..steps`` (the
-    training-time test): step 1 reads the target's features, step ``d`` reads at position ``r``
-    the head's own step ``d - 1`` feature of position ``r - 1``, as drafting does, and attends as
-    :func:`unrolled_mask` says. Gradients flow through every step."""
+    """The head's features ``ĥ`` for draft steps ``1..steps`` (training-time test): step ``d``
+    reads at ``r`` its own step ``d - 1`` feature of ``r - 1`` and attends as :func:`unrolled_mask`
+    says. Gradients flow through every step."""
     from transformers import DynamicCache
 
     if steps == 1:
@@ -503,8 +470,7 @@ def train_drafter(
 def _starting_point(
     settings: TrainSettings, target: Any, train: list[dict[str, torch.Tensor]]
 ) -> tuple[Any, torch.Tensor]:
-    """The saved draft to start from (``init_from``, else None) and the token subset to propose:
-    the saved draft's, or the one with the most teacher mass."""
+    """The saved draft to start from (``init_from``, else None) and the token subset to propose."""
     V = target.config.vocab_size
     if settings.init_from is not None:
         start = load_head(settings.init_from, target)
@@ -519,9 +485,7 @@ def _initial_draft(
     start: Any,
     train: list[dict[str, torch.Tensor]],
 ) -> tuple[Any, tuple[torch.Tensor, torch.Tensor], float]:
-    """The draft to train (from ``start`` if given), the feature columns it reads, and its
-    feature scale."""
-    # The head trains in float32 on top of a float32 copy of the frozen parts of the target.
+    """The float32 draft to train (from ``start`` if given), its feature columns and scale."""
     columns = _columns(settings, target.config.hidden_size)
     scale = _feature_scale(train, columns[1])
     if start is not None:
@@ -563,7 +527,6 @@ def _optimisation(settings: TrainSettings, head: Any, n_train: int) -> _Optimisa
 
 
 def _optimiser_step(optim: _Optimisation, losses: dict[str, torch.Tensor]) -> None:
-    """One update on a batch's loss, its gradient norm clipped to 1."""
     optim.opt.zero_grad(set_to_none=True)
     losses["loss"].backward()
     torch.nn.utils.clip_grad_norm_(optim.params, 1.0)
@@ -574,8 +537,8 @@ def _optimiser_step(optim: _Optimisation, losses: dict[str, torch.Tensor]) -> No
 def _resume(
     settings: TrainSettings, head: Any, optim: _Optimisation, log: Any
 ) -> tuple[Path, int, list[dict[str, float]]]:
-    """The run's checkpoint file, and the step and history to go on from: a checkpoint's, loaded
-    into the draft and optimiser, if it was written with the same settings, else 0 and none."""
+    """The checkpoint path, and the step and history to go on from (0 and none unless a
+    checkpoint with the same settings exists, which is loaded into ``head`` and ``optim``)."""
     ckpt_dir = Path(settings.cache) / "train" / Path(settings.out).stem
     ckpt_dir.mkdir(parents=True, exist_ok=True)
     ckpt = ckpt_dir / "checkpoint.pt"
@@ -619,15 +582,13 @@ def _save_checkpoint(
 def _history_row(
     step: int, optim: _Optimisation, seconds: float, run: int, losses: dict[str, torch.Tensor]
 ) -> dict[str, float]:
-    """A checkpoint's history row, before its held-out terms: where training stands, and the
-    last batch's losses."""
+    """A checkpoint's history row before its held-out terms, with the last batch's losses."""
     row = {"step": step, "epoch": step / optim.steps_per_epoch, "seconds": seconds, "run": run}
     row.update({f"train_{k}": float(v.detach()) for k, v in losses.items()})
     return row
 
 
 def _log_row(log: Any, row: dict[str, float]) -> None:
-    """Log a history row as one JSON line, rounded for reading."""
     log(json.dumps({k: round(v, 4) for k, v in row.items()}))
 
 

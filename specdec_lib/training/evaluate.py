@@ -1,6 +1,4 @@
-"""A draft's acceptance, measured by decoding, and its evaluation on held-out prompts
-(``python -m specdec_lib eval-drafter``): what notebook 05 and the model cards read.
-"""
+"""A draft's acceptance measured by decoding, and its evaluation (``eval-drafter``)."""
 
 from __future__ import annotations
 
@@ -109,19 +107,11 @@ def acceptance(
     tree: Any = None,
     threshold: float | None = None,
 ) -> dict[str, Any]:
-    """The draft's acceptance measured by decoding: ``alpha`` = accepted / proposed over all
-    prompts and seeds, per draft position, with the per-prompt values (for intervals).
-
-    At ``K = 1`` every proposal is judged, so ``alpha`` is the per-token acceptance rate of the
-    theory (``E[sum_x min(p, q)]`` over the contexts the target visits). With ``width > 1`` (or a
-    ``tree``: candidates at each depth) a position counts as accepted when any of its candidates
-    is, and ``tree_rates`` holds what the steps say about every narrower tree
-    (:func:`~specdec_lib.bench.tree_rates`), with ``widths``, the candidates tried at each depth:
-    a rate at a wider place was never measured. With a ``threshold`` each step's draft stops
-    after a draft of confidence below it (:class:`~specdec_lib.drafters.DynamicK`, as
-    ``bench --schedule threshold`` runs it), and ``stopped_rates`` holds what the steps say of
-    such a draft with every narrower tree (:func:`~specdec_lib.bench.analysis.stopped_rates`).
-    """
+    """The draft's acceptance by decoding: ``alpha`` = accepted / proposed over all prompts and
+    seeds (at ``K = 1``: the theory's per-token rate), by draft position and per prompt. With
+    ``width > 1`` or a ``tree`` a position is accepted when any candidate is, and ``tree_rates``
+    (with ``widths``) covers every narrower tree; with a ``threshold`` the draft stops below that
+    confidence (:class:`~specdec_lib.drafters.DynamicK`) and ``stopped_rates`` does."""
     if not isinstance(prompts, list):
         prompts = load_prompts(prompts)
     draft = pair.draft if draft is None else draft
@@ -163,8 +153,7 @@ def _decode_prompts(
     max_new_tokens: int,
     progress: bool,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Decode every prompt with every seed: each run's steps (what the bench analyses read) and
-    its per-prompt counts."""
+    """Decode every prompt with every seed: each run's steps and its per-prompt counts."""
     from tqdm.auto import tqdm
 
     cells, per_prompt = [], []
@@ -190,8 +179,7 @@ def _decode_prompts(
 def _totals(
     cells: list[dict[str, Any]], per_prompt: list[dict[str, Any]], K: int
 ) -> dict[str, Any]:
-    """Acceptance over all runs and by draft position, the mean tokens per step, and the runs'
-    own counts."""
+    """Acceptance overall and by draft position, mean tokens per step, and per-run counts."""
     proposed = sum(c["proposed"] for c in per_prompt)
     accepted = sum(c["accepted"] for c in per_prompt)
     reached_at, accepted_at = position_counts(cells, K)
@@ -214,8 +202,7 @@ def _narrower_rates(
     threshold: float | None,
     max_new_tokens: int,
 ) -> dict[str, Any]:
-    """What the steps say of every narrower tree: ``stopped_rates`` for a draft stopped at a
-    threshold, ``tree_rates`` when a depth had several candidates, else nothing."""
+    """``stopped_rates`` with a threshold, else ``tree_rates`` if a depth had several candidates."""
     if threshold is not None:
         return {
             "stopped_rates": stopped_rates(cells, K, max(widths), max_new_tokens)
@@ -229,8 +216,8 @@ def _narrower_rates(
 def evaluate_drafter(
     settings: EvalSettings, *, progress: bool = True, pair: ModelPair | None = None
 ) -> dict[str, Any]:
-    """Acceptance by decoding at each temperature (:func:`acceptance`) and the pass costs (the
-    cost model up to ``K = 5``), with provenance: the record ``eval-drafter`` writes."""
+    """The ``eval-drafter`` record: :func:`acceptance` at each temperature, the pass costs up to
+    ``K = 5``, and provenance."""
     if settings.threads:
         torch.set_num_threads(settings.threads)
     prompts = load_prompts(settings.prompts)
@@ -252,6 +239,6 @@ def evaluate_drafter(
     return {
         "pair": pair.describe(),
         "by_temperature": results,
-        "costs": measure_pass_costs(pair, 6, k_max=5),  # the cost model up to K = 5
+        "costs": measure_pass_costs(pair, 6, k_max=5),
         "provenance": provenance(device=pair.device, seed=0, settings=dataclasses.asdict(settings)),
     }

@@ -1,17 +1,7 @@
-"""What makes a pass fast on one kind of CPU, kept out of the core: the library's own bfloat16
-product (:mod:`.kernels`, built from ``csrc/`` at first use), the KV cache in buffers written in
-place (:mod:`.cache`), the attention of decoding's short passes (:mod:`.attention`), and ``bench``'s start-up choice of the dtype and weight layout a run
-decodes in (:mod:`.choose`).
-
-It plugs into the core through its registries: importing this package registers the packing
-``"library"`` (:func:`specdec_lib.models.register_packing`; ``load_pair(pack="library")``,
-``bench --pack library``), which ``bench``'s start-up timing of dtypes and weight layouts times
-beside the core's own where it can run, the buffers as every ``KVState``'s cache
-(:func:`specdec_lib.lm.register_cache`), the attention of every pair loaded for a CPU
-(:func:`specdec_lib.lm.register_attention`), and the tuning of a run's draft tree at each ``K``
-from the pass costs it times (:mod:`.tuning`; :func:`specdec_lib.bench.settings.register_tree_tuner`).
-The command line imports it; the core never does.
-"""
+"""Fast CPU passes, kept out of the core: a bfloat16 product (:mod:`.kernels`), a KV cache written
+in place (:mod:`.cache`), short-pass attention (:mod:`.attention`), ``bench``'s dtype choice
+(:mod:`.choose`) and tree tuning (:mod:`.tuning`). Importing it registers them with the core
+(packing ``"library"``, cache, attention, tree tuner); the core never imports it."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
-"""``bench``'s start-up step on a CPU: the dtype and weight layout a run decodes in, timed on the
-machine at hand where its settings leave them to the machine (``--dtype auto``, the preset naming
-none). The command line runs it before validating the settings (:func:`choose`), prints it and
-the run records it (``dtype_choice``); the core never times anything while validating.
-
-Whether bfloat16 is native or emulated, and what a weight layout buys, decide it; ``/proc/cpuinfo``'s
-flags do not tell the cost, so the choice is measured, and recorded with its timings.
-"""
+"""``bench``'s start-up choice of the dtype and weight layout a run decodes in on a CPU, timed on
+the machine where the settings leave it open (``--dtype auto``); the run records it."""
 
 from __future__ import annotations
 
@@ -19,15 +13,13 @@ from ...models import PACKINGS, load_pair
 
 __all__ = ["STEP_TOKENS", "choose", "choose_setting"]
 
-# The pass the dtype is chosen on, besides the one-token pass (the baseline's): the last token and
-# a step's drafts (the tree (4, 3) at K = 2 checks 1 + 7 tokens).
+# The pass timed besides the one-token pass: a step's (the tree (4, 3) at K = 2 checks 1 + 7).
 STEP_TOKENS = 8
 
 
 def choose(settings: BenchSettings) -> SettingChoice | None:
-    """The start-up choice for ``settings`` (:func:`choose_setting` on its pair), where they leave
-    the dtype to the machine (:meth:`~specdec_lib.bench.BenchSettings.leaves_dtype_to_machine`);
-    ``None`` where they do not (nothing is timed)."""
+    """:func:`choose_setting` on the pair of ``settings`` where they leave the dtype to the
+    machine, else ``None`` (nothing is timed)."""
     if not settings.leaves_dtype_to_machine():
         return None
     return choose_setting(settings.pair, "cpu")
@@ -35,14 +27,11 @@ def choose(settings: BenchSettings) -> SettingChoice | None:
 
 @functools.cache
 def choose_setting(pair: str, device: str, reps: int = 5) -> SettingChoice:
-    """The dtype and weight layout whose target passes over one token (the baseline's) and over a
-    step's tokens (:data:`STEP_TOKENS`, a step's verification) take least time together, of
-    float32 as loaded, float32 and bfloat16 prepacked for oneDNN, and bfloat16 on every packing a
-    backend registered (:data:`~specdec_lib.models.PACKINGS`; where one cannot run, its reason is
-    recorded, ``not_timed``), timed as the benchmark times its passes
-    (:func:`~specdec_lib.bench.measure_pass_costs`; a few seconds each, once per process); which
-    setting passes over one token fastest is recorded too (``fastest_one_token``: where it is
-    another, the autoregressive baseline would be faster there). Bfloat16 on a CUDA device."""
+    """The dtype and weight layout whose target passes over 1 and :data:`STEP_TOKENS` tokens take
+    least time together, of float32 as loaded, float32 and bfloat16 prepacked, and bfloat16 on every
+    registered packing (:data:`~specdec_lib.models.PACKINGS`; ``not_timed``: why one cannot run),
+    timed by :func:`~specdec_lib.bench.measure_pass_costs` once per process; ``fastest_one_token``
+    is recorded too. Bfloat16 on a CUDA device."""
     if device == "cuda":
         return SettingChoice("bfloat16", "off", "a CUDA device (tensor cores)")
     candidates = [("float32", "off"), ("float32", "on"), ("bfloat16", "on")]

@@ -1,14 +1,6 @@
-"""The step's shape chosen on the machine at hand (``bench --tune-tree``): at each draft length
-``K``, the draft tree the cost model ranks fastest (:func:`best_chain_tree`)
-from two measurements that each belong to something else: the head's acceptance of every narrower
-tree, measured once by decoding with a wide tree and committed beside the head (machine-independent
-up to rounding), and the target's pass costs, timed on this machine at the start of the run.
-
-A pass over a few tokens costs about as much as a pass over one where verification is bound by
-memory (a CPU with AMX, a GPU), and the best tree is wide; where it is bound by arithmetic (a CPU
-whose kernels emulate bfloat16) every drafted token is dear, and the best tree is the chain.
-A fixed shape is right for one kind of machine only.
-"""
+"""The step's shape tuned on the machine at hand (``bench --tune-tree``): at each ``K``, the draft
+tree the cost model ranks fastest (:func:`best_chain_tree`) from the head's committed tree rates
+and the target's pass costs timed at the start of the run."""
 
 from __future__ import annotations
 
@@ -50,8 +42,7 @@ def pass_tokens(K_max: int) -> int:
 def _rates_command(
     out: str | Path, head: str | Path | None = None, threshold: float | None = None
 ) -> str:
-    """The ``eval-drafter`` command that measures a head's tree rates into ``out`` (with
-    ``threshold``, its stopped rates), as the committed ones were measured."""
+    """The ``eval-drafter`` command that measures a head's tree (or stopped) rates into ``out``."""
     flags = (f" --head {head}" if head is not None else "") + " --tree 8 8 --K 8 --temperatures 1 0"
     flags += f" --threshold {threshold:g}" if threshold is not None else ""
     return f"`python -m specdec_lib eval-drafter --draft trained-int8{flags} --out {repo_relative(out)}`"
@@ -60,10 +51,9 @@ def _rates_command(
 def head_tree_rates(
     pair: ModelPair, temperature: float, path: str | Path, key: str = "tree_rates"
 ) -> dict[str, Any]:
-    """The tree rates of ``path`` (an ``eval-drafter`` record with ``tree_rates``, or with
-    ``key``, ``"stopped_rates"``) for the pair's head at ``temperature``: greedy's for greedy
-    decoding, else those of the sampled temperature nearest to it. A record made with other head
-    weights is refused."""
+    """The rates under ``key`` in ``path`` (an ``eval-drafter`` record) at ``temperature``:
+    greedy's for greedy decoding, else the nearest sampled temperature's. Raises ``ValueError``
+    where they are missing or were measured with other head weights."""
     path = Path(path)
     if not path.is_file():
         raise ValueError(
@@ -96,12 +86,9 @@ def head_tree_rates(
 
 
 def tuned_trees(rates: dict[str, Any], Ks: list[int], costs: dict[str, Any]) -> dict[str, Any]:
-    """The shape of each ``K`` in ``Ks`` (:func:`best_chain_tree` at ``rates``
-    and ``costs``), with what the cost model predicts for it: the record a tuned run keeps
-    (``tuned_trees``). The shapes are ranked on the pass costs made non-decreasing in the pass's
-    tokens (:func:`monotone_costs`): a run's timings dip between neighbouring
-    sizes by noise, and a maximum over tree sizes would chase the dips. ``pays`` says whether
-    the model predicts any shape at any ``K`` to beat autoregressive decoding."""
+    """The record a tuned run keeps: :func:`best_chain_tree` for each ``K`` in ``Ks``, ranked on
+    :func:`monotone_costs`; ``pays``: whether any shape is predicted to beat autoregressive
+    decoding."""
     smooth = monotone_costs(costs)
     by_K = {str(K): best_chain_tree(rates, K, smooth, max_drafted=K + MAX_ALTERNATIVES) for K in Ks}
     return {
@@ -118,14 +105,10 @@ def tuned_trees(rates: dict[str, Any], Ks: list[int], costs: dict[str, Any]) -> 
 
 
 def tune(pair: ModelPair, settings: Any, costs: dict[str, Any]) -> dict[str, Any]:
-    """The tuned trees of a run of ``settings`` (a validated ``BenchSettings``) on ``pair``, from
-    the head's committed rates at the run's temperature and the ``costs`` it timed. A run whose
-    draft stops by confidence (``schedule`` ``"threshold"``) ranks the shapes around the drafts
-    it makes, with the head's stopped rates where they are committed at its threshold
-    (:func:`stopped_rates_path`): a draft that mostly stops after one or two tokens pays for
-    candidates at the first depths, where a draft of ``K`` tokens every step spreads them
-    along its chain. Where they are not committed at its threshold the shapes are ranked with
-    the rates of ``K`` drafts a step, and the record says so (``note``)."""
+    """The tuned trees of a run of ``settings`` (a validated ``BenchSettings``) on ``pair`` from
+    the ``costs`` it timed. A draft stopped by confidence is ranked with the head's stopped rates
+    at its threshold (:func:`stopped_rates_path`) where committed, else with the rates of ``K``
+    drafts a step, which the record says (``note``)."""
     path, missing = stopped_rates_path(settings.head), None
     if getattr(settings, "schedule", "fixed") == "threshold":
         missing = f"no stopped rates at {repo_relative(path)}"
@@ -153,19 +136,13 @@ def best_chain_tree(
     *,
     max_drafted: int | None = None,
 ) -> dict[str, Any]:
-    """The draft tree along the chain of depth ``K`` that the cost model ranks fastest: of every
-    shape with at most ``widths[d]`` candidates at depth ``d + 1`` (the widths the ``rates`` were
-    measured at; default: their ``widths``, else every width they cover; one candidate past
-    them), the one with the highest predicted speedup (:func:`~specdec_lib.costs.predicted_tree_speedup`) whose pass
-    ``costs`` cover (and that drafts at most ``max_drafted`` tokens), the fewer drafted tokens on
-    a tie. Returns ``tree`` (trailing single
-    candidates dropped), ``drafted``, ``tokens_per_step``, ``step_cost`` and
-    ``predicted_speedup``.
-
-    ``K`` is fixed: the speedup of the shapes at one draft length is compared, as a benchmark
-    that runs a grid of ``K`` compares them. Rates of a draft that stops by confidence (with
-    ``stop`` hazards, :func:`stopped_step_law`) rank the shapes around the drafts it makes, up to
-    ``K`` (:func:`~specdec_lib.costs.stopped_prediction`)."""
+    """The draft tree along the chain of depth ``K`` with the highest predicted speedup
+    (:func:`~specdec_lib.costs.predicted_tree_speedup`; on a tie, fewer drafted tokens), of every
+    shape with at most ``widths[d]`` candidates at depth ``d + 1`` (default: the ``rates``'
+    ``widths``, else every width they cover) that ``costs`` cover and that drafts at most
+    ``max_drafted`` tokens. Rates with ``stop`` hazards rank drafts stopped by confidence
+    (:func:`~specdec_lib.costs.stopped_prediction`). Returns ``tree`` (trailing single candidates
+    dropped), ``drafted``, ``tokens_per_step``, ``step_cost``, ``predicted_speedup``."""
     K = positive_int(K, "K", "draft tokens per step")
     predict = stopped_prediction if "stop" in rates else tree_prediction
     chain = rates["go"] if "stop" in rates else rates
@@ -205,9 +182,8 @@ def best_chain_tree(
 
 
 def monotone_costs(costs: dict[str, Any]) -> dict[str, Any]:
-    """``costs`` with ``t_target`` made non-decreasing in the tokens of the pass, by least squares
-    (scipy's isotonic regression): a pass over more tokens never costs less, so a dip between
-    neighbouring sizes is timing noise, which a maximum over tree sizes would otherwise chase."""
+    """``costs`` with ``t_target_s`` made non-decreasing in the pass's tokens (isotonic least
+    squares): a dip between neighbouring sizes is timing noise a maximum over trees would chase."""
     from scipy.optimize import isotonic_regression
 
     t = np.asarray(costs["t_target_s"], dtype=float)

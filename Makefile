@@ -24,7 +24,7 @@ export PYTHONHASHSEED := 0
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: help install test test-lib test-gpu-stack test-notebooks reproduce book lab lint format sync bench campaign \
-	gpu-run gpu-rehearsal gpu-parts gpu-run-real gpu-rehearsal-real clean
+	gpu-run gpu-rehearsal gpu-parts gpu-run-real gpu-rehearsal-real peers clean
 
 help:
 	@echo "make reproduce   execute all notebooks on the embedded models, export figures (full mode)"
@@ -39,6 +39,7 @@ help:
 	@echo "make gpu-parts   the embedded GGUF in three parts (.cache/gpu-parts/<k>) to carry to a GPU machine"
 	@echo "make gpu-run-real   on the GPU machine, the parts carried: the GPU run on the real weights"
 	@echo "make gpu-rehearsal-real  the same on this CPU, dry, the parts reassembled and checked"
+	@echo "make peers       build llama.cpp (pinned: the copy in llama-cpp-python $(LLAMA_CPP_PY_VERSION)) into $(PEERS)"
 	@echo "make lint        ruff check + format check + notebooks in sync with their .py twins"
 	@echo "make sync        sync each notebook with its .py twin (after editing either)"
 
@@ -149,6 +150,34 @@ campaign: install
 	$(PY) -m specdec_lib campaign --out data/results/campaign
 
 bench: campaign
+
+# The peer a user would run instead: llama.cpp, the copy vendored in the pinned llama-cpp-python
+# source (the index serves it as a source distribution), built once into .cache/peers with its
+# shared library and tools (llama-bench; lookup, its prompt-lookup drafting), offline after the
+# download. research.peer reads the library through llama-cpp-python's own ctypes bindings (the
+# pure-Python package in the same source, LLAMA_CPP_LIB_PATH pointing at this build).
+PEERS := .cache/peers
+LLAMA_CPP_PY_VERSION := 0.3.36
+LLAMA_CPP_PY := llama_cpp_python-$(LLAMA_CPP_PY_VERSION)
+LLAMA_CPP_PY_URL := https://files.pythonhosted.org/packages/ec/e9/e7de2b0463ea3ffbf0ede6cb21b58c1258a8f6521aae45ca773a59fe7cf3/$(LLAMA_CPP_PY).tar.gz
+LLAMA_CPP_PY_SHA256 := 832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
+PEER_TARGETS := llama llama-bench llama-lookup
+peers: $(PEERS)/build/bin/llama-bench
+
+$(PEERS)/$(LLAMA_CPP_PY).tar.gz:
+	mkdir -p $(PEERS)
+	curl -sSLfo $@.part $(LLAMA_CPP_PY_URL)
+	echo "$(LLAMA_CPP_PY_SHA256)  $@.part" | sha256sum -c --quiet
+	mv $@.part $@
+
+$(PEERS)/build/bin/llama-bench: $(PEERS)/$(LLAMA_CPP_PY).tar.gz | install
+	rm -rf $(PEERS)/$(LLAMA_CPP_PY) && tar xzf $< -C $(PEERS)
+	cmake -S $(PEERS)/$(LLAMA_CPP_PY)/vendor/llama.cpp -B $(PEERS)/build -G Ninja \
+	  -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
+	  -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF > $(PEERS)/cmake.log
+	cmake --build $(PEERS)/build -j $$(nproc) --target $(PEER_TARGETS) > $(PEERS)/build.log
+	$(PIP) install -q "diskcache==5.6.3"  # the bindings' one import the project does not have
+	$(PEERS)/build/bin/llama-bench --help > /dev/null && echo "llama.cpp built in $(PEERS)/build/bin"
 
 # The GPU run (specdec_lib/research/gpu_run.py; README, "On a GPU"), on a lent GPU machine with its
 # own python3 (no venv, no install): the target's passes, the draft step, the real decoder's steps

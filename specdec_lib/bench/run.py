@@ -23,7 +23,7 @@ from .analysis import cell_key, summarize
 from .passes import PassTimer, costs_among_cells, measure_pass_costs
 from .settings import BenchSettings, settings_record, tree_tuner
 
-__all__ = ["CellRunner", "hf_generate", "run_benchmark"]
+__all__ = ["CellRunner", "hf_generate", "run_benchmark", "start_up", "timing_context"]
 
 FORMAT_VERSION = 1
 
@@ -222,7 +222,7 @@ def run_benchmark(
         pair.tokenizer(p["text"], return_tensors="pt").input_ids[0].to(pair.device) for p in prompts
     ]
     context = timing_context(settings, [ids.numel() for ids in encoded])
-    trees = _start_up(pair, settings, result, out, context)
+    trees = start_up(pair, settings, result, out, context)
     _warm_up(pair, settings, encoded[0], trees)
     _run_cells(pair, settings, result, out, encoded, context, trees, progress)
     result["runs"] = summarize(result)
@@ -238,7 +238,7 @@ def _largest_pass(settings: BenchSettings) -> int:
     return max(drafted_tokens(K, settings.tree) for K in settings.K) + 1
 
 
-def _start_up(
+def start_up(
     pair: ModelPair, settings: BenchSettings, result: dict[str, Any], out: Path, context: int
 ) -> dict[int, tuple[int, ...]]:
     """Time the pass costs (``costs``) and, if tuned, choose the trees (``tuned_trees``), each

@@ -146,7 +146,7 @@ lab: install
 # there), on this machine, from this commit, into data/results/campaign/ with a manifest naming
 # the machine. It refuses uncommitted code, and resumes after an interruption only on the machine
 # and the code it started on: rerun to continue.
-campaign: install
+campaign: install peers
 	$(PY) -m specdec_lib campaign --out data/results/campaign
 
 bench: campaign

@@ -214,3 +214,60 @@ def test_a_runs_settings_are_read_back_from_its_command_line():
     assert s.n == int(argv[argv.index("--n") + 1])
     assert s.n_fault == int(argv[argv.index("--n-fault") + 1])
     assert s.configs == argv[argv.index("--configs") + 1 : argv.index("--n")]
+
+
+def test_measured_changes_ignore_docstrings_and_name_code(tmp_path):
+    """A campaign's commit against HEAD: a docstring edited changes nothing measured; a line of
+    code, a preset or a file removed does; figures are not measured."""
+    repo = tmp_path
+    git = ["git", "-C", str(repo)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "config", "user.email", "t@t"], check=True)
+    subprocess.run([*git, "config", "user.name", "t"], check=True)
+    lib = repo / "specdec_lib"
+    (lib / "figures").mkdir(parents=True)
+    (lib / "a.py").write_text('def f():\n    """Doc."""\n    return 1\n')
+    (lib / "b.toml").write_text("x = 1\n")
+    (lib / "figures" / "f.py").write_text("X = 1\n")
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "one"], check=True)
+    first = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+    (lib / "a.py").write_text('def f():\n    """Another doc."""\n    return 1\n')
+    (lib / "figures" / "f.py").write_text("X = 2\n")
+    subprocess.run([*git, "commit", "-qam", "two"], check=True)
+    assert campaign.measured_changes(first.strip(), repo) == []
+    (lib / "a.py").write_text("def f():\n    return 2\n")
+    (lib / "b.toml").write_text("x = 2\n")
+    subprocess.run([*git, "commit", "-qam", "three"], check=True)
+    assert campaign.measured_changes(first.strip(), repo) == [
+        "specdec_lib/a.py",
+        "specdec_lib/b.toml",
+    ]
+
+
+def test_the_resolved_configuration_of_a_bench_run_is_read_from_its_result(tmp_path):
+    out = tmp_path / "bench.json"
+    settings = {"K": [1, 2], "dtype": "bfloat16", "pack": "library", "tree": None}
+    settings |= {"draft": "trained-bf16", "schedule": "threshold", "threshold": 0.4}
+    result = {"settings": settings | {"temperature": 1.0}, "tuned_trees": {"1": [3], "2": [3, 2]}}
+    out.write_text(json.dumps(result | {"dtype_choice": {"dtype": "bfloat16"}}))
+    got = campaign.resolved(out)
+    assert got["tree"] == {"1": [3], "2": [3, 2]} and got["pack"] == "library"
+    assert got["choice"] == {"dtype": "bfloat16"} and got["schedule"] == "threshold"
+    (tmp_path / "other.json").write_text(json.dumps({"rows": []}))
+    assert campaign.resolved(tmp_path / "other.json") is None
+
+
+def test_the_campaign_the_book_reads_measured_the_code_at_head():
+    """The code a campaign's runs execute is the code at HEAD (docstrings aside): a change to what
+    was measured lands with a new campaign. Manifests before the check (no ``clean`` field) are
+    from an older format and are not held to it."""
+    from specdec_lib.config import RESULTS_DIR
+
+    for path in sorted(RESULTS_DIR.glob("campaign*/manifest.json")):
+        manifest = json.loads(path.read_text())
+        if "clean" not in manifest:
+            continue
+        assert manifest["clean"], f"{path}: measured uncommitted code"
+        changed = campaign.measured_changes(manifest["commit"])
+        assert not changed, f"{path.parent}: the measured code changed since: {changed}"

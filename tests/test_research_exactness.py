@@ -92,3 +92,35 @@ def test_a_draft_that_stops_by_confidence_is_an_arm_under_the_same_test(tiny_pai
     df = as_frame(result).set_index("name")
     assert (df.p > 1e-3).all()
     assert df.loc["stopped", "proposed"] < df.loc["fixed", "proposed"]
+
+
+def test_the_uncropped_cache_law_is_what_the_faulty_decoder_draws(tiny_pair):
+    """stale_cache_law's right law is the target's exact law; its uncropped law is what a decoder
+    with an uncropped target cache (prompt lookup, K = 1) draws, and the right law rejects it."""
+    from collections import Counter
+
+    import numpy as np
+    import torch
+
+    from specdec_lib.decoding import SpeculativeDecoder
+    from specdec_lib.drafters import NgramDrafter
+    from specdec_lib.research.exactness import stale_cache_law
+    from specdec_lib.research.stats import chisquare_law, exact_continuation_law
+    from specdec_lib.sampling import Warp
+    from specdec_lib.testing import StaleCacheState
+
+    target, warp = tiny_pair.target, Warp(1.0, top_k=4)
+    ids = torch.tensor([3, 4, 5, 3, 4, 5, 3, 4])  # prompt lookup drafts 5
+    right, wrong = stale_cache_law(target, ids, warp, 5)
+    exact = exact_continuation_law(target, ids, warp, 2, min_prob=1e-12)
+    assert set(right) == set(exact)
+    np.testing.assert_allclose(
+        [right[k] for k in exact], list(exact.values()), rtol=1e-5
+    )  # batched passes round apart
+    V = target.config.vocab_size
+    dec = SpeculativeDecoder(
+        NgramDrafter(V), target, K=1, temperature=1.0, top_k=4, seed=0, target_state=StaleCacheState
+    )
+    counts = Counter(tuple(dec.generate_ids(ids, 2).tokens) for _ in range(1500))
+    assert chisquare_law(counts, wrong).pvalue > 1e-3
+    assert chisquare_law(counts, right).pvalue < 1e-6

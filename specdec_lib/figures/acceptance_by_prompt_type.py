@@ -1,5 +1,5 @@
-"""Notebook 04's figures (acceptance by prompt type): acceptance by prompt category, and which
-path produced each generated token."""
+"""The figures of ``notebooks/04_acceptance_by_prompt_type.ipynb`` (acceptance by prompt type):
+acceptance by prompt category, and which path produced each generated token."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Notebook 01's figures (the acceptance rule): the law the rule emits against the prototype's,
-tokens per step and speedup against ``K`` in theory, and greedy decoding as ``T -> 0``."""
+"""The figures of ``notebooks/01_acceptance_rule.ipynb`` (the acceptance rule): the law the rule
+emits against the prototype's, tokens per step and speedup against ``K`` in theory, and greedy
+decoding as ``T -> 0``."""
 
 from __future__ import annotations
 

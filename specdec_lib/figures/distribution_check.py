@@ -1,5 +1,6 @@
-"""Notebook 02's figures (the distribution check): frequencies against the exact law, the
-p-values' uniformity, the tests' power, and every shipped configuration's test."""
+"""The figures of ``notebooks/02_distribution_check.ipynb`` (the distribution check): frequencies
+against the exact law, the p-values' uniformity, the tests' power, and every shipped
+configuration's test."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Notebook 06's figures (the drafting appendix): training curves, acceptance by tree depth, the
-trees' ceiling. Its speedups use :func:`~specdec_lib.figures.drafting_strategies.speedup_intervals`.
-"""
+"""The figures of ``notebooks/06_drafting_appendix.ipynb`` (the drafting appendix): training curves,
+acceptance by tree depth, the trees' ceiling. Its speedups use
+:func:`~specdec_lib.figures.drafting_strategies.speedup_intervals`."""
 
 from __future__ import annotations
 

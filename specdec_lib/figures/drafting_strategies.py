@@ -1,5 +1,6 @@
-"""Notebook 05's figures (drafting strategies): the trained head's learning curves, the speedup
-each drafter predicts, and measured speedups with their intervals (also used by notebook 06)."""
+"""The figures of ``notebooks/05_drafting_strategies.ipynb`` (drafting strategies): the trained
+head's learning curves, the speedup each drafter predicts, and measured speedups with their
+intervals (also used by notebook 06)."""
 
 from __future__ import annotations
 

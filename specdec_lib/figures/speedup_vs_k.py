@@ -1,5 +1,5 @@
-"""Notebook 03's figures (speedup against ``K``): measured and predicted speedups, latency and
-throughput."""
+"""The figures of ``notebooks/03_speedup_vs_k.ipynb`` (speedup against ``K``): measured and
+predicted speedups, latency and throughput."""
 
 from __future__ import annotations
 

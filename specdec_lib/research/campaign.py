@@ -29,7 +29,7 @@ from ..results import (
 )
 from ..settings import from_command_line
 
-__all__ = ["PLAN_FILE", "Campaign", "RunFailed", "load_plan", "run_campaign"]
+__all__ = ["PLAN_FILE", "Campaign", "RunFailed", "load_plan", "measured_changes", "run_campaign"]
 
 PLAN_FILE = Path(__file__).with_name("campaign.toml")
 MANIFEST = "manifest.json"
@@ -168,6 +168,7 @@ def run_campaign(
             "why": run["why"],
             "status": outcome,
             "seconds": round(time.perf_counter() - t0, 1),
+            "resolved": resolved(folder / run["out"]),
         }
         _write(folder, manifest)
         if status != 0:
@@ -210,6 +211,7 @@ def _resume(path: Path, machine: dict[str, Any], commit: str) -> dict[str, Any]:
     here = machine_key({"machine": machine})
     if not path.exists():
         return {"machine": machine, "machine_key": here, "commit": commit, "head": git_commit(),
+                "clean": not code_changes(), "bandwidth_gb_s": machine.get("memory_bandwidth_gbs"),
                 "started": _now(), "status": "running", "runs": {}}  # fmt: skip
     old = read_json(path)
     if old["machine_key"] != here:
@@ -238,3 +240,49 @@ def _subprocess(argv: list[str]) -> int:
     """``python -m specdec_lib ARGV``, or ``python -m MODULE ...`` for an argv led by ``-m``."""
     cmd = argv if argv[:1] == ["-m"] else ["-m", "specdec_lib", *argv]
     return subprocess.run([sys.executable, *cmd], cwd=REPO_ROOT).returncode
+
+
+def resolved(path: Path) -> dict[str, Any] | None:
+    """What a bench-like run decoded with, as its start-up resolved it: dtype, weight layout,
+    draft schedule and the tree at each ``K`` (``None`` for other runs)."""
+    if not path.is_file() or path.suffix != ".json":
+        return None
+    result = read_json(path)
+    s = result.get("settings")
+    if not isinstance(s, dict) or "K" not in s or "dtype" not in s:
+        return None
+    tuned = result.get("tuned_trees") or {}
+    trees = {str(K): tuned.get(str(K), s.get("tree")) for K in s["K"]}
+    keys = ("dtype", "pack", "draft", "schedule", "threshold", "temperature")
+    return {k: s.get(k) for k in keys} | {"tree": trees, "choice": result.get("dtype_choice")}
+
+
+def measured_changes(commit: str, repo: Path = REPO_ROOT) -> list[str]:
+    """The files the campaign's runs execute (``specdec_lib`` but its figures, the presets
+    included) whose code differs between ``commit`` and HEAD: Python compared without its
+    docstrings, other files byte for byte."""
+    git = ["git", "-C", str(repo)]
+    names = subprocess.run(
+        [*git, "diff", "--name-only", commit, "HEAD", "--", "specdec_lib",
+         ":(exclude)specdec_lib/figures"], capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+
+    def code(rev: str, name: str) -> str | None:
+        run = subprocess.run([*git, "show", f"{rev}:{name}"], capture_output=True, text=True)
+        if run.returncode or not name.endswith(".py"):
+            return None if run.returncode else run.stdout
+        return _without_docstrings(run.stdout)
+
+    return [n for n in names if code(commit, n) is None or code(commit, n) != code("HEAD", n)]
+
+
+def _without_docstrings(source: str) -> str:
+    import ast
+
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
+            if isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+                node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree)

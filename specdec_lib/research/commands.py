@@ -6,6 +6,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
+from ..bench.settings import BenchSettings
 from ..config import RESULTS_DIR
 from ..results import atomic_write_json, machine_info, machine_slug
 from ..settings import from_arguments
@@ -35,6 +36,14 @@ def register(command: Callable[..., argparse.ArgumentParser]) -> None:
     x.add_argument(
         "--out", default=str(RESULTS_DIR / "exactness_shipped.json"), help="results JSON"
     )
+    pe = command(
+        "peers",
+        "llama.cpp on the embedded GGUF file beside the library, cell by cell (make peers)",
+        BenchSettings,
+        _peers,
+    )
+    pe.add_argument("--out", default=str(RESULTS_DIR / "peers.json"), help="results JSON")
+    pe.add_argument("--K-lookup", type=int, default=4, help="prompt lookup's K on llama.cpp")
     c = command(
         "campaign",
         "every run the series cites, on this machine, from this commit (make campaign)",
@@ -67,6 +76,28 @@ def _exactness(args: argparse.Namespace) -> None:
     cols = ["name", "kept", "alpha", "bonus_steps", "steps", "bins", "p", "p_holm"]
     print(as_frame(result)[cols].to_string(index=False))
     atomic_write_json(args.out, result)
+    print(f"wrote {args.out}")
+
+
+def _peers(args: argparse.Namespace) -> None:
+    from . import speed
+    from .peer import side_by_side
+
+    settings = from_arguments(BenchSettings, args)
+    choice = speed.choose(settings)
+    if choice is not None:
+        print(f"start-up choice: {choice.describe()}")
+    settings.validate(choice)
+    result = side_by_side(settings, args.out, K_lookup=args.K_lookup, progress=not args.no_progress)
+    for row in result["summary"]:
+        lo, hi = row["tokens_per_s_ci"]
+        print(
+            f"{row['method']:<24} K {row['K']}: {row['tokens_per_s']:6.1f} tok/s [{lo:.1f}, {hi:.1f}]"
+        )
+    bench = result["llama_bench"]
+    print(
+        f"llama-bench: {bench['tokens_per_s']:.1f} tok/s; bandwidth {result['bandwidth_gb_s']:.1f} GB/s"
+    )
     print(f"wrote {args.out}")
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
 import torch
 
 from ..bench.run import hf_generate
@@ -34,7 +35,17 @@ from .stats import (
     position_law,
 )
 
-__all__ = ["CONFIGS", "FAULTS", "Config", "ExactnessSettings", "as_frame", "shipped_grid"]
+__all__ = [
+    "CONFIGS",
+    "FAULTS",
+    "PROBE_PROMPTS",
+    "Config",
+    "ExactnessSettings",
+    "as_frame",
+    "shipped_grid",
+    "stale_cache_law",
+    "stale_cache_probe",
+]
 
 
 def decoder_continuations(
@@ -142,6 +153,9 @@ class ExactnessSettings:
     n: int = setting(400, "decoder outputs per configuration")
     n_fault: int = setting(800, "decoder outputs per arm that must fail")
     faults: bool = setting(True, "run the arms that must fail")
+    probe: bool = setting(
+        True, "run the uncropped cache's probe at the N its exact bias needs (power 0.9)"
+    )
     seed: int = setting(0, "seed of every arm's sampling")
 
     def __post_init__(self) -> None:
@@ -153,7 +167,7 @@ class ExactnessSettings:
         positive_int(self.n_fault, "n_fault")
 
     def run(self, *, progress: bool = True) -> dict[str, Any]:
-        return shipped_grid(
+        result = shipped_grid(
             {k: CONFIGS[k] for k in self.configs},
             n=self.n,
             n_fault=self.n_fault,
@@ -161,6 +175,9 @@ class ExactnessSettings:
             seed=self.seed,
             progress=progress,
         )
+        if self.probe:
+            result["stale_cache_probe"] = stale_cache_probe(seed=self.seed)
+        return result
 
 
 class HFAssisted:
@@ -402,3 +419,93 @@ def as_frame(result: dict[str, Any]):
     df = pd.DataFrame(result["rows"])
     df["kept_fraction"] = df["kept"] / df["n"]
     return df
+
+
+# Prompts that repeat themselves, so that prompt lookup drafts from the first step.
+PROBE_PROMPTS = (
+    "one two three four five, one two three four five, one two",
+    "red, green, blue, red, green, blue, red, green,",
+    "Monday Tuesday Wednesday. Monday Tuesday Wednesday. Monday",
+    "I like tea. You like tea. We like",
+    "the cat and the dog and the cat and the",
+)
+
+
+@torch.inference_mode()
+def stale_cache_law(
+    target: Any, ids: torch.Tensor, warp: Warp, x1: int
+) -> tuple[dict[tuple[int, int], float], dict[tuple[int, int], float]]:
+    """The exact laws of the first two tokens after ``ids`` from a decoder with one draft per
+    step, the draft ``x1`` one-hot (prompt lookup): ``(right, uncropped)``. When ``x1`` is
+    rejected (probability ``1 - p(x1)``) the first token ``y`` follows the residual, ``p`` without
+    ``x1``; a target cache left uncropped then still holds ``x1``, so the second token follows
+    ``p(. | ids, x1, y)`` instead of ``p(. | ids, y)``. Laws by uncached passes in the target's
+    dtype; ``x1`` accepted, both decoders emit ``x1`` and a bonus from ``p(. | ids, x1)``."""
+
+    def law_after(seq: list[int]) -> torch.Tensor:
+        logits = target(input_ids=torch.tensor([seq]), use_cache=False).logits[0, -1]
+        return warp.probs(logits.float()).double()
+
+    base = ids.view(-1).tolist()
+    p1 = law_after(base)
+    right: dict[tuple[int, int], float] = {}
+    wrong: dict[tuple[int, int], float] = {}
+    for y in torch.nonzero(p1).view(-1).tolist():
+        after = {"right": law_after(base + [y])}
+        after["wrong"] = after["right"] if y == x1 else law_after(base + [x1, y])
+        for name, law in (("right", right), ("wrong", wrong)):
+            for z in torch.nonzero(after[name]).view(-1).tolist():
+                law[(y, z)] = float(p1[y] * after[name][z])
+    return right, wrong
+
+
+def stale_cache_probe(
+    *,
+    prompts: tuple[str, ...] = PROBE_PROMPTS,
+    top_k: int = 5,
+    power_at: float = 0.9,
+    level: float = 1e-3,
+    n_max: int = 6400,
+    seed: int = 0,
+    load: Callable[[Config], Any] = _load_default,
+) -> dict[str, Any]:
+    """The uncropped cache against the target's exact law where its exact bias is largest: the
+    prompt of ``prompts`` whose uncropped law (:func:`stale_cache_law`) is farthest from the
+    right one, at the smallest ``N`` (of a doubling grid up to ``n_max``) whose chi-square test
+    has power ``power_at`` at ``level`` against that bias; then ``N`` outputs of the faulty
+    decoder (prompt lookup, ``K = 1``, T = 1 with top-k) and of the right one, each tested."""
+    from ..drafters import NgramDrafter
+    from ..testing import StaleCacheState
+    from .power import power_gof_ncx2
+    from .stats import tv
+
+    c = Config("ngram", "bfloat16", top_k=top_k)
+    pair = load(c)
+    candidates = []
+    for text in prompts:
+        ids = pair.tokenizer(text, return_tensors="pt").input_ids[0]
+        drafts, _ = NgramDrafter(pair.target.config.vocab_size).propose(ids, 1, c.warp, None)
+        if drafts.numel():
+            right, wrong = stale_cache_law(pair.target, ids, c.warp, int(drafts[0]))
+            keys = sorted(set(right) | set(wrong))
+            pr, pw = (np.array([law.get(k, 0.0) for k in keys]) for law in (right, wrong))
+            candidates.append((tv(pr, pw), text, ids, keys, pr, pw, int(drafts[0])))
+    bias, text, ids, keys, pr, pw, x1 = max(candidates, key=lambda t: t[0])
+    n = 200
+    while n < n_max and power_gof_ncx2(pr, pw, n, level=level) < power_at:
+        n *= 2
+    law = dict(zip(keys, pr.tolist(), strict=True))
+    rows = {}
+    for arm, state in (("uncropped target cache", StaleCacheState), ("right", None)):
+        kw = {} if state is None else {"target_state": state}
+        dec = SpeculativeDecoder(
+            NgramDrafter(pair.target.config.vocab_size), pair.target, K=1, temperature=1.0,
+            top_k=top_k, seed=seed, **kw,
+        )  # fmt: skip
+        counts = Counter(tuple(dec.generate_ids(ids, 2).tokens) for _ in range(n))
+        rows[arm] = {"p": chisquare_law(counts, law).pvalue, "counts": sorted(counts.items())}
+    return {
+        "prompt": text, "draft": x1, "top_k": top_k, "tv": float(bias), "n": n,
+        "power": power_gof_ncx2(pr, pw, n, level=level), "level": level, "rows": rows,
+        "provenance": provenance(seed=seed, settings={"prompts": list(prompts), "top_k": top_k}),
+    }  # fmt: skip

@@ -177,6 +177,16 @@ def _notebook_03():
     )
     claim = {"K": [1, 2, 3], "speedup": [1.0, 1.28, 1.51]}
     runs = _runs()
+    peers = pd.DataFrame(
+        {
+            "label": ["llama.cpp", "library", "library, speculative", "transformers"],
+            "engine": ["llama.cpp", "this library", "this library", "transformers"],
+            "tokens_per_s": [100.0, 50.0, 60.0, 40.0],
+            "low": [95.0, 48.0, 55.0, 38.0],
+            "high": [104.0, 52.0, 66.0, 43.0],
+            "decode_tokens_per_s": [110.0, 52.0, 63.0, np.nan],
+        }
+    )
     return [
         (speedup_vs_k.speedup_vs_K, ({"T = 1": panel, "greedy": panel},), {"claim": claim}, 2),
         (
@@ -186,6 +196,15 @@ def _notebook_03():
             1,
         ),
         (speedup_vs_k.latency_throughput, (runs,), {"setting": "T = 1", "n_tokens": 50}, 2),
+        (
+            speedup_vs_k.absolute_speed,
+            ({"T = 1": peers, "greedy": peers},),
+            {
+                "lines": {"llama-bench": 140.0, "roofline a": 340.0, "roofline b": 120.0},
+                "machine": "a CPU",
+            },
+            2,
+        ),
     ]
 
 

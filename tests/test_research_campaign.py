@@ -249,7 +249,8 @@ def test_the_resolved_configuration_of_a_bench_run_is_read_from_its_result(tmp_p
     out = tmp_path / "bench.json"
     settings = {"K": [1, 2], "dtype": "bfloat16", "pack": "library", "tree": None}
     settings |= {"draft": "trained-bf16", "schedule": "threshold", "threshold": 0.4}
-    result = {"settings": settings | {"temperature": 1.0}, "tuned_trees": {"1": [3], "2": [3, 2]}}
+    tuned = {"by_K": {"1": {"tree": [3]}, "2": {"tree": [3, 2]}}}
+    result = {"settings": settings | {"temperature": 1.0}, "tuned_trees": tuned}
     out.write_text(json.dumps(result | {"dtype_choice": {"dtype": "bfloat16"}}))
     got = campaign.resolved(out)
     assert got["tree"] == {"1": [3], "2": [3, 2]} and got["pack"] == "library"

@@ -14,7 +14,7 @@ from matplotlib.ticker import MaxNLocator
 
 from .style import COLORS
 
-__all__ = ["latency_throughput", "speedup_vs_K"]
+__all__ = ["absolute_speed", "latency_throughput", "speedup_vs_K"]
 
 
 def speedup_vs_K(
@@ -164,4 +164,39 @@ def latency_throughput(
     for ax in (ax0, ax1):
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=9)
+    return fig
+
+
+def absolute_speed(
+    panels: Mapping[str, pd.DataFrame], *, lines: Mapping[str, float], machine: str
+) -> Figure:
+    """Notebook 03, ``03_absolute_speed``: tokens per second of every method, one panel per
+    decoding mode (``panels[title]``: ``label``, ``engine``, ``tokens_per_s`` with its 95 %
+    interval ``low``-``high``, ``decode_tokens_per_s`` where measured), beside vertical ``lines``
+    (``{label: tokens/s}``: llama.cpp's own benchmark and each engine's roofline)."""
+    n = len(next(iter(panels.values())))
+    fig, axes = plt.subplots(
+        1, len(panels), figsize=(6.2 * len(panels), 1.1 + 0.55 * n), sharey=True, squeeze=False
+    )
+    engine_colors = {"llama.cpp": COLORS["hf"], "this library": COLORS["speculative"],
+                     "transformers": COLORS["other"]}  # fmt: skip
+    line_styles = [("--", COLORS["hf"]), (":", COLORS["hf"]), (":", COLORS["speculative"])]
+    top = max(lines.values()) * 1.08
+    for ax, (title, df) in zip(axes[0], panels.items(), strict=True):
+        y = np.arange(len(df))[::-1]
+        colors = [engine_colors[e] for e in df.engine]
+        err = [df.tokens_per_s - df.low, df.high - df.tokens_per_s]
+        ax.barh(y, df.tokens_per_s, xerr=err, color=colors, height=0.6, capsize=3)
+        has = df.decode_tokens_per_s.notna()
+        ax.plot(df.decode_tokens_per_s[has], y[has.to_numpy()], "k|", ms=14, mew=2)
+        for (label, value), (ls, color) in zip(lines.items(), line_styles, strict=False):
+            ax.axvline(value, ls=ls, color=color, lw=1.6, label=f"{label}: {value:.0f}")
+        for yi, v in zip(y, df.tokens_per_s, strict=True):
+            ax.text(v * 0.98, yi, f"{v:.0f}", va="center", ha="right", color="white", fontsize=9)
+        ax.set(xlim=(0, top), xlabel="tokens / s (bars: whole requests; | : after the prompt)",
+               title=title)  # fmt: skip
+        ax.set_yticks(y, df.label)
+    axes[0][-1].legend(loc="lower right", fontsize=8.5, framealpha=0.95)
+    fig.suptitle(f"Absolute speed on the same GGUF file, {machine}", fontsize=11)
+    fig.tight_layout()
     return fig

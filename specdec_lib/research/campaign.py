@@ -251,20 +251,25 @@ def resolved(path: Path) -> dict[str, Any] | None:
     s = result.get("settings")
     if not isinstance(s, dict) or "K" not in s or "dtype" not in s:
         return None
-    tuned = result.get("tuned_trees") or {}
-    trees = {str(K): tuned.get(str(K), s.get("tree")) for K in s["K"]}
+    tuned = (result.get("tuned_trees") or {}).get("by_K", {})
+    trees = {str(K): tuned.get(str(K), {}).get("tree", s.get("tree")) for K in s["K"]}
     keys = ("dtype", "pack", "draft", "schedule", "threshold", "temperature")
     return {k: s.get(k) for k in keys} | {"tree": trees, "choice": result.get("dtype_choice")}
 
 
+# What a campaign's runs do not execute: the figures, and this module, which runs the commands and
+# writes the manifest.
+NOT_MEASURED = (":(exclude)specdec_lib/figures", ":(exclude)specdec_lib/research/campaign.py")
+
+
 def measured_changes(commit: str, repo: Path = REPO_ROOT) -> list[str]:
-    """The files the campaign's runs execute (``specdec_lib`` but its figures, the presets
-    included) whose code differs between ``commit`` and HEAD: Python compared without its
-    docstrings, other files byte for byte."""
+    """The files the campaign's runs execute (``specdec_lib`` but :data:`NOT_MEASURED`, the
+    presets and the plan included) whose code differs between ``commit`` and HEAD: Python
+    compared without its docstrings, other files byte for byte."""
     git = ["git", "-C", str(repo)]
     names = subprocess.run(
-        [*git, "diff", "--name-only", commit, "HEAD", "--", "specdec_lib",
-         ":(exclude)specdec_lib/figures"], capture_output=True, text=True, check=True,
+        [*git, "diff", "--name-only", commit, "HEAD", "--", "specdec_lib", *NOT_MEASURED],
+        capture_output=True, text=True, check=True,
     ).stdout.split()  # fmt: skip
 
     def code(rev: str, name: str) -> str | None:

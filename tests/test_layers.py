@@ -99,7 +99,7 @@ def readme_layers(text: str | None = None) -> tuple[dict[str, int], set[str]]:
     b/ ...`` puts those units on floor N; the line starting ``wings`` names the wings. A unit is a
     module (``a.py`` -> ``a``) or a package (``b/`` -> ``b``); anything in parentheses is detail."""
     text = text if text is not None else (ROOT / "README.md").read_text()
-    block = text.split("### Architecture", 1)[1].split("```", 2)[1]
+    block = re.split(r"^#+ Architecture$", text, maxsplit=1, flags=re.M)[1].split("```", 2)[1]
     floors, wings, in_wings = {}, set(), False
     for line in block.splitlines():
         units = re.findall(r"(?<![\w(,./-])(\w+)(?:\.py\b|/)", re.sub(r"\([^)]*\)", "", line))

@@ -64,3 +64,46 @@ def test_data_readme_describes_each_campaign_run_as_it_ran():
                     break
                 Ks.append(int(a))
             assert (min(Ks), max(Ks)) == tuple(map(int, stated.groups())), name
+
+
+@pytest.mark.skipif(
+    not (CAMPAIGN / "bench_recommended_greedy.json").exists(), reason="no campaign committed"
+)
+def test_readme_table_is_the_campaigns():
+    """The README's table of speedups by K: each row's numbers are the campaign's recommended runs
+    (point and 95% interval at T = 1 and greedy), at every K both runs measured."""
+    from specdec_lib.bench import runs_frame
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    rows = [r for r in text.splitlines() if re.match(r"\| \d+ \|", r)]
+    runs = Campaign.read(CAMPAIGN).runs(["recommended_T1", "recommended_greedy"])
+    frames = {
+        name: runs_frame(res, intervals=True).query("method == 'speculative'").set_index("K")
+        for name, res in runs.items()
+    }
+    Ks = sorted(set(frames["recommended_T1"].index) & set(frames["recommended_greedy"].index))
+    assert [int(r.split("|")[1]) for r in rows] == Ks, "README.md: one row per K measured"
+    for row in rows:
+        K = int(row.split("|")[1])
+        for name in ("recommended_T1", "recommended_greedy"):
+            f = frames[name].loc[K]
+            cell = f"{f.speedup:.2f}× [{f.speedup_low:.2f}, {f.speedup_high:.2f}]"
+            assert cell in row, f"README.md, K = {K}: {name} is {cell}"
+
+
+@pytest.mark.skipif(not (CAMPAIGN / "peers_T1.json").exists(), reason="no peers run committed")
+def test_readme_llamacpp_sentence_is_the_campaigns():
+    """The README's comparison with llama.cpp: tokens/s of llama.cpp one token a pass and of the
+    recommended configuration, and their ratio with its interval, at T = 1 and greedy."""
+    text = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    m = re.search(r"\*\*Against llama\.cpp\.\*\*.*?(?=\*\*|$)", text)
+    assert m, "README.md: the paragraph that opens with **Against llama.cpp.** is missing"
+    para = m.group()
+    for name in ("peers_T1", "peers_greedy"):
+        rows = {r["method"]: r for r in Campaign.read(CAMPAIGN).run(name)["summary"]}
+        lcp, spec = rows["llamacpp_autoregressive"], rows["speculative"]
+        low, high = spec["vs_llamacpp_ci"]
+        ratio = f"{spec['tokens_per_s'] / lcp['tokens_per_s']:.2f}× [{low:.2f}, {high:.2f}]"
+        assert ratio in para, f"README.md: {name}'s ratio is {ratio}"
+        assert f"{lcp['tokens_per_s']:.0f} tokens/s" in para, name
+        assert f"{spec['tokens_per_s']:.0f} tokens/s" in para, name

@@ -536,7 +536,7 @@ fig = figs.frequency_fit(
     reference_label="target $p_0$ (exact)",
     observed_label=f"observed, N = {len(next_tokens[FIT_PROMPT]):,} (±2 SE under $H_0$)",
 )
-savefig("02_next_token_fit", fig);
+savefig("02_next_token_fit", fig)
 # %% [markdown]
 # ## 4. A grid over $K$, temperature, top-p and top-k
 #
@@ -746,7 +746,7 @@ def qq_band(n, q=0.95):
 
 
 fig = figs.pvalue_uniformity(informative.p, qq_band(len(informative)), n_samples=N_UNIF)
-savefig("02_pvalues", fig);
+savefig("02_pvalues", fig)
 # %% [markdown]
 # ## 6. Three-token sequences from the decoder against the target's exact law
 #
@@ -938,7 +938,7 @@ fig = figs.frequency_fit(
     reference_label="target's exact law",
     observed_label=f"speculative decoder, N = {sum(seq_counts[name].values()):,} (±2 SE under $H_0$)",
 )
-savefig("02_sequences", fig);
+savefig("02_sequences", fig)
 # %% [markdown]
 # ## 7. Power, and a test that fails
 #
@@ -1177,7 +1177,7 @@ fig = figs.power_vs_n(
     n_sim=N_SIM,
     title=f"Power of the next-token test (≤ {MAX_BINS} bins, level {level:.1e}) against N",
 )
-savefig("02_power_vs_n", fig);
+savefig("02_power_vs_n", fig)
 
 
 # %%
@@ -1310,11 +1310,13 @@ print(
 # measures faster on the machine at hand (bfloat16 where it is native). Its greedy runs, in the
 # series' one measurement campaign (`data/results/campaign/`, notebook 03), compare every output of
 # speculative decoding with the autoregressive baseline's on the same prompt. The run read here is
-# the recommended configuration's (`recommended_greedy`: the trained head of notebook 05 with int8
-# weights, drafting the tree $(4, 3)$); section 9 introduces each of these drafts.
+# the recommended configuration's (`recommended_greedy`: the trained head of notebook 05, drafting
+# a tree tuned at each $K$ and stopping by confidence, as `bench` resolves it); section 9 introduces
+# each of these drafts.
 
 # %%
 from specdec_lib.bench import identical_outputs  # noqa: E402
+from specdec_lib.bench.analysis import run_tree  # noqa: E402
 from specdec_lib.research.campaign import Campaign  # noqa: E402
 from specdec_lib.research.forensics import near_tie_evidence  # noqa: E402
 from specdec_lib.results import describe_machine  # noqa: E402
@@ -1331,7 +1333,7 @@ for name in ("recommended_greedy",):
                     "run": name,
                     "dtype": rs["dtype"],
                     "draft": rs["draft"],
-                    "tree": ", ".join(map(str, rs["tree"])),
+                    "tree": ", ".join(map(str, run_tree(rs, res.get("tuned_trees"), K))),
                     "K": K,
                     "identical / outputs": f"{rec['identical']}/{rec['cells']}",
                     "identical": rec["fraction"],
@@ -1450,13 +1452,20 @@ display(
 #   rejection (notebook 06).
 # * `tree4-3`: a *draft tree*, several candidates per depth: four for the first drafted token and
 #   three for the second, checked by one target pass under a tree attention mask and verified by
-#   recursive rejection at every node (notebook 06). With `trained-int8` in bfloat16 it is the
-#   recommended configuration.
+#   recursive rejection at every node (notebook 06). `bench`'s default tunes the tree's shape at
+#   each $K$ on the machine; every shape is exact by the same rule.
 # * `ngram`: prompt lookup, which proposes the tokens that followed the last few tokens where they
 #   occurred earlier in the text; its $q$ is one-hot.
 # * `hf-assisted`: transformers' assisted generation, the peer above.
-# * `f32`, `bf16`: the models' dtype; `topk20`, `topp0.9`: top-k 20 or top-p 0.9 after the
-#   temperature, which is $T = 1$ throughout.
+# * `f32`, `bf16`: the models' dtype (`trained-bf16-f32`: the head in bfloat16 over a float32
+#   target); `topk20`, `topp0.9`: top-k 20 or top-p 0.9 after the temperature, which is $T = 1$
+#   throughout.
+# * `packed`: both models' linear weights prepacked for oneDNN's product; `library`: packed for
+#   the library's own bfloat16 product (`specdec_lib.research.speed`); the law tested is the
+#   packed target's own.
+# * `stopped`: the draft stops after a token whose confidence is below 0.4, `bench`'s default
+#   schedule; a stopping time, so the output stays exact. `trained-bf16-tree4-3-library-stopped`
+#   is `bench`'s default kind (its tree's shape aside, which `bench` tunes per machine).
 #
 # **Where to look.** A feature-level head needs the target's hidden states, so it drafts only after
 # the target's first pass: the first generated token is always the target's own sample, and a test
@@ -1470,8 +1479,8 @@ display(
 # law given the first token (`stats.position_law`: the listed sequences projected on one position,
 # the unlisted mass pooled), and the three p-values of a configuration are combined by Bonferroni.
 #
-# **Three decoders that must fail**, through the same test, on the recommended draft (the trained
-# head with int8 weights) as a chain:
+# **Three decoders that must fail**, through the same test, on the trained head with int8 weights
+# as a chain:
 #
 # * the prototype's correction plugged into `verify` (as in section 7): a wrong *rule*;
 # * `testing.StaleCacheState`, target KV-cache bookkeeping that does not crop after a rejection:
@@ -1569,23 +1578,65 @@ for name, p in shipped_df[shipped_df.must_fail].set_index("name").p.items():
 
 # %%
 fig = figs.exactness_grid(shipped_df, level=ALPHA_FAMILY)
-savefig("02_shipped", fig);
+savefig("02_shipped", fig)
 # %% [markdown]
-# The same test, run live: the recommended configuration (the trained head with int8 weights, the
-# draft tree (4, 3), bfloat16) and the bonus token drawn from the wrong row, `N_LIVE` outputs each
+# **The uncropped cache, tested with power.** In the grid the uncropped cache's arm runs on a
+# prompt chosen for the shipped configurations, where its bias may be too small for its $N$. So
+# its exact bias is computed where it is largest, and $N$ is chosen from it. With one draft per
+# step from prompt lookup (a one-hot $q$), the law of two tokens follows from the target alone
+# (`exactness.stale_cache_law`): the draft $x_1$ is accepted with probability $p(x_1)$ and the
+# second token follows $p(\cdot \mid \text{prompt}, x_1)$; rejected, the first token $y$ follows
+# $p$ without $x_1$ and the second $p(\cdot \mid \text{prompt}, y)$, or, from a cache still holding
+# $x_1$, $p(\cdot \mid \text{prompt}, x_1, y)$. Among a few prompts that repeat themselves, the
+# probe takes the one whose uncropped law is farthest from the right one in total variation,
+# computes the chi-square test's power against that law for doubling $N$ (`power.power_gof_ncx2`),
+# and decodes at the first $N$ with power at least 0.9, the uncropped decoder and the right one.
+
+# %%
+probe = shipped["stale_cache_probe"]
+probe_rows = pd.DataFrame(
+    {
+        arm: {"p": r["p"], "outputs": sum(c for _, c in r["counts"])}
+        for arm, r in probe["rows"].items()
+    }
+).T
+display(
+    Markdown(
+        f"Prompt {probe['prompt']!r} (prompt lookup drafts token {probe['draft']}), $T = 1$, "
+        f"top-k {probe['top_k']}: the uncropped law is at total variation {probe['tv']:.3f} from "
+        f"the target's; at $N = {probe['n']}$ the test has power {probe['power']:.3f} at level "
+        f"{probe['level']:g} against it."
+    )
+)
+formatted(probe_rows, {"p": "{:.2g}", "outputs": "{:.0f}"})
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print("the uncropped cache's probe: power at least 0.9 at its N:", probe["power"] >= 0.9)
+print(
+    f"the uncropped cache rejected at the probe's level (p < {probe['level']:g}):",
+    probe["rows"]["uncropped target cache"]["p"] < probe["level"],
+)
+print(
+    f"the right decoder passes the same test (p > {ALPHA_FAMILY:.2g}):",
+    probe["rows"]["right"]["p"] > ALPHA_FAMILY,
+)
+# %% [markdown]
+# The same test, run live: `bench`'s default kind (the trained head in bfloat16 on the library's
+# product, the draft stopped by confidence, a tree (4, 3) around it) and the bonus token drawn from
+# the wrong row, `N_LIVE` outputs each
 # (quick mode draws fewer for the configuration that must pass, and as many for the arm that must
 # fail, whose rejection needs them). This runs every code path of the grid with fewer outputs, so
 # less power. The bonus from the wrong row is a large bias on every output whose step accepted
 # both drafts, and the live test rejects it. The prototype's correction biases only the token after a rejection, and by little on
 # this prompt: at `N_LIVE` its rejection is not assured, so it is not run live; section 7 rejects
-# it with a sharper probe, and the stored grid with more outputs. The uncropped cache's bias is
-# smaller still: the stored grid runs it (whether it is rejected at the grid's sample size is
-# printed above), and `tests/` rejects it on tiny models.
+# it with a sharper probe, and the stored grid with more outputs. The uncropped cache is rejected
+# by its probe above, at the $N$ its exact bias needs.
 
 # %%
 LIVE_FAULTS = {name: exactness.FAULTS[name] for name in ("bonus from the wrong row",)}
 t0 = time.perf_counter()
-LIVE_CONFIG = "trained-int8-bf16-tree4-3"  # the recommended configuration
+LIVE_CONFIG = "trained-bf16-tree4-3-library-stopped"  # bench's default kind
 live = exactness.shipped_grid(
     {LIVE_CONFIG: exactness.CONFIGS[LIVE_CONFIG]},
     n=N_LIVE_PASS,
@@ -1704,6 +1755,9 @@ summary = {
     ),
     "bonus from the wrong row rejected, live (9)": bool(
         live_df.loc["bonus from the wrong row", "p"] < ALPHA_FAMILY
+    ),
+    "uncropped cache rejected, probe at power 0.9 (9)": bool(
+        probe["rows"]["uncropped target cache"]["p"] < probe["level"]
     ),
 }
 pd.Series(summary, name="this run").to_frame()

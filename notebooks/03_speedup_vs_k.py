@@ -32,19 +32,31 @@
 #   draft as our decoder.
 #
 # **The configuration.** The main runs measure the *recommended configuration* as the campaign
-# ran it, `python -m specdec_lib bench` without flags at the campaign's commit (each run records
-# the settings it resolved). Its draft is a small head trained on the
-# target's own samples; notebook 05 builds it, and all this notebook needs of it is its cost $c$
-# (one draft proposal, in target passes over one token) and its acceptance. Its weights are int8.
-# It drafts a **tree** $(4, 3)$: four candidate tokens at the first draft position, three at the
-# second, one at each deeper position, all verified in one target pass. At each depth the
-# candidates are judged one after the other by recursive rejection and at most one is kept, so a
-# step still emits an exact sample of the target (notebook 02 tests the shipped configurations);
-# a kept alternative has no children, so the step ends after it. The dtype is chosen by timing the
-# target's passes at start-up, and the linear weights are prepacked for the CPU's matrix
-# libraries. Two contrasts, measured in the same campaign: the **chain** (the same head, one
-# candidate per position: speculative decoding as Leviathan et al. state it) and the **early
-# exit**, an untrained draft made of the target's first layers and its output head.
+# ran it: `python -m specdec_lib bench` without flags at the campaign's commit, which resolves its
+# choices on the machine at start-up and records them (printed below the setup cell). Its draft is
+# a small head trained on the target's own samples; notebook 05 builds it, and all this notebook
+# needs of it is its cost $c$ (one draft proposal, in target passes over one token) and its
+# acceptance. Three choices are the machine's:
+#
+# * **the dtype and the weights' layout**: the target's passes over one token and over a step's
+#   tokens are timed in float32 and bfloat16, as loaded and packed, and the fastest is kept (on
+#   CPUs with AVX512-BF16, bfloat16 on the library's own bfloat16 product, which reads each weight
+#   once per pass);
+# * **a draft tree at each $K$**: several candidate tokens at the first draft positions, one at
+#   each deeper position, all verified in one target pass. At each depth the candidates are
+#   judged one after the other by recursive rejection and at most one is kept, so a step still
+#   emits an exact sample of the target (notebook 02 tests the shipped configurations); a kept
+#   alternative has no children, so the step ends after it. The shape is the one the cost model
+#   of §1 ranks fastest from the pass costs timed at start-up and the head's measured acceptance
+#   of every such tree;
+# * **a draft that stops by confidence**: the head stops drafting after a token it was unsure of
+#   (confidence below 0.4), so $K$ caps the draft's length instead of fixing it. Stopping on the
+#   drafts so far is a stopping time, and the output stays exact.
+#
+# Two contrasts, measured in the same campaign: the **chain** (one candidate per position, $K$
+# drafts every step, the preset `chain`: speculative decoding as Leviathan et al. state it; its
+# dtype and weights are printed below too, and differ) and the **early exit**, an untrained draft
+# made of the target's first layers and its output head.
 #
 # Then we compare with the theory through a **cost model** fed the run's own measured pass costs,
 # and explain the gap; and finally *what a GPU changes*: the same acceptance with a GPU's pass
@@ -77,6 +89,8 @@
 # of several draws.
 
 # %%
+import textwrap
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -91,8 +105,10 @@ from specdec_lib.costs import (
     drafted_tokens,
     drafted_widths,
     expected_tokens_per_step,
+    predicted_stopped_speedup,
     predicted_tree_speedup,
     step_cost,
+    stopped_prediction,
     tree_prediction,
 )
 from specdec_lib.figures import speedup_vs_k as figs
@@ -118,6 +134,7 @@ PLAN = {
 }
 results = CAMPAIGN.runs(PLAN)  # refused if the runs come from two machines
 HEADLINE = headline(CAMPAIGN.runs(HEADLINE_RUNS))
+PEERS = CAMPAIGN.runs({"T = 1": "peers_T1", "greedy": "peers_greedy"})  # §9: llama.cpp beside us
 MACHINE, MACHINE_SHORT = CAMPAIGN.machine, CAMPAIGN.machine_short
 tables = {name: runs_frame(res, intervals=True) for name, res in results.items()}
 
@@ -136,11 +153,30 @@ def cells_at(res, K):
     return [c for key, c in res["cells"].items() if key.startswith(f"speculative|{K}|")]
 
 
-def describe_run(res):
-    s, tree = res["settings"], run_tree(res["settings"])
-    shape = "chain" if tree == [1] else f"tree {tuple(tree)}"
-    packed = ", prepacked" if res["pair"].get("packed") else ""
-    return f"{s['draft']} draft, {shape}, {s['dtype']}{packed}"
+def tree_at(res, K):
+    # the step's shape of a run at K: its tree, or the tree it tuned for K at start-up
+    return run_tree(res["settings"], res.get("tuned_trees"), K)
+
+
+LAYOUTS = {"library": ", the library's bfloat16 product", "on": ", prepacked for oneDNN"}
+
+
+def describe_run(res, short=False):
+    s = res["settings"]
+    trees = {K: tuple(tree_at(res, K)) for K in s["K"]}
+    if len(set(trees.values())) == 1:
+        tree = next(iter(trees.values()))
+        shape = "chain" if tree == (1,) else f"tree {tree}"
+        shape += " (tuned)" if s.get("tune_tree") else ""
+    elif short:
+        shape = "a tree tuned per K"
+    else:
+        shape = "trees tuned per K: " + ", ".join(f"{t} at K = {K}" for K, t in trees.items())
+    stop = (
+        f", stopped below confidence {s['threshold']}" if s.get("schedule") == "threshold" else ""
+    )
+    layout = LAYOUTS.get(res["pair"].get("pack"), "")
+    return f"{s['draft']} draft, {shape}{stop}, {s['dtype']}{layout}"
 
 
 print(f"machine: {MACHINE}")
@@ -170,6 +206,24 @@ def rng_(values, fmt=".2f"):
     return lo if lo == hi else f"{lo}–{hi}"
 
 
+def _peer_finding():
+    # §9 in one sentence: the recommended configuration against llama.cpp on the same file
+    out = []
+    for mode, res in PEERS.items():
+        rows = {r["method"]: r for r in res["summary"]}
+        lcp, spec = rows["llamacpp_autoregressive"], rows["speculative"]
+        low, high = spec["vs_llamacpp_ci"]
+        out.append(f"{spec['tokens_per_s'] / lcp['tokens_per_s']:.2f}× [{low:.2f}, {high:.2f}] "
+                   f"{'at $T = 1$' if mode == 'T = 1' else 'greedy'}")  # fmt: skip
+    return (
+        "**Against what a user would run** (§9): the recommended configuration decodes at "
+        + " and ".join(out)
+        + " the tokens/s of llama.cpp decoding the same GGUF file one token a pass, with the same "
+        "prompts, seeds and threads; each engine's roofline, the bandwidth over the bytes of its "
+        "weights, is drawn beside it."
+    )
+
+
 H = HEADLINE
 n_prompts = len(results[MAIN]["prompts"])
 n_tokens = results[MAIN]["settings"]["max_new_tokens"]
@@ -196,6 +250,7 @@ page.""",
         if has_method(EARLY, "hf_assisted")
         else "."
     ),
+    _peer_finding(),
     """Section 8 predicts what a GPU changes from a model of its pass costs; those numbers are
 predictions, not measurements.""",
     """From earlier notebooks this page needs the acceptance rule and the expected tokens per step
@@ -233,7 +288,7 @@ for name, res in results.items():
 # target pass over $n$ new tokens, $t_\text{target}(n)$, and of the draft's proposals
 # ($t_\text{draft}$ for one token, $t_\text{draft,next}$ for each further one; medians of 15
 # interleaved rounds at a 64-token context). A step that drafts $K$ positions puts $n_K$ draft
-# tokens in the target's pass ($n_K = K$ for the chain; $4 + 3 + (K - 2)$ for the tree $(4, 3)$ at
+# tokens in the target's pass ($n_K = K$ for the chain; $4 + 3 + (K - 2)$ for a tree $(4, 3)$ at
 # $K \ge 2$) and costs, in one-token target passes,
 #
 # $$
@@ -243,7 +298,7 @@ for name, res in results.items():
 #
 # A run that also times the host's work of a step, $h(K)$ (the tree, its verification and the
 # kept path), and of the baseline's draw, $h(0)$, adds them to the numerator and the denominator
-# (`costs.t_host_s`); the runs shown here time passes only.
+# (`costs.t_host_s`); the runs shown here time both.
 #
 # For the chain, $E[\text{tokens per step}] = (1-\alpha^{K+1})/(1-\alpha)$ with $\alpha$ measured in
 # the same run at that $K$. Which $\alpha$? The formula's $\alpha$ is the probability that a draft
@@ -267,9 +322,15 @@ for name, res in results.items():
 # `predicted_speedup_from_tau`, uses the measured tokens per step directly and so isolates the
 # implementation's overhead from the model of acceptance.
 #
+# A draft that stops by confidence (the recommended runs) drafts a random number of tokens, a
+# stopping time: the library's model (`costs.stopped_step_law`) takes the probability of stopping
+# after each depth and each depth's rates by whether the draft went on from it or stopped there,
+# read from the run's own steps (`bench.stopped_rates`), and averages the formula above and the
+# step's cost over the draft's length. With no stops it is the fixed draft's model.
+#
 # The model in code, as the two formulas above say it (the library's `costs.step_cost` and
 # `costs.tree_tokens_per_step` are the same arithmetic; the next cell checks this version against
-# the predictions stored with every run of this notebook). A chain is the tree whose alternatives
+# the predictions stored with every run of this notebook that drafts $K$ tokens a step). A chain is the tree whose alternatives
 # are never kept ($\gamma_d = 0$, $\beta_d = \alpha$), where the sum reduces to
 # $(1-\alpha^{K+1})/(1-\alpha)$:
 
@@ -298,7 +359,7 @@ def tokens_per_step_ref(beta, gamma):
 # NBVAL_CHECK_OUTPUT
 def predicted_ref(res, K):
     # the stored run's prediction at K, recomputed with the reference model at the run's own rates
-    widths = drafted_widths(K, run_tree(res["settings"]))
+    widths = drafted_widths(K, tree_at(res, K))
     if max(widths) == 1:  # the chain: one alpha, accepted / judged
         reached, accepted, _ = depth_counts(cells_at(res, K), K, widths)
         beta, gamma = [accepted.sum() / reached.sum()] * K, [0.0] * K
@@ -309,15 +370,21 @@ def predicted_ref(res, K):
     return tokens_per_step_ref(beta, gamma) / step_cost_ref(K, model_costs(res), widths)
 
 
+FIXED = [n for n in (MAIN, GREEDY, CHAIN, EARLY) if results[n]["settings"]["schedule"] == "fixed"]
 gaps = [
     abs(predicted_ref(results[name], r["K"]) - r["predicted_speedup"])
-    for name in (MAIN, GREEDY, CHAIN, EARLY)
+    for name in FIXED
     for r in results[name]["runs"]
     if r["method"] == "speculative"
 ]
-print(f"the reference model reproduces the {len(gaps)} stored predictions:", max(gaps) < 1e-9)
-# the text above: these runs time the passes, not the host's work
-assert not any(model_costs(results[name]).get("t_host_s") for name in (MAIN, GREEDY, CHAIN, EARLY))
+print(
+    f"the reference model reproduces the {len(gaps)} stored predictions of the runs that draft K tokens a step:",
+    max(gaps) < 1e-9,
+)
+print(
+    "every run of this page times the host's work too:",
+    all(model_costs(results[name]).get("t_host_s") for name in (MAIN, GREEDY, CHAIN, EARLY)),
+)
 
 # %% [markdown]
 # The pass costs of the recommended run, and their spread over every benchmark run of the campaign
@@ -326,7 +393,7 @@ assert not any(model_costs(results[name]).get("t_host_s") for name in (MAIN, GRE
 # %%
 main = results[MAIN]
 costs = main["costs"]
-TREE = run_tree(main["settings"])
+TREE = tree_at(main, HEADLINE["K"])  # the headline step's shape
 kind = (main["settings"]["dtype"], main["pair"].get("packed"))
 loaded = {CAMPAIGN.manifest["runs"][run]["out"]: results[name] for name, run in PLAN.items()}
 cost_runs = {}
@@ -461,7 +528,7 @@ def alpha_judged(name):
     res = results[name]
     out = {}
     for K in spec_rows(name).index:
-        reached, accepted, _ = depth_counts(cells_at(res, K), K, run_tree(res["settings"]))
+        reached, accepted, _ = depth_counts(cells_at(res, K), K, tree_at(res, K))
         out[K] = accepted.sum() / reached.sum()
     return pd.Series(out)
 
@@ -493,8 +560,10 @@ def model_tokens(res, K):
     # E[tokens per step] of the cost model at the run's measured rates: per depth for a tree, the
     # i.i.d. formula at accepted / judged for a chain
     rec = next(r for r in res["runs"] if r["method"] == "speculative" and r["K"] == K)
+    if "stopped_rates" in rec:  # a draft stopped by confidence: its law over draft lengths
+        return stopped_prediction(rec["stopped_rates"], K, tree_at(res, K), model_costs(res))[0]
     if "tree_rates" in rec:
-        return tree_prediction(rec["tree_rates"], K, run_tree(res["settings"]), model_costs(res))[0]
+        return tree_prediction(rec["tree_rates"], K, tree_at(res, K), model_costs(res))[0]
     return float(expected_tokens_per_step(rec["alpha_iid"], K))
 
 
@@ -523,7 +592,7 @@ def pooled(res):
 
 def panel_title(name):
     res = results[name]
-    return f"{name}\n{describe_run(res)}"
+    return f"{name}\n" + textwrap.fill(describe_run(res, short=True), 60)
 
 
 panels = {panel_title(name): speedup_table(name) for name in (MAIN, GREEDY)}
@@ -535,12 +604,13 @@ fig = figs.speedup_vs_K(
     legend_loc="below",
     ylim=(0, top),
 )
-fig.suptitle(f"The recommended configuration on {MACHINE_SHORT} ({pooled(results[MAIN])})", y=1.06)
+fig.suptitle(f"The recommended configuration on {MACHINE_SHORT} ({pooled(results[MAIN])})", y=1.1)
 savefig("03_speedup_vs_K", fig)
 # %% [markdown]
-# ## 4. What the tree adds, and an untrained draft
+# ## 4. What the recommended configuration adds over the chain, and an untrained draft
 #
-# The same measurement for the chain (the same head, one candidate per position) and for the
+# The same measurement for the chain (the same head, one candidate per position and $K$ drafts
+# every step, in the dtype and weights its preset resolves to: printed in the panel's title) and for the
 # untrained early exit, with transformers' assisted generation driving the same early exit in the
 # same run, its cells interleaved with ours.
 
@@ -559,7 +629,7 @@ fig.suptitle(
 savefig("03_speedup_vs_K_drafts", fig)
 
 # %% [markdown]
-# Side by side at each $K$: the tree against the chain (two runs of the campaign, each against its
+# Side by side at each $K$: the recommended configuration against the chain (two runs of the campaign, each against its
 # own interleaved baseline), and on the early exit our decoder against transformers' assisted
 # generation (one run).
 
@@ -590,7 +660,7 @@ if has_method(EARLY, "hf_assisted"):
 # %% [markdown]
 # ## 5. Acceptance and tokens per step
 #
-# Left: accepted / judged draft positions at each $K$ (for the tree, a depth counts as accepted when
+# Left: accepted / judged draft positions at each $K$ (for a tree, a depth counts as accepted when
 # any of its candidates is kept); right: the measured tokens per target pass $\tau$ against the
 # cost model's $E[\text{tokens per step}]$ at the measured rates (§1).
 
@@ -650,7 +720,16 @@ if "hf_autoregressive" in base:
 # passes, and the host's work around them (the tree's masks, the warps, recursive rejection, the
 # caches' bookkeeping). Per step, at each $K$:
 
+
 # %%
+def model_step(res, K):
+    # the cost model's expected step at K, in one-token passes: a stopped draft's over its lengths
+    rec = next(r for r in res["runs"] if r["method"] == "speculative" and r["K"] == K)
+    if "stopped_rates" in rec:
+        return stopped_prediction(rec["stopped_rates"], K, tree_at(res, K), model_costs(res))[1]
+    return step_cost(K, model_costs(res), tree_at(res, K))
+
+
 rows = []
 for name in (MAIN, GREEDY):
     res = results[name]
@@ -677,8 +756,9 @@ if len(breakdown):
     for col, color in parts.items():
         ax.bar(d.index, d[col], bottom=bottom, color=COLORS[color], label=col.removesuffix(" ms"))
         bottom += d[col].values
-    model_ms = [step_cost(K, costs, TREE) * base_cost(costs) * 1e3 for K in d.index]
-    ax.plot(d.index, model_ms, "D", color="black", ms=5, label="the cost model's step (§1)")
+    model_ms = [model_step(main, K) * base_cost(model_costs(main)) * 1e3 for K in d.index]
+    ax.plot(d.index, model_ms, "D", color="black", ms=5,
+            label="the cost model's step (§1), pass costs timed between the cells")  # fmt: skip
     ax.set(
         xlabel="draft length K",
         ylabel="ms per step",
@@ -735,8 +815,9 @@ print(
 #
 # The acceptance rate does not depend on the device: it is a property of the two distributions.
 # So a GPU's speedup-vs-$K$ curve follows from its pass costs and the acceptance measured here with
-# the real weights: per position for the chain (`chain_T1`), per depth with the alternatives' rates
-# for the tree (`recommended_T1`), each at the same $K$. The GPU run (`make gpu-run`, the module
+# the real weights: per position for the chain (`chain_T1`), and for the recommended configuration
+# (`recommended_T1`) per depth with its stops and its alternatives' rates, each at the same $K$ and
+# with its own tree. The GPU run (`make gpu-run`, the module
 # `specdec_lib.research.gpu_run`) measures those costs on a GPU with the default target's
 # architecture and random weights (the timing of a pass depends on the shapes, not the values) and
 # writes `gpu_run_cuda.json`. Where that file is present in `data/results/`, the figure below plots
@@ -745,30 +826,31 @@ print(
 # which is printed below. Either way the GPU speedups are predictions.
 
 # %%
-CONFIGS = {"tree (4, 3)": MAIN, "chain": CHAIN}
-RATES = {}  # per configuration and K: the per-depth rates its CPU run shows (device-independent)
+CONFIGS = {"recommended": MAIN, "chain": CHAIN}
+RATES = {}  # per configuration and K: the rates its CPU run shows (device-independent)
 for config, name in CONFIGS.items():
     res = results[name]
-    tree = run_tree(res["settings"])
-    RATES[config] = {
-        K: tree_rates(cells_at(res, K), K, max(drafted_widths(K, tree)))
+    recs = {r["K"]: r for r in res["runs"] if r["method"] == "speculative"}
+    RATES[config] = {  # a stopped draft's own rates (its stops too), else each depth's
+        K: recs[K].get("stopped_rates")
+        or tree_rates(cells_at(res, K), K, max(drafted_widths(K, tree_at(res, K))))
         for K in spec_rows(name).index
     }
     K_max = max(RATES[config])
     r = RATES[config][K_max]
-    beta = ", ".join(f"{b:.2f}" for b in r["beta"])
+    beta = ", ".join(f"{b:.2f}" for b in r.get("beta", r.get("go", {}).get("beta", [])))
     print(
-        f"{config} ({name}), K = {K_max}: chain token accepted once reached, by depth: {beta}; "
-        f"reached {r['reached']}"
+        f"{config} ({name}), K = {K_max}: the chain token accepted once reached, by depth: {beta}"
     )
 
 
 def predicted_rows(device, costs_by_config):
     rows = []
     for config, name in CONFIGS.items():
-        tree = run_tree(results[name]["settings"])
         for K, rates in RATES[config].items():
-            speedup = predicted_tree_speedup(rates, K, tree, costs_by_config[config])
+            tree, costs_ = tree_at(results[name], K), costs_by_config[config]
+            predict = predicted_stopped_speedup if "stop" in rates else predicted_tree_speedup
+            speedup = predict(rates, K, tree, costs_)
             rows.append({"device": device, "config": config, "K": K, "predicted_speedup": speedup})
     return rows
 
@@ -797,7 +879,8 @@ else:
         results[CHAIN]["pair"]["draft_params"] + head["subset_size"] * arch["hidden_size"]
     )
     n_max = 1 + max(
-        drafted_tokens(max(RATES[c]), run_tree(results[n]["settings"])) for c, n in CONFIGS.items()
+        drafted_tokens(max(RATES[c]), tree_at(results[n], max(RATES[c])))
+        for c, n in CONFIGS.items()
     )
     for spec in GPUS.values():
         t = [
@@ -843,10 +926,8 @@ predicted = pd.DataFrame(curves)
 # The decoders' own steps timed by the GPU runs (their speedups, implied with this CPU's tokens per
 # step at the same K, are set out after the figure).
 GPU_RUNS = {f.stem: read_json(f) for f in sorted(RESULTS_DIR.glob("gpu_run_cuda*.json"))}
-CPU_RUN_OF = {  # (temperature, shape) -> this CPU's run whose tokens per step the GPU steps use
-    (1.0, "tree (4, 3)"): MAIN,
-    (1.0, "chain"): CHAIN,
-    (0.0, "tree (4, 3)"): GREEDY,
+CPU_RUN_OF = {  # (temperature, shape) -> this CPU's run of that shape, whose tokens per step
+    (1.0, "chain"): CHAIN,  # the GPU's steps use (the recommended run tunes its tree and stops)
 }
 gpu_steps = []
 for stem, g in GPU_RUNS.items():
@@ -857,9 +938,8 @@ for stem, g in GPU_RUNS.items():
         ar_ms = 1e3 * sub.query("method == 'autoregressive'").step_s.iloc[0]
         for row in sub.query("method == 'speculative'").itertuples():
             name = CPU_RUN_OF.get((T, row.shape))
-            if name is None or row.K not in spec_rows(name).index:
-                continue
-            tau = spec_rows(name).tau[row.K]
+            known = name is not None and row.K in spec_rows(name).index
+            tau = spec_rows(name).tau[row.K] if known else np.nan
             gpu_steps.append(
                 {
                     "GPU run": stem,
@@ -901,7 +981,7 @@ ax0.set(
     title="The cost of verification",
     ylim=(0, None),
 )
-styles = {"tree (4, 3)": ("-", "o"), "chain": ("--", "s")}
+styles = {"recommended": ("-", "o"), "chain": ("--", "s")}
 for (device, config), sub in predicted.groupby(["device", "config"], sort=False):
     ax1.plot(
         sub.K,
@@ -921,9 +1001,9 @@ for config, name in CONFIGS.items():
         capsize=2,
         color=COLORS["target"],
     )
-GPU_STEP_MARKS = {"tree (4, 3)": "D", "chain": "v"}
+GPU_STEP_MARKS = {"chain": "v"}
 if len(gpu_steps):
-    t1_steps = gpu_steps.query("`GPU run` == 'gpu_run_cuda' and T == 1.0")
+    t1_steps = gpu_steps.query("`GPU run` == 'gpu_run_cuda' and T == 1.0 and shape == 'chain'")
     for config, sub in t1_steps.groupby("shape"):
         ax1.plot(
             sub.K + (0.08 if config == "chain" else 0.0),
@@ -968,9 +1048,9 @@ if len(gpu_steps):
             marker=GPU_STEP_MARKS[c],
             mfc="white",
             ls="none",
-            label=f"{c}, the decoders' steps timed on the GPU, with this CPU's tokens per step",
+            label=f"{c}, the decoder's steps timed on the GPU, with this CPU's tokens per step",
         )
-        for c in CONFIGS
+        for c in GPU_STEP_MARKS
     ]
 fig.legend(handles=handles, loc="lower center", ncol=2, fontsize=8, frameon=False)
 fig.suptitle(f"{title}\nthis CPU: {MACHINE_SHORT}", fontsize=10.5)
@@ -1014,7 +1094,7 @@ if "gpu_run_cuda" in GPU_RUNS:
     tree_T1 = main_T1.query("shape == 'tree (4, 3)'")
     chain_T1 = main_T1.query("shape == 'chain'")
     greedy = gpu_steps.query("T == 0.0")
-    model_T1 = predicted.query("device == @gpu_name and config == 'tree (4, 3)'")
+    model_T1 = predicted.query("device == @gpu_name and config == 'chain' and K in @chain_T1.K")
     arch = read_json(DATA_DIR / "smollm2_135m_config.json")
     h200 = GPUS["H200"]
     weight_mb = 2 * first["pair"]["target_params"] / 1e6  # bfloat16
@@ -1055,10 +1135,11 @@ a one-token pass.""",
         f"""**The decoders' steps.** The autoregressive decoder's token takes
 {tree_T1["AR token ms"].iloc[0]:.1f} ms at $T = 1$; a speculative step takes
 {rng_(tree_T1["step ms"], ".1f")} ms with the tree (4, 3) and {rng_(chain_T1["step ms"], ".1f")}
-ms with the chain at $K$ = {rng_(tree_T1.K.astype(int), "d")}. With this CPU's tokens per step they imply
-{rng_(tree_T1["implied speedup"])}× (tree) and {rng_(chain_T1["implied speedup"])}× (chain) at
-$T = 1$, where the pass costs alone predict {rng_(model_T1.predicted_speedup)}× for the tree, and
-{rng_(greedy["implied speedup"])}× greedy over both GPU runs. The gap is the decoder's own work
+ms with the chain at $K$ = {rng_(tree_T1.K.astype(int), "d")}. With the tokens per step of this
+CPU's chain run (`chain_T1`, the same shape at the same $K$; the recommended run tunes its tree and
+stops its drafts, so no GPU step matches it) the chain's steps imply
+{rng_(chain_T1["implied speedup"])}× at $T = 1$, where the pass costs alone predict
+{rng_(model_T1.predicted_speedup)}×. The gap is the decoder's own work
 around its passes, which the pass-cost model leaves out: with the tree at $T = 1$ a step's
 verification (its pass, the warps, the acceptance and the host's reads of the result) takes
 {rng_(tree_verify_ms, ".1f")} ms, where a pass over 2–{len(t_gpu)} tokens alone takes
@@ -1074,8 +1155,8 @@ intervals.""",
         gpu_lines.append(
             f"""**CUDA graphs.** transformers' `generate` takes {eager_ms:.1f} ms per token eagerly and
 {graphs_ms:.1f} ms with its static cache compiled into CUDA graphs (`{stem}.json`):
-{eager_ms / graphs_ms:.1f}× faster, where the eager speculative decoder's steps imply at most
-{gpu_steps["implied speedup"].max():.2f}×. For a 135M target on this GPU the launch of each operation, not the traffic of the
+{eager_ms / graphs_ms:.1f}× faster, where the eager speculative decoder's chain steps imply at
+most {gpu_steps["implied speedup"].max():.2f}×. For a 135M target on this GPU the launch of each operation, not the traffic of the
 weights, sets the time, and capturing the whole step removes it. A fair comparison on a GPU
 therefore captures both sides; this library's decoders run eagerly, so the speedups above are
 against an eager baseline and do not carry over to a graph-captured one."""
@@ -1083,7 +1164,134 @@ against an eager baseline and do not carry over to a graph-captured one."""
     display(Markdown("\n\n".join(gpu_lines)))
 
 # %% [markdown]
-# ## 9. Discussion
+# ## 9. Against what a user would run: llama.cpp, and the machine's limit
+#
+# Every speedup above is a ratio over this library's own autoregressive baseline, in eager
+# PyTorch. A reader who has the embedded model has it as a GGUF file (4-bit weights, `Q4_1`), and
+# runs that file with **llama.cpp**. The campaign's `peers` runs (`python -m specdec_lib peers`;
+# `make peers` builds llama.cpp once from the copy pinned in the `llama-cpp-python` source) decode
+# the same prompts, with the same seeds, token counts and threads, cell by cell and in rotated
+# order, with:
+#
+# * **llama.cpp, one token a pass**: llama.cpp's kernels run the GGUF file as the target of this
+#   library's own `AutoregressiveDecoder` (`research.peer.LlamaCppLM` puts the file behind the
+#   interface of a transformers causal LM), so the warps and the sampler are the library's;
+# * **llama.cpp + prompt lookup**: the same, with `SpeculativeDecoder` and prompt lookup drafting a
+#   chain, verified by this library's rule on llama.cpp's passes (exact: `tests/test_peer.py`
+#   checks greedy decoding token for token and the law of two tokens on the engine);
+# * **this library**: its autoregressive baseline and its recommended speculative configuration,
+#   as `bench` resolves them on this machine;
+# * **transformers' `generate`**, one token a pass.
+#
+# Beside them, **llama-bench**, llama.cpp's own benchmark of decoding (its C++ loop, no Python),
+# and each engine's **roofline**: a one-token pass must read every weight once, so the machine's
+# measured memory bandwidth over the bytes of the weights bounds the tokens per second of one
+# token a pass (speculative decoding can pass it: it emits several tokens a pass).
+
+
+# %%
+def peer_frame(res):
+    # one row per method: tokens/s of whole requests with its interval, and after the prompt
+    names = {
+        "llamacpp_autoregressive": ("llama.cpp, one token a pass", "llama.cpp"),
+        "llamacpp_lookup": (f"llama.cpp + prompt lookup, K = {res['settings']['K_lookup']}",
+                            "llama.cpp"),
+        "autoregressive": ("this library, autoregressive", "this library"),
+        "speculative": (f"this library, recommended, K = {res['settings']['K'][0]}", "this library"),
+        "hf_autoregressive": ("transformers generate", "transformers"),
+    }  # fmt: skip
+    rows = []
+    for r in res["summary"]:
+        label, engine = names[r["method"]]
+        low, high = r["tokens_per_s_ci"]
+        rows.append({"label": label, "engine": engine, "tokens_per_s": r["tokens_per_s"],
+                     "low": low, "high": high,
+                     "decode_tokens_per_s": r.get("decode_tokens_per_s", np.nan)})  # fmt: skip
+    order = [v[0] for v in names.values()]
+    return pd.DataFrame(rows).set_index("label").loc[order].reset_index()
+
+
+# The roofline of each engine: the campaign's bandwidth, measured once, over its bytes per token
+BW = CAMPAIGN.manifest["bandwidth_gb_s"]
+roof = {
+    engine: {
+        "bytes_per_token": r["bytes_per_token"],
+        "tokens_per_s": BW * 1e9 / r["bytes_per_token"],
+    }
+    for engine, r in PEERS["T = 1"]["roofline"].items()
+}
+lines_ = {
+    "llama-bench (llama.cpp's own loop)": PEERS["T = 1"]["llama_bench"]["tokens_per_s"],
+    "llama.cpp's roofline": roof["llamacpp"]["tokens_per_s"],
+    "this library's roofline": roof["library"]["tokens_per_s"],
+}
+fig = figs.absolute_speed(
+    {mode: peer_frame(res) for mode, res in PEERS.items()},
+    lines=lines_,
+    machine=MACHINE_SHORT,
+)
+savefig("03_absolute_speed", fig)
+
+
+# %%
+def tps(mode, method):
+    return next(r for r in PEERS[mode]["summary"] if r["method"] == method)
+
+
+def _ratio(mode, method):
+    # method's tokens/s over llama.cpp's one token a pass, with its paired interval
+    r = tps(mode, method)
+    low, high = r["vs_llamacpp_ci"]
+    return f"{r['tokens_per_s'] / tps(mode, 'llamacpp_autoregressive')['tokens_per_s']:.2f}× [{low:.2f}, {high:.2f}]"
+
+
+def _describe_best(mode):
+    r = best[mode]
+    name = (
+        "the library's recommended configuration"
+        if r["method"] == "speculative"
+        else "prompt lookup on llama.cpp"
+    )
+    return f"{name}, {r['tokens_per_s']:.0f} tokens/s ({_ratio(mode, r['method'])} llama.cpp's one token a pass)"
+
+
+bw = BW
+lib_ar, lcp_ar = tps("T = 1", "autoregressive"), tps("T = 1", "llamacpp_autoregressive")
+best = {mode: max((tps(mode, m) for m in ("speculative", "llamacpp_lookup")),
+                  key=lambda r: r["tokens_per_s"]) for mode in PEERS}  # fmt: skip
+display(
+    Markdown(
+        f"""**Where the library stands.** On {MACHINE}, llama.cpp
+decodes the GGUF file one token a pass at {lcp_ar["tokens_per_s"]:.0f} tokens/s
+[{lcp_ar["tokens_per_s_ci"][0]:.0f}, {lcp_ar["tokens_per_s_ci"][1]:.0f}] at $T = 1$ through this
+library's decoder ({lcp_ar["decode_tokens_per_s"]:.0f} after the prompt; llama-bench, its own loop:
+{lines_["llama-bench (llama.cpp's own loop)"]:.0f}). This library's autoregressive baseline decodes
+{lib_ar["tokens_per_s"]:.0f} ({lib_ar["tokens_per_s"] / lcp_ar["tokens_per_s"]:.2f}× llama.cpp), and
+its recommended speculative configuration {tps("T = 1", "speculative")["tokens_per_s"]:.0f}
+({_ratio("T = 1", "speculative")} llama.cpp's one token a pass; greedy:
+{_ratio("greedy", "speculative")}). The fastest exact configuration measured is
+{_describe_best("T = 1")} at $T = 1$ and {_describe_best("greedy")} greedy.
+
+**The limit.** A one-token pass reads {roof["library"]["bytes_per_token"] / 1e6:.0f} MB of
+bfloat16 weights in this library and {roof["llamacpp"]["bytes_per_token"] / 1e6:.0f} MB of 4-bit
+weights in llama.cpp: at the measured bandwidth, at most {roof["library"]["tokens_per_s"]:.0f} and
+{roof["llamacpp"]["tokens_per_s"]:.0f} tokens/s one token a pass. The library's baseline reaches
+{lib_ar["decode_tokens_per_s"] / roof["library"]["tokens_per_s"]:.0%} of its roofline after the
+prompt, llama.cpp {lcp_ar["decode_tokens_per_s"] / roof["llamacpp"]["tokens_per_s"]:.0%} of its
+own. The library reads {roof["library"]["bytes_per_token"] / roof["llamacpp"]["bytes_per_token"]:.1f}
+times the bytes per token, and its pass also spends time on work other than reading weights,
+which this run does not break down."""
+    )
+)
+
+# %%
+# NBVAL_CHECK_OUTPUT
+for mode, res in PEERS.items():
+    print(mode, "| complete:", res["status"] == "complete", "| methods:",
+          sorted({r["method"] for r in res["summary"]}), "| prompts:", len(res["prompts"]))  # fmt: skip
+
+# %% [markdown]
+# ## 10. Discussion
 #
 # Every figure quoted below is computed from the result files read above.
 
@@ -1098,8 +1306,8 @@ if len(breakdown):
     gap = f""" The gap is measured too (§7): at $K = {H["K"]}$ the target's pass inside a step takes
 {step_target_ms:.1f} ms against the {t_target[drafted_tokens(H["K"], TREE)]:.1f} ms timed before
 the run at a {costs["context"]}-token context, and the host's work around a step (the tree, the
-warps, recursive rejection) takes {rng_(host_ms, ".1f")} ms per step, which the model does not
-count."""
+warps, recursive rejection) takes {rng_(host_ms, ".1f")} ms per step, which the model charges as
+timed between the cells."""
 lines = [
     f"""**What we measured.** On {MACHINE}, with the embedded SmolLM2-135M target in
 {kind[0]}, the recommended configuration ({describe_run(main)}) is faster than autoregressive
@@ -1116,8 +1324,8 @@ verification pass grows ({rng_(rel[1:], ".2f")}× a one-token pass for 2–{len(
 predicted speedup is {rng_(t1.efficiency)} at $T = 1$ and {rng_(gr.efficiency)} greedy over every
 $K$.{gap} Leviathan et al.'s formula with free verification is more optimistic still, by the
 pass's growth with its tokens (§1).""",
-    f"""**What the tree adds.** The chain ({describe_run(results[CHAIN])}) reaches its best at
-$K = {K_chain}$, {with_ci(CHAIN, K_chain)}, against the tree's {with_ci(MAIN, K_chain)} at that $K$
+    f"""**What the recommended configuration adds over the chain.** The chain ({describe_run(results[CHAIN])}) reaches its best at
+$K = {K_chain}$, {with_ci(CHAIN, K_chain)}, against the recommended configuration's {with_ci(MAIN, K_chain)} at that $K$
 (two runs of the campaign, each against its own baseline).""",
 ]
 ee = spec_rows(EARLY)

@@ -24,10 +24,12 @@
 # one machine, one commit; 20 prompts, 50 new tokens each):
 #
 # * the **recommended configuration** at $T = 1$ and in greedy decoding: a small head trained on
-#   the target's own samples (notebook 05 builds it; here only its acceptance matters), with int8
-#   weights, drafting a **tree** $(4, 3)$: four candidates at the first draft position, three at the
-#   second, one at each deeper position, judged one after the other at each depth, at most one kept;
-# * the **chain** at $T = 1$: the same head, one candidate per position;
+#   the target's own samples (notebook 05 builds it; here only its acceptance matters), drafting
+#   a **tree** around its chain (several candidates at the first draft positions, one at each deeper
+#   position, judged one after the other at each depth, at most one kept; its shape tuned at each
+#   $K$ on the machine, notebook 03) and stopping after a draft it was unsure of, so that $K$ caps
+#   the draft's length (the setup cell prints each run's resolved configuration);
+# * the **chain** at $T = 1$: the same head, one candidate per position, $K$ drafts every step;
 # * the **early exit** at $T = 1$: an untrained draft made of the target's first layers, the
 #   contrast.
 #
@@ -85,14 +87,25 @@ PROTOTYPE_CLAIM = {
 }
 
 
+def tree_at(res, K):
+    # the step's shape of a run at K: its tree, or the tree it tuned for K at start-up
+    return run_tree(res["settings"], res.get("tuned_trees"), K)
+
+
 def describe_run(res):
-    s, tree = res["settings"], run_tree(res["settings"])
-    shape = "chain" if tree == [1] else f"tree {tuple(tree)}"
-    return f"{s['draft']} draft, {shape}, {s['dtype']}, K = {min(s['K'])}..{max(s['K'])}"
+    s = res["settings"]
+    trees = {tuple(tree_at(res, K)) for K in s["K"]}
+    tree = next(iter(trees))
+    shape = (
+        ("chain" if tree == (1,) else f"tree {tree}") if len(trees) == 1 else "a tree tuned per K"
+    )
+    stop = ", stopped by confidence" if s.get("schedule") == "threshold" else ""
+    return f"{s['draft']} draft, {shape}{stop}, {s['dtype']}, K = {min(s['K'])}..{max(s['K'])}"
 
 
 def is_tree(name):
-    return max(run_tree(results[name]["settings"])) > 1
+    res = results[name]
+    return any(max(tree_at(res, K)) > 1 for K in res["settings"]["K"])
 
 
 rows = []
@@ -101,7 +114,7 @@ for name, res in results.items():
         method, K, p, _rep = key.split("|")
         if method != "speculative":
             continue
-        counts_by_depth = depth_counts([cell], int(K), run_tree(res["settings"]))
+        counts_by_depth = depth_counts([cell], int(K), tree_at(res, int(K)))
         for d, counts in enumerate(zip(*counts_by_depth, strict=True), start=1):
             rows.append(
                 {
@@ -263,7 +276,7 @@ per_prompt["alpha"] = per_prompt.accepted / per_prompt.judged
 fig = figs.alpha_by_category(
     cat_tables, categories=CATEGORIES, claim=PROTOTYPE_CLAIM, per_prompt=per_prompt
 )
-savefig("04_alpha_by_category", fig);
+savefig("04_alpha_by_category", fig)
 # %% [markdown]
 # ## 3. Acceptance by position within the draft
 #
@@ -291,8 +304,8 @@ def wilson(k, n):
 rows = []
 for name, res in results.items():
     d_run = depths[depths.run == name]
-    tree = run_tree(res["settings"])
     for K in sorted(set(SHOW_K) & set(d_run.K)):
+        tree = tree_at(res, K)
         pooled_K = d_run[d_run.K == K].groupby("depth")[["judged", "accepted", "chain_accepted"]]
         pooled_K = pooled_K.sum()
         line = (
@@ -382,7 +395,7 @@ fig.suptitle(
     fontsize=11,
 )
 fig.tight_layout(rect=(0, 0.05, 1, 1))
-savefig("04_alpha_by_position", fig);
+savefig("04_alpha_by_position", fig)
 # %% [markdown]
 # ## 4. Token by token
 #
@@ -479,7 +492,7 @@ views = {
 }
 n_tokens = max(results[name]["settings"]["max_new_tokens"] for name in VIEW_RUNS)
 fig = figs.token_view(views, n_tokens=n_tokens)
-savefig("04_token_view", fig);
+savefig("04_token_view", fig)
 # %% [markdown]
 # ## 5. Discussion
 #

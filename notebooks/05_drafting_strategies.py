@@ -122,10 +122,21 @@ ngram_K1 = cells_at(NGRAM, "speculative", 1)
 ngram_drafting = sum(c["n_proposed"] for c in ngram_K1) / sum(c["n_steps"] for c in ngram_K1)
 ngram_alpha = sum(c["n_accepted"] for c in ngram_K1) / sum(c["n_proposed"] for c in ngram_K1)
 HS = HEADLINE["settings"]
+LAYOUTS = {"library": ", on the library's bfloat16 product", "on": ", prepacked for oneDNN"}
+
+
+def shape_of(settings: dict) -> str:
+    """A run's step shape: its tree, or a tree tuned per K at start-up."""
+    if settings.get("tune_tree"):
+        return "a tree tuned per K"
+    return f"tree {tuple(settings.get('tree') or [settings.get('width') or 1])}"
+
+
 RECOMMENDED = (
     f"the trained head{' with int8 weights' if HS['draft'] == 'trained-int8' else ''}, "
-    f"draft tree {tuple(HS['tree'])}, {HS['dtype']}"
-    + (", prepacked weights" if HS["pack"] in ("on", True) else "")
+    f"{shape_of(HS)}"
+    + (", drafts stopped by confidence" if HS.get("schedule") == "threshold" else "")
+    + f", {HS['dtype']}{LAYOUTS.get(HS['pack'], '')}"
 )
 display(
     Markdown(
@@ -290,8 +301,9 @@ display(
 # target pass the head's weights come back from DRAM), and int8 weights (one scale per output row,
 # torch's weight-only int8 kernel over bfloat16 activations) halve the bytes read. The draft's $q$
 # changes a little, so its acceptance is measured again; speculative sampling stays exact, since
-# $q$ is still the law the drafts are drawn from. The recommended configuration of §4 uses the
-# int8 head, with a draft tree (candidates at each depth, notebook 06 §5).
+# $q$ is still the law the drafts are drawn from. Which head the recommended configuration of §4
+# runs is chosen at start-up with the target's dtype and weights (§4's table says which), with a
+# draft tree (candidates at each depth, notebook 06 §5) and a stop by confidence.
 #
 # Prompt lookup (copy what followed the latest earlier occurrence of the last 1-3 tokens) has no
 # held-out evaluation: its row is its benchmark run at $K = 1$, $T = 1$, so its $\alpha$ is
@@ -438,8 +450,7 @@ predicted = pd.DataFrame(
     ]
 )
 fig = figs.predicted_by_drafter(predicted)
-savefig("05_predicted_by_drafter", fig);
-
+savefig("05_predicted_by_drafter", fig)
 # %% [markdown]
 # ## 4. The speedup
 #
@@ -470,18 +481,20 @@ def command(run: str) -> str:
 
 display(
     Markdown(
-        "| run | command | draft | tree | $K$ | seed | repeats |\n|---|---|---|---|---|---|---|\n"
+        "| run | command | draft | shape | dtype | $K$ | seed | repeats |\n"
+        "|---|---|---|---|---|---|---|---|\n"
         + "\n".join(
             f"| {run} | `{command(run)}` "
-            f"| {res['settings']['draft']} | {tuple(res['settings']['tree'])} "
+            f"| {res['settings']['draft']} | {shape_of(res['settings'])} "
+            f"| {res['settings']['dtype']}{LAYOUTS.get(res['settings']['pack'], '')} "
             f"| {min(res['settings']['K'])}-{max(res['settings']['K'])} "
             f"| {res['settings']['seed']} | {res['settings']['repeats']} |"
             for run, res in results.items()
         )
         + f"\n\nEvery run decodes {len(results['recommended_T1']['prompts'])} prompts, "
-        f"{results['recommended_T1']['settings']['max_new_tokens']} new tokens each, in "
-        f"{results['recommended_T1']['settings']['dtype']}. `recommended` is `bench` without "
-        f"flags: {RECOMMENDED}."
+        f"{results['recommended_T1']['settings']['max_new_tokens']} new tokens each, in the "
+        "dtype and weights its settings resolved to on this machine (the table). `recommended` "
+        f"is `bench` without flags at the campaign's commit: {RECOMMENDED}."
     )
 )
 
@@ -520,8 +533,7 @@ fig = figs.speedup_intervals(
         "per run, runs not pooled)"
     ),
 )
-savefig("05_speedup_vs_K", fig);
-
+savefig("05_speedup_vs_K", fig)
 # %%
 # NBVAL_CHECK_OUTPUT
 H = HEADLINE
@@ -585,8 +597,8 @@ display(
         "own features, distilled on text the target itself wrote, accepts "
         f"{trained['T = 1'] / ee['T = 1']:.1f} times as often as the early exit at "
         f"{trained['c'] / ee['c']:.2f} of its cost (§3); as a "
-        f"chain it reaches {chain.speedup:.2f}× and, with int8 weights and the draft tree "
-        f"{tuple(HS['tree'])}, {rec.speedup:.2f}× at the best $K$ of each.\n\n"
+        f"chain it reaches {chain.speedup:.2f}× and, as recommended ({RECOMMENDED}), "
+        f"{rec.speedup:.2f}× at the best $K$ of each.\n\n"
         "The same cost model says where the speedup stops: a draft position is judged only when "
         "every one before it was accepted"
         + (", and the head accepts less at the later positions (§3)" if all_lower else "")

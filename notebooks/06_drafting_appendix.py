@@ -41,6 +41,7 @@ from IPython.display import Markdown, display
 from scipy import stats as sps
 
 from specdec_lib import bench
+from specdec_lib.bench.analysis import run_tree
 from specdec_lib.config import DATA_DIR, RESULTS_DIR, quick
 from specdec_lib.costs import (
     draft_cost,
@@ -62,7 +63,20 @@ EXPERIMENTS = DRAFTER / "experiments"
 CAMPAIGN = Campaign.read(RESULTS_DIR / "campaign")
 MACHINE, MACHINE_SHORT = CAMPAIGN.machine, CAMPAIGN.machine_short
 TEMPS = {"T = 1": "T1"}  # the wide tree's runs (one temperature)
-CHOSEN = tuple(bench.DEFAULT_TREE)  # the recommended configuration's draft tree
+CHOSEN = tuple(bench.DEFAULT_TREE)  # the preset's fixed tree, where a head has no tree rates
+
+
+def tree_at(res: dict, K: int) -> tuple:
+    """A stored run's step shape at K: its tree, or the tree it tuned for K at start-up."""
+    return tuple(run_tree(res["settings"], res.get("tuned_trees"), K))
+
+
+def shape_of(res: dict) -> str:
+    """A run's step shape in words."""
+    trees = {tree_at(res, K) for K in res["settings"]["K"]}
+    return f"tree {trees.pop()}" if len(trees) == 1 else "a tree tuned per K"
+
+
 BUDGET = 8  # drafted tokens per target pass in the ranking of trees (§5)
 print("quick mode:", QUICK)
 print(f"measured on: {MACHINE}")
@@ -167,6 +181,11 @@ check_same_machine(
     [PACKING, REC, CHAIN, *(res for res, _ in PROBES.values())], "the runs of this page"
 )
 choice = REC["dtype_choice"]
+PACKED_AS = {  # how a run's weights were laid out, in words
+    "on": " with prepacked weights",
+    True: " with prepacked weights",
+    "library": " packed for the library's own bfloat16 product",
+}
 ranking = tree_ranking(PROBES)
 rec_best, chain_best = best_speculative(REC), best_speculative(CHAIN)
 DEVICE_COSTS = CAMPAIGN.run("pass_costs")
@@ -189,11 +208,12 @@ display(
         f"{MACHINE}, prepacking the weights makes a bfloat16 target pass take "
         f"{min(bf16):.2f}-{max(bf16):.2f} of its time as loaded, over 1-{len(bf16)} tokens, and "
         f"the recommended run's start-up timing chose {choice['dtype']}"
-        f"{' with prepacked weights' if choice['pack'] else ''} (§3). Among the chain trees of "
+        f"{PACKED_AS.get(choice['pack'], '')} (§3). Among the chain trees of "
         f"depth 1-2 with up to {BUDGET} drafted tokens, the cost model at one wide tree's rates "
-        f"ranks the default tree {CHOSEN} number {ranking.loc[[CHOSEN], 'rank'].iloc[0]} of "
+        f"ranks the preset's fixed tree {CHOSEN} number {ranking.loc[[CHOSEN], 'rank'].iloc[0]} of "
         f"{len(ranking)} at $T = 1$ (§5). Measured at $T = 1$, the "
-        f"recommended configuration (int8 head, tree {CHOSEN}, {REC['settings']['dtype']}) "
+        f"recommended configuration ({REC['settings']['draft']} head, {shape_of(REC)}, "
+        f"{REC['settings']['dtype']}) "
         f"reaches {with_interval(rec_best)} at its best $K$ = {rec_best.K:.0f}, the chain (the "
         f"{CHAIN['settings']['draft']} head, {CHAIN['settings']['dtype']}, the dtype its own "
         "start-up timing chose) "
@@ -265,8 +285,7 @@ fig = figs.pilot_curves(
     {PILOT_LABELS.get(name, name): h for name, h in pilot_curves.items()},
     title=f"Pilot drafts during training ({pilot['train tokens'].iloc[0] / 1e3:.0f}k positions each)",
 )
-savefig("06_pilot_curves", fig);
-
+savefig("06_pilot_curves", fig)
 # %%
 P = pilot["alpha (T=1)"]
 C = pilot["c (bf16)"]
@@ -302,8 +321,7 @@ hist = pd.DataFrame(full_train["history"])
 steps_per_epoch = hist.step.max() / full_train["settings"]["epochs"]
 hist["tokens seen"] = hist.step / steps_per_epoch * full_train["train_tokens"]
 fig = figs.full_training(hist, alpha_decoding=full_eval["by_temperature"]["1"]["alpha"])
-savefig("06_full_training", fig);
-
+savefig("06_full_training", fig)
 # %% [markdown]
 # **Capacity against data.** The same recipe with two head layers instead of one, on the same
 # positions as the 92-shard run of notebook 05's learning curve
@@ -396,8 +414,7 @@ ax.set(
     title=f"Target pass costs, SmolLM2-135M-Instruct, {MACHINE_SHORT}",
 )
 ax.legend(loc="lower right", fontsize=9)
-savefig("06_dtype_pass_costs", fig);
-
+savefig("06_dtype_pass_costs", fig)
 # %% [markdown]
 # What each setting means for a draft: the relative cost of verification, the draft's $c$, and
 # the chain's speedup that notebook 05's $S(K)$ predicts at the best $K$ these pass costs cover,
@@ -479,8 +496,9 @@ display(
 # **The start-up choice.** The recommended configuration as the campaign ran it (`bench` without
 # flags at the campaign's commit, notebook 05 §4) did not fix the dtype: at start-up, on the
 # machine at hand, it timed a target pass over 1 and over 8 tokens in float32 as loaded, float32
-# prepacked and bfloat16 prepacked, and ran in the setting fastest over 8 tokens, a step's worth.
-# The recommended run recorded its timings (ms):
+# prepacked, bfloat16 prepacked and, where its kernel builds, bfloat16 packed for the library's own
+# product (`research.speed`), and ran in the setting fastest over both together (the baseline's
+# pass and a step's). The recommended run recorded its timings (ms):
 
 # %%
 startup = pd.DataFrame(
@@ -499,14 +517,20 @@ levers_8 = {
     for variant in WEIGHTS
 }
 levers_8 = {k: v for k, v in levers_8.items() if k in choice["t_target_s"]}
-chosen = f"{choice['dtype']}{' packed' if choice['pack'] else ''}"
+chosen = f"{choice['dtype']}{' packed' if choice['pack'] in ('on', True) else ''}"
 levers_first = min(levers_8, key=levers_8.get)
 display(
     Markdown(
-        f"It chose {choice['dtype']}{' with prepacked weights' if choice['pack'] else ''}: "
-        f"{choice['why']}. Over the same three settings, the packing run ranks {levers_first} "
-        "fastest over 8 tokens"
-        + (", the same setting." if levers_first == chosen else f", not {chosen}.")
+        f"It chose {choice['dtype']}{PACKED_AS.get(choice['pack'], '')}: "
+        f"{choice['why']}. Over the settings it times with oneDNN's products, the packing run "
+        f"ranks {levers_first} fastest over 8 tokens"
+        + (
+            ", the same setting."
+            if levers_first == chosen
+            else "; the start-up choice is the library's own product, which the packing run does not time."
+            if choice["pack"] == "library"
+            else f", not {chosen}."
+        )
     )
 )
 
@@ -696,7 +720,8 @@ print("prototype's correction: largest TV from p =", round(wrong, 2))
 # tree's alternatives are exactly a narrower tree's: one run with a wide tree measures $\beta_d$
 # and $\gamma_d(w)$ for every narrower one of the same depth (`bench.tree_rates`). The campaign
 # runs one such tree, 8 candidates at each of 2 depths (`bench --tree 8 8 --K 2`, the recommended
-# configuration otherwise: the int8 head, the dtype timed at start-up), on the benchmark's prompts
+# configuration otherwise: the head, dtype and weights its start-up chooses, the draft stopped by
+# confidence), on the benchmark's prompts
 # at $T = 1$. A depth yields a token when its chain token or one of its alternatives is accepted:
 
 # %%
@@ -725,8 +750,7 @@ fig = figs.tree_acceptance(
         f"{len(PROBES['T = 1'][0]['prompts'])} benchmark prompts)"
     ),
 )
-savefig("06_tree_acceptance", fig);
-
+savefig("06_tree_acceptance", fig)
 # %% [markdown]
 # The cost model ranks every chain tree these rates cover, each probe with its own pass costs
 # (measured in the same process): trees of depth 1 and 2 only, since the probes reach no deeper.
@@ -746,9 +770,9 @@ ranking.head(8)
 # %%
 # NBVAL_CHECK_OUTPUT
 print("chain trees ranked (depth 1-2, at most", BUDGET, "drafted tokens):", len(ranking))
-print(f"bench's default tree {CHOSEN}: rank {ranking.loc[[CHOSEN], 'rank'].iloc[0]}")
+print(f"the preset's fixed tree {CHOSEN}: rank {ranking.loc[[CHOSEN], 'rank'].iloc[0]}")
 print(
-    "rank of the default tree at each temperature:",
+    "rank of the fixed tree at each temperature:",
     {panel: int(ranking[panel].rank(ascending=False)[CHOSEN]) for panel in TEMPS},
 )
 
@@ -761,7 +785,8 @@ probe_eff = {
 }
 display(
     Markdown(
-        f"The default tree, {CHOSEN} (`bench.DEFAULT_TREE`), is predicted at "
+        f"The preset's fixed tree, {CHOSEN} (`bench.DEFAULT_TREE`: `bench` runs it where the "
+        "head has no committed tree rates, and `--no-tune-tree`), is predicted at "
         f"{mean_of[CHOSEN]:.3f}×, rank {ranking.loc[[CHOSEN], 'rank'].iloc[0]} of "
         f"{len(ranking)}"
         + (
@@ -788,19 +813,19 @@ display(
 )
 
 # %% [markdown]
-# **Measured.** The tree against the chain, side by side on the campaign's machine: the
-# recommended run (the default tree, the int8 head) and the chain run (`bench --preset chain`: one
-# candidate per position, the head with its own weights), both at $T = 1$ on the same prompts, at
-# every $K$ of the grid (past its last depth the tree drafts one token per depth), each run
-# against its own autoregressive baseline in the same process and dtype. The two runs can differ
-# in the head's weights and in the dtype each one's start-up timing chose, as well as in the tree;
+# **Measured.** The recommended configuration against the chain, side by side on the campaign's
+# machine: the recommended run (a tree tuned at each $K$ from the machine's pass costs and the
+# head's committed tree rates, the draft stopped by confidence) and the chain run
+# (`bench --preset chain`: one candidate per position, $K$ drafts every step), both at $T = 1$ on
+# the same prompts, at every $K$ of the grid, each run against its own autoregressive baseline in
+# the same process and dtype. The two runs can differ in the head's weights and in the dtype each
+# one's start-up timing chose, as well as in the tree and the stop;
 # the labels say which (§3 measures what int8 does to $\alpha$ and $c$, and the dtypes' passes). The crosses are
 # each run's cost model at the rates its own steps show.
 
 # %%
-assert tuple(REC["settings"]["tree"]) == CHOSEN
 TREE_RUNS = {
-    ("T = 1", f"tree {CHOSEN}, {REC['settings']['draft']} head, {REC['settings']['dtype']}"): (
+    ("T = 1", f"{shape_of(REC)}, {REC['settings']['draft']} head, {REC['settings']['dtype']}"): (
         CAMPAIGN.folder / "bench_recommended_T1.json"
     ),
     ("T = 1", f"chain, {CHAIN['settings']['draft']} head, {CHAIN['settings']['dtype']}"): (
@@ -815,12 +840,11 @@ tree_speed.set_index(["panel", "config", "K"])[cols]
 fig = speedup_intervals(
     tree_speed,
     title=(
-        f"Draft tree {CHOSEN} against the chain, T = 1, {MACHINE_SHORT}\n"
+        f"The recommended configuration against the chain, T = 1, {MACHINE_SHORT}\n"
         f"(one run each, {REC['settings']['repeats']} repeat of each prompt)"
     ),
 )
-savefig("06_tree_speedup", fig);
-
+savefig("06_tree_speedup", fig)
 # %%
 TT, TC = (config for _, config in TREE_RUNS)
 by_K = tree_speed.pivot_table(index="K", columns="config", values=["speedup", "tau"])
@@ -851,8 +875,8 @@ display(
 # (`trees.support_stage`), where a drafter that hides it has them drawn and tried over the whole
 # vocabulary: the same law, at another price. The campaign's support run
 # (`python -m specdec_lib.research.levers --lever support`) decodes the same prompts both ways,
-# alternating from prompt to prompt, with the recommended pair (the int8 head, bfloat16,
-# prepacked) and the tree (4, 3) at $K = 2$; per variant, the medians over prompts of the host's,
+# alternating from prompt to prompt, with the int8 head in bfloat16, its weights prepacked for
+# oneDNN, and the tree (4, 3) at $K = 2$; per variant, the medians over prompts of the host's,
 # the draft's and the target's milliseconds per step, and the tokens per second over all prompts:
 
 # %%
@@ -958,7 +982,11 @@ for panel, result in MEASURED.items():
     for K in (1, 2):
         measured_rows.append(
             speculative_at(result, K).to_dict()
-            | {"panel": panel, "nodes": drafted_tokens(K, CHOSEN), "tree": CHOSEN}
+            | {
+                "panel": panel,
+                "nodes": drafted_tokens(K, tree_at(result, K)),
+                "tree": tree_at(result, K),
+            }
         )
     res, _ = PROBES[panel]
     (K_probe,) = res["settings"]["K"]
@@ -968,7 +996,7 @@ for panel, result in MEASURED.items():
         | {"panel": panel, "nodes": drafted_tokens(K_probe, probe_tree), "tree": probe_tree}
     )
 measured_trees = pd.DataFrame(measured_rows).assign(
-    label=f"measured: tree {CHOSEN} at K = 1, 2 and the probe {probe_tree} at K = 2"
+    label=f"measured: the recommended run at K = 1, 2 and the probe {probe_tree} at K = 2"
 )
 pd.DataFrame(ceilings).T[
     ["nodes", "depth", "tokens_per_step", "step_cost", "predicted_speedup"]
@@ -983,8 +1011,7 @@ fig = figs.tree_ceiling(
         f"(cost model, pass costs of {MACHINE_SHORT})"
     ),
 )
-savefig("06_tree_ceiling", fig);
-
+savefig("06_tree_ceiling", fig)
 # %% [markdown]
 # Past some number of nodes a node's $v$ is smaller than what it adds to the pass, so the ceiling
 # flattens and falls. What moves it is the draft's acceptance. The acceptance $\alpha$, the same
@@ -1047,12 +1074,12 @@ display(
         "rejection keeps the "
         "output law exactly $p$ with any number of candidates (§4), and a draft tree along the "
         "chain is exact by the same rule at every node (§5). At the rates one wide tree of "
-        f"depth 2 measures, the cost model ranks the default tree {CHOSEN} number "
+        f"depth 2 measures, the cost model ranks the preset's fixed tree {CHOSEN} number "
         f"{ranking.loc[[CHOSEN], 'rank'].iloc[0]} of {len(ranking)}; measured beside the chain at "
         f"$T = 1$, the recommended configuration reaches {with_interval(rec_best)} against "
         f"{with_interval(chain_best)} at the best $K$ of each (the chain in "
         f"{CHAIN['settings']['dtype']}, the dtype its start-up timing chose, so the gap mixes the "
-        "tree with the dtype and the head's weights). For trees of depth 2 or less the "
+        "tree and the stop with the dtype and the head's weights). For trees of depth 2 or less the "
         "cost model's ceiling with this head is "
         + " and ".join(f"{c['predicted_speedup']:.2f}× ({p})" for p, c in ceilings.items())
         + " (§6). Deeper trees, which these probes do not measure, and a draft that accepts more "

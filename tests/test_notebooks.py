@@ -92,3 +92,44 @@ def test_a_stale_output_is_caught(tmp_path):
     assert stale_reads(nb, tmp_path) == ["data/r.json: changed since the outputs were computed"]
     (tmp_path / "data" / "r.json").unlink()
     assert "not in the repository" in stale_reads(nb, tmp_path)[0]
+
+
+# What a notebook may read from outside the campaign folder: inputs that are not measurements, and
+# measurements that carry their own machine and commit (the GPU runs, the drafter's training).
+NOT_CAMPAIGN = (
+    "data/smollm2_135m_config.json",
+    "data/drafter/heldout_prompts.json",
+    "data/drafter/onpolicy/manifest.json",
+    "data/drafter/feature_head.train.json",
+    "data/drafter/experiments/",
+    "data/results/gpu_run_cuda",
+)
+
+
+def reads(nb: nbformat.NotebookNode) -> list[str]:
+    """The results files a notebook's outputs say it read (its last cell's ``results_read()``)."""
+    last = [c for c in nb.cells if c.cell_type == "code"][-1]
+    text = "".join(o.get("text", "") for o in last.get("outputs", []) if o.get("name") == "stdout")
+    return [
+        line.split(maxsplit=1)[1] for line in text.splitlines() if line.strip() not in ("", "none")
+    ]
+
+
+def outside_the_campaign(names: list[str]) -> list[str]:
+    return [
+        n for n in names
+        if not n.startswith("data/results/campaign/") and not n.startswith(NOT_CAMPAIGN)
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("ipynb", NOTEBOOKS, ids=lambda p: p.name)
+def test_a_notebook_reads_measurements_from_the_campaign(ipynb):
+    """Every measurement a notebook cites comes from the campaign folder, or is one of the files
+    that carry their own machine and commit (:data:`NOT_CAMPAIGN`)."""
+    stray = outside_the_campaign(reads(nbformat.read(ipynb, as_version=4)))
+    assert not stray, f"{ipynb.name} reads results outside the campaign: {stray}"
+
+
+def test_a_read_outside_the_campaign_is_caught():
+    names = ["data/results/campaign/bench_x.json", "data/results/machines/zen4/bench.json"]
+    assert outside_the_campaign(names) == ["data/results/machines/zen4/bench.json"]

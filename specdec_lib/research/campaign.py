@@ -257,9 +257,13 @@ def resolved(path: Path) -> dict[str, Any] | None:
     return {k: s.get(k) for k in keys} | {"tree": trees, "choice": result.get("dtype_choice")}
 
 
-# What a campaign's runs do not execute: the figures, and this module, which runs the commands and
-# writes the manifest.
-NOT_MEASURED = (":(exclude)specdec_lib/figures", ":(exclude)specdec_lib/research/campaign.py")
+# What a campaign's runs do not execute: the figures, this module, which runs the commands and
+# writes the manifest, and the Markdown beside the code.
+NOT_MEASURED = (
+    ":(exclude)specdec_lib/figures",
+    ":(exclude)specdec_lib/research/campaign.py",
+    ":(exclude,glob)**/*.md",
+)
 
 
 def measured_changes(commit: str, repo: Path = REPO_ROOT) -> list[str]:

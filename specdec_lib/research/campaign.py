@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..bench.analysis import run_tree
 from ..config import REPO_ROOT
 from ..results import (
     atomic_write_json,
@@ -251,8 +252,7 @@ def resolved(path: Path) -> dict[str, Any] | None:
     s = result.get("settings")
     if not isinstance(s, dict) or "K" not in s or "dtype" not in s:
         return None
-    tuned = (result.get("tuned_trees") or {}).get("by_K", {})
-    trees = {str(K): tuned.get(str(K), {}).get("tree", s.get("tree")) for K in s["K"]}
+    trees = {str(K): run_tree(s, result.get("tuned_trees"), K) for K in s["K"]}
     keys = ("dtype", "pack", "draft", "schedule", "threshold", "temperature")
     return {k: s.get(k) for k in keys} | {"tree": trees, "choice": result.get("dtype_choice")}
 
@@ -282,7 +282,12 @@ def measured_changes(commit: str, repo: Path = REPO_ROOT) -> list[str]:
             return None if run.returncode else run.stdout
         return _without_docstrings(run.stdout)
 
-    return [n for n in names if code(commit, n) is None or code(commit, n) != code("HEAD", n)]
+    changed = []
+    for name in names:
+        before = code(commit, name)
+        if before is None or before != code("HEAD", name):
+            changed.append(name)
+    return changed
 
 
 def _without_docstrings(source: str) -> str:

@@ -162,7 +162,8 @@ bench: campaign
 
 # The peer a user would run instead: llama.cpp, the copy vendored in the pinned llama-cpp-python
 # source (the index serves it as a source distribution), built once into .cache/peers with its
-# shared library and tools (llama-bench; lookup, its prompt-lookup drafting), offline after the
+# shared library and tools (llama-bench; lookup, its prompt-lookup drafting; speculative, its
+# draft-model sampler, and quantize, which makes that draft), offline after the
 # download. research.peer reads the library through llama-cpp-python's own ctypes bindings (the
 # pure-Python package in the same source, LLAMA_CPP_LIB_PATH pointing at this build).
 PEERS := .cache/peers
@@ -170,8 +171,8 @@ LLAMA_CPP_PY_VERSION := 0.3.36
 LLAMA_CPP_PY := llama_cpp_python-$(LLAMA_CPP_PY_VERSION)
 LLAMA_CPP_PY_URL := https://files.pythonhosted.org/packages/ec/e9/e7de2b0463ea3ffbf0ede6cb21b58c1258a8f6521aae45ca773a59fe7cf3/$(LLAMA_CPP_PY).tar.gz
 LLAMA_CPP_PY_SHA256 := 832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
-PEER_TARGETS := llama llama-bench llama-lookup
-peers: $(PEERS)/build/bin/llama-bench
+PEER_TARGETS := llama llama-bench llama-lookup llama-speculative llama-quantize
+peers: $(PEERS)/build/bin/llama-speculative
 
 $(PEERS)/$(LLAMA_CPP_PY).tar.gz:
 	mkdir -p $(PEERS)
@@ -179,7 +180,7 @@ $(PEERS)/$(LLAMA_CPP_PY).tar.gz:
 	echo "$(LLAMA_CPP_PY_SHA256)  $@.part" | sha256sum -c --quiet
 	mv $@.part $@
 
-$(PEERS)/build/bin/llama-bench: $(PEERS)/$(LLAMA_CPP_PY).tar.gz | install
+$(PEERS)/build/bin/llama-speculative: $(PEERS)/$(LLAMA_CPP_PY).tar.gz | install
 	rm -rf $(PEERS)/$(LLAMA_CPP_PY) && tar xzf $< -C $(PEERS)
 	cmake -S $(PEERS)/$(LLAMA_CPP_PY)/vendor/llama.cpp -B $(PEERS)/build -G Ninja \
 	  -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \

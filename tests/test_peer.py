@@ -75,3 +75,42 @@ def test_weight_bytes_counts_a_tied_matrix_once():
     model = torch.nn.Sequential(lin, torch.nn.LayerNorm(8))
     model.tied = lin.weight
     assert peer.weight_bytes(model) == 4 * 8 * 4
+
+
+def test_the_examples_log_gives_the_tokens_it_emitted_in_order():
+    from specdec_lib.research.peer_sampler import emitted_tokens
+
+    log = (
+        "D the sampled target token (7042, ' Paris') did not match, or we ran out\n"
+        "D draft 0: [ ',':28, '\n':198 ]\n"
+        "D draft token 0 of sequence 0 (28, ',') accepted\n"
+        "D draft token 1 of sequence 0 (198, '\n') rejected\n"
+        "D the sampled target token (30, '.') did not match, or we ran out\n"
+    )
+    assert emitted_tokens(log) == [7042, 28, 30]
+
+
+def test_the_argmax_draft_law_is_the_target_law_only_for_a_one_hot_draft():
+    """The rule with x = argmax q in place of x ~ q: exact where q is one-hot, not otherwise (the
+    draft's favourite is accepted whenever p(a) >= q(a))."""
+    from specdec_lib.research.peer_sampler import argmax_draft_law
+
+    p = torch.tensor([0.5, 0.3, 0.2], dtype=torch.float64)
+    assert torch.allclose(argmax_draft_law(p, torch.tensor([0.0, 1.0, 0.0]).double()), p)
+    q = torch.tensor([0.2, 0.6, 0.2], dtype=torch.float64)  # a = 1, accepted with 0.3/0.6
+    law = argmax_draft_law(p, q)
+    assert torch.allclose(law, torch.tensor([0.5, 0.5, 0.0], dtype=torch.float64))
+    q = torch.tensor([0.45, 0.35, 0.2], dtype=torch.float64)  # a = 0, p(a) > q(a): always
+    assert torch.allclose(argmax_draft_law(p, q), torch.tensor([1.0, 0.0, 0.0]).double())
+
+
+@needs_build
+def test_llama_speculative_draws_parse_and_start_from_the_targets_support(engine):
+    from specdec_lib.models import find_smollm2_gguf
+    from specdec_lib.research import peer_sampler as ps
+
+    target = find_smollm2_gguf()
+    draws = ps.speculative_draws(target, ps.quantized_draft(target), range(2), progress=False)
+    lm, _ = engine
+    p1 = torch.softmax(lm(torch.tensor([lm.tokenize(ps.PROMPT)])).logits[0, -1], -1)
+    assert len(draws) == 2 and all(p1[t1] > 0 for t1, _ in draws)

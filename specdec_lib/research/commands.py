@@ -44,6 +44,17 @@ def register(command: Callable[..., argparse.ArgumentParser]) -> None:
     )
     pe.add_argument("--out", default=str(RESULTS_DIR / "peers.json"), help="results JSON")
     pe.add_argument("--K-lookup", type=int, default=4, help="prompt lookup's K on llama.cpp")
+    ps = command(
+        "peer-sampler",
+        "llama.cpp's own speculative sampling (llama-speculative) against the exact law",
+        None,
+        _peer_sampler,
+    )
+    ps.add_argument("--out", default=str(RESULTS_DIR / "peer_sampler.json"), help="results JSON")
+    ps.add_argument("--n", type=int, default=200, help="draws, one process each")
+    ps.add_argument("--draft-kind", default="Q4_0", help="llama-quantize's type for the draft")
+    ps.add_argument("--seed", type=int, default=0, help="the first draw's seed")
+    ps.add_argument("--no-progress", action="store_true", help="no progress bars")
     c = command(
         "campaign",
         "every run the series cites, on this machine, from this commit (make campaign)",
@@ -98,6 +109,23 @@ def _peers(args: argparse.Namespace) -> None:
     print(
         f"llama-bench: {bench['tokens_per_s']:.1f} tok/s; bandwidth {result['bandwidth_gb_s']:.1f} GB/s"
     )
+    print(f"wrote {args.out}")
+
+
+def _peer_sampler(args: argparse.Namespace) -> None:
+    from ..results import provenance
+    from .peer_sampler import sampler_test
+
+    if args.n < 2:
+        raise ValueError(f"--n must be at least 2 draws, got {args.n}")
+    result = sampler_test(
+        args.n, kind=args.draft_kind, seed=args.seed, progress=not args.no_progress
+    )
+    settings = {"n": args.n, "draft_kind": args.draft_kind, "temperature": 1.0}
+    result["provenance"] = provenance(seed=args.seed, settings=settings)
+    atomic_write_json(args.out, result)
+    for name, test in result["tests"].items():
+        print(f"{name}: chi2 {test['statistic']:.1f}, dof {test['dof']}, p = {test['pvalue']:.3g}")
     print(f"wrote {args.out}")
 
 

@@ -112,6 +112,16 @@ class LlamaCppLM(torch.nn.Module):
         self._batch = ll.llama_batch_init(n_batch, 0, 1)
         self._owner: LlamaCppCache | None = None
 
+    def tokenize(self, text: str) -> list[int]:
+        """``text`` as llama.cpp's tools tokenize a prompt (special tokens added and parsed)."""
+        raw = text.encode()
+        vocab = self._ll.llama_model_get_vocab(self._model)
+        out = (self._ll.llama_token * (len(raw) + 8))()
+        n = self._ll.llama_tokenize(vocab, raw, len(raw), out, len(out), True, True)
+        if n < 0:
+            raise ValueError(f"llama_tokenize needs {-n} tokens for {text!r}")
+        return list(out[:n])
+
     def remove_after(self, n: int) -> None:
         """Drop the cache entries from position ``n`` on."""
         self._ll.llama_memory_seq_rm(self._mem, 0, n, -1)
@@ -278,7 +288,7 @@ def side_by_side(
     context = timing_context(settings, [ids.numel() for ids in encoded])
     trees = start_up(pair, settings, result, Path(out), context)
     K = settings.K[0]
-    runners = {m: EngineRunner(engine, settings, K_lookup) for m in ENGINE_METHODS}
+    runners = dict.fromkeys(ENGINE_METHODS, EngineRunner(engine, settings, K_lookup))
     runners |= dict.fromkeys(LIBRARY_METHODS, CellRunner(pair, settings, trees))
     for m, k in [("llamacpp_autoregressive", 0), ("llamacpp_lookup", K_lookup)] + [
         ("autoregressive", 0),

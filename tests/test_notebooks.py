@@ -2,6 +2,7 @@
 computed from the committed results (a stale output is refused)."""
 
 import hashlib
+import re
 from pathlib import Path
 
 import jupytext
@@ -51,18 +52,28 @@ def test_twin_in_sync(ipynb):
     assert len(nb) == len(py), f"{ipynb.name} and {twin.name} differ in length: run `make sync`"
 
 
-def stale_reads(nb: nbformat.NotebookNode, root: Path = ROOT) -> list[str]:
-    """What differs between the results files a notebook's outputs say it read (its last code
-    cell prints ``results_read()``: ``sha256:<16 hex>  <path>`` per line) and those files as they
-    are under ``root``: one line per file changed or gone."""
+def read_lines(nb: nbformat.NotebookNode) -> list[tuple[str, str]]:
+    """``(sha256:<16 hex>, path)`` of every results file a notebook's outputs say it read: its
+    last code cell shows ``data_read()``, whose text form lists them."""
     last = [c for c in nb.cells if c.cell_type == "code"][-1]
-    assert "results_read()" in last.source, "the last code cell prints results_read()"
-    text = "".join(o.get("text", "") for o in last.get("outputs", []) if o.get("name") == "stdout")
+    assert "data_read()" in last.source, "the last code cell shows data_read()"
+    text = "".join(
+        o.get("text", "")
+        if o.get("output_type") == "stream"
+        else o.get("data", {}).get("text/plain", "")
+        for o in last.get("outputs", [])
+    )
+    return [
+        tuple(line.split(maxsplit=1)) for line in text.splitlines() if line.startswith("sha256:")
+    ]
+
+
+def stale_reads(nb: nbformat.NotebookNode, root: Path = ROOT) -> list[str]:
+    """What differs between the results files a notebook's outputs say it read
+    (:func:`read_lines`) and those files as they are under ``root``: one line per file changed
+    or gone."""
     out = []
-    for line in text.splitlines():
-        if line.strip() in ("", "none"):
-            continue
-        digest, name = line.split(maxsplit=1)
+    for digest, name in read_lines(nb):
         path = root / name
         if not path.is_file():
             out.append(f"{name}: read by the outputs, not in the repository")
@@ -82,9 +93,12 @@ def test_a_stale_output_is_caught(tmp_path):
     (tmp_path / "data" / "r.json").write_text('{"speedup": 1.4}')
     digest = hashlib.sha256(b'{"speedup": 1.4}').hexdigest()[:16]
     nb = nbformat.v4.new_notebook()
-    cell = nbformat.v4.new_code_cell("print(results_read())")
+    cell = nbformat.v4.new_code_cell("data_read()")
+    text = (
+        f"Read: a run, on a CPU, commit 0123456, 2026-12-07 (1 file)\nsha256:{digest}  data/r.json"
+    )
     cell.outputs = [
-        nbformat.v4.new_output("stream", name="stdout", text=f"sha256:{digest}  data/r.json\n")
+        nbformat.v4.new_output("execute_result", data={"text/plain": text}, execution_count=1)
     ]
     nb.cells = [cell]
     assert stale_reads(nb, tmp_path) == []
@@ -107,12 +121,8 @@ NOT_CAMPAIGN = (
 
 
 def reads(nb: nbformat.NotebookNode) -> list[str]:
-    """The results files a notebook's outputs say it read (its last cell's ``results_read()``)."""
-    last = [c for c in nb.cells if c.cell_type == "code"][-1]
-    text = "".join(o.get("text", "") for o in last.get("outputs", []) if o.get("name") == "stdout")
-    return [
-        line.split(maxsplit=1)[1] for line in text.splitlines() if line.strip() not in ("", "none")
-    ]
+    """The results files a notebook's outputs say it read (:func:`read_lines`)."""
+    return [name for _, name in read_lines(nb)]
 
 
 def outside_the_campaign(names: list[str]) -> list[str]:
@@ -133,3 +143,21 @@ def test_a_notebook_reads_measurements_from_the_campaign(ipynb):
 def test_a_read_outside_the_campaign_is_caught():
     names = ["data/results/campaign/bench_x.json", "data/results/machines/zen4/bench.json"]
     assert outside_the_campaign(names) == ["data/results/machines/zen4/bench.json"]
+
+
+# The sentence of a notebook's opening that says what it needs from earlier notebooks.
+NEEDS = re.compile(r"[^.]*(?:this page (?:needs|uses)|assumes nothing)[^.]*\.", re.IGNORECASE)
+
+
+@pytest.mark.parametrize(
+    "twin", sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py")), ids=lambda p: p.name
+)
+def test_each_notebook_says_what_it_needs_and_needs_only_earlier_ones(twin):
+    """A teaching order: each page names what it takes from earlier pages, and only from them."""
+    n = int(twin.name[:2])
+    text = " ".join(line.lstrip("#").strip() for line in twin.read_text().splitlines())
+    m = NEEDS.search(text)
+    assert m, f"{twin.name}: no sentence says what the page needs from earlier notebooks"
+    named = {int(k) for k in re.findall(r"notebooks? 0(\d)", m.group())}
+    assert all(k < n for k in named), f"{twin.name} needs a later notebook: {m.group()!r}"
+    assert named or n == 1, f"{twin.name} names no earlier notebook: {m.group()!r}"

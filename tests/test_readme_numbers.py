@@ -1,5 +1,5 @@
-"""The README's headline is the campaign's (``bench.headline`` on data/results/campaign/), not a copy:
-the best K chosen on the first run, confirmed on the replicate, and greedy, each with its interval,
+"""The README's headline is the campaign's (``Campaign.headline`` on data/results/campaign/), not a
+copy: the K chosen on the first run, confirmed on the replicate, and greedy, each with its interval,
 and the machine it was measured on."""
 
 import re
@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from specdec_lib.bench import HEADLINE_RUNS, headline
 from specdec_lib.config import RESULTS_DIR
 from specdec_lib.research.campaign import Campaign
 from specdec_lib.results import describe_machine
@@ -28,7 +27,7 @@ def paragraph() -> str:
     not (CAMPAIGN / "bench_recommended_greedy.json").exists(), reason="no campaign committed"
 )
 def test_readme_headline_is_the_campaigns(paragraph):
-    h = headline(Campaign.read(CAMPAIGN).runs(HEADLINE_RUNS))
+    h = Campaign.read(CAMPAIGN).headline()
     assert f"`K = {h['K']}`" in paragraph, f"README.md: the best K is {h['K']}"
     for name in ("T1", "replicate", "greedy"):
         r = h[name]
@@ -107,3 +106,20 @@ def test_readme_llamacpp_sentence_is_the_campaigns():
         assert ratio in para, f"README.md: {name}'s ratio is {ratio}"
         assert f"{lcp['tokens_per_s']:.0f} tokens/s" in para, name
         assert f"{spec['tokens_per_s']:.0f} tokens/s" in para, name
+
+
+@pytest.mark.skipif(
+    not (CAMPAIGN / "peer_sampler.json").exists(), reason="no peer sampler run committed"
+)
+def test_readme_peer_sampler_sentence_is_the_campaigns():
+    """The README's sentence on llama.cpp's own speculative sampler: rejected against the
+    target's law, with the p-values of both tests as the campaign measured them."""
+    text = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    tests = Campaign.read(CAMPAIGN).run("peer_sampler")["tests"]
+    target, rule = tests["target_law"]["pvalue"], tests["argmax_draft_law"]["pvalue"]
+    assert target < 1e-3 < rule, "the campaign's peer sampler run no longer says what README says"
+    shown = "p below 1e-300" if target < 1e-300 else f"p = {target:.1g}"
+    assert "llama.cpp's own speculative sampling" in text and shown in text, shown
+    assert f"p = {rule:.2f}" in text, f"p = {rule:.2f}"
+    n = Campaign.read(CAMPAIGN).run("peer_sampler")["n"]
+    assert f"over {n} runs" in text, f"over {n} runs"

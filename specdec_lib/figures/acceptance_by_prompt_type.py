@@ -33,7 +33,8 @@ def alpha_by_category(
     fig, ax = plt.subplots(figsize=(9.0, 4.2))
     x = np.arange(len(categories))
     width = 0.8 / len(tables)
-    colors = [COLORS[k] for k in ("early exit", "early exit, greedy", "speculative", "target")]
+    # four hues a reader tells apart in print: the untrained draft pale, the trained head's runs full
+    colors = [COLORS[k] for k in ("early exit", "draft", "speculative", "target")]
     for j, (name, t) in enumerate(tables.items()):
         t = t.loc[list(categories)]
         err = np.vstack([t.alpha - t.lo, t.hi - t.alpha]).clip(min=0)

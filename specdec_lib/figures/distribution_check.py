@@ -11,7 +11,6 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.patches import Patch
 
 from .style import COLORS
 
@@ -164,38 +163,57 @@ def power_vs_n(
     return fig
 
 
+def _grid_label(row: pd.Series) -> str:
+    """A row's label: its name and what its steps did (transformers' generate records none)."""
+    if row.must_fail:
+        return f"{row['name']}  (injected bug: must fail)"
+    if row.get("method") == "hf_assisted" or not row.steps:
+        return f"{row['name']}  (transformers' generate: steps not recorded)"
+    return f"{row['name']}  (α {row.alpha:.2f}, bonus token in {row.bonus_steps:,} of {row.steps:,} steps)"
+
+
 def exactness_grid(grid: pd.DataFrame, *, level: float) -> Figure:
     """Notebook 02, ``02_shipped``: a row per configuration (``grid``: ``name``, ``p``, ``p_holm``
-    (NaN where ``must_fail``), ``must_fail``, ``alpha``, ``bonus_steps``, ``steps``): -log10 of its
-    chi-square p-value (Holm's for shipped rows, raw for those that must fail) against ``level``."""
-    fig, ax = plt.subplots(figsize=(9.0, 0.42 * len(grid) + 1.6))
+    (NaN where ``must_fail``), ``must_fail``, ``alpha``, ``bonus_steps``, ``steps``, optionally
+    ``method``): -log10 of its chi-square p-value (Holm's for shipped rows, raw for those that
+    must fail) against ``level``, a dot per row so that p = 1 shows too."""
+    fig, ax = plt.subplots(figsize=(9.0, 0.42 * len(grid) + 1.8))
     y = np.arange(len(grid))[::-1]
     p = np.where(grid.must_fail, grid.p, grid.p_holm).astype(float)
     strength = -np.log10(np.clip(p, 1e-300, 1.0))
     colors = [COLORS["wrong"] if f else COLORS["speculative"] for f in grid.must_fail]
-    ax.barh(y, np.maximum(strength, 0.02), color=colors, height=0.6)
+    ax.hlines(y, 0, strength, colors=colors, lw=2.5)
+    ax.scatter(strength, y, color=colors, s=45, zorder=3)
     for yi, si, pi in zip(y, strength, p, strict=True):
-        ax.text(si, yi, f"  p = {pi:.2g}", va="center", fontsize=8)
+        ax.text(si, yi, f"   p = {pi:.2g}", va="center", fontsize=8)
     ax.axvline(-np.log10(level), color="black", ls="--", lw=1)
     ax.text(-np.log10(level), y.max() + 0.55, f" level {level:.2g}", fontsize=8, va="bottom")
-    labels = [
-        f"{n}  (must fail)" if f else f"{n}  (α {a:.2f}, bonus in {b}/{s} steps)"
-        for n, a, b, s, f in zip(
-            grid.name, grid.alpha, grid.bonus_steps, grid.steps, grid.must_fail, strict=True
-        )
-    ]
-    ax.set_yticks(y, labels, fontsize=8.5)
-    ax.set_xlim(0, 1.25 * max(strength.max(), -np.log10(level)))
+    ax.set_yticks(y, [_grid_label(row) for _, row in grid.iterrows()], fontsize=8.5)
+    ax.set_xlim(-0.3, 1.25 * max(strength.max(), -np.log10(level)))
     ax.set_ylim(-0.7, len(grid) - 0.1)
     ax.set(
-        xlabel="−log10 p  (chi-square against the exact law, Bonferroni over positions; "
-        "shipped rows after Holm)",
-        title="Every shipped configuration against the target's exact law (K = 2, each of 3 tokens)",
+        xlabel="−log10 p  (chi-square against the target's exact law, Bonferroni over the 3 "
+        "positions; shipped rows after Holm)",
+        title="One configuration of each kind shipped, and three injected bugs,\n"
+        "against the target's exact law (K = 2, the 3 tokens after a fixed first token)",
     )
+    dot = dict(marker="o", lw=2.5, markersize=7)
     ax.legend(
         handles=[
-            Patch(color=COLORS["speculative"], label="shipped: must pass (bar left of the line)"),
-            Patch(color=COLORS["wrong"], label="injected bug: must fail (bar right of the line)"),
+            Line2D(
+                [],
+                [],
+                color=COLORS["speculative"],
+                label="shipped: must pass (left of the line)",
+                **dot,
+            ),
+            Line2D(
+                [],
+                [],
+                color=COLORS["wrong"],
+                label="injected bug: must fail (right of the line)",
+                **dot,
+            ),
         ],
         loc="upper right",
         fontsize=8,

@@ -46,10 +46,18 @@ def speedup_vs_K(
             ax.axhline(target, color="grey", lw=0.8, ls=":")
         ax.set(xlabel="draft length K", title=title, ylim=ylim)
     axes[0][0].set_ylabel(ylabel)
-    if legend_loc == "below":
-        handles, labels = axes[0][0].get_legend_handles_labels()
+    if legend_loc == "below":  # every series of every panel, once
+        entries: dict[str, Any] = {}
+        for ax in axes[0]:
+            for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+                entries.setdefault(label, handle)
         fig.legend(
-            handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, fontsize=9
+            entries.values(),
+            entries.keys(),
+            loc="upper center",
+            bbox_to_anchor=(0.5, 0.0),
+            ncol=2,
+            fontsize=9,
         )
     else:
         axes[0][0].legend(loc=legend_loc, fontsize=8)

@@ -61,9 +61,27 @@ class Campaign:
 
     @property
     def machine_short(self) -> str:
-        """The machine in a figure's title: CPU, family/model/stepping, cores."""
+        """The machine in a figure's title: CPU and cores (:attr:`machine` says which CPU)."""
         m = self.manifest["machine"]
-        return f"{m['cpu']} ({m['family_model_stepping']}, {m['cores']} cores)"
+        return f"{m['cpu']}, {m['cores']} cores"
+
+    def headline(self) -> dict[str, Any]:
+        """The series' headline (:func:`~specdec_lib.bench.headline`), its ``K`` the best of the
+        ``T1`` run among the ``K`` every headline run measured: a ``K`` the replicate did not run
+        cannot be read again on it. ``best_K_T1``: the ``T1`` run's own best ``K``, which may lie
+        outside them."""
+        from ..bench.analysis import HEADLINE_RUNS, best_K, headline
+
+        runs = self.runs(HEADLINE_RUNS)
+        common = set.intersection(
+            *({r["K"] for r in res["runs"] if r["method"] == "speculative"} for res in runs.values())
+        )
+        t1 = runs["T1"]
+        kept = [r for r in t1["runs"] if r["method"] != "speculative" or r["K"] in common]
+        out = headline(runs | {"T1": t1 | {"runs": kept}})
+        out["best_K_T1"] = best_K(t1)
+        out["common_K"] = sorted(common)
+        return out
 
     def command(self, name: str) -> list[str]:
         """The command line of the plan's run ``name``, as it ran."""

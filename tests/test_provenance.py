@@ -21,3 +21,8 @@ def test_a_file_with_its_own_provenance_names_its_machine_and_commit():
     source = provenance._source("data/results/gpu_run_cuda.json")
     assert source.startswith("a GPU run, on NVIDIA") and "commit " in source
     assert provenance._source("data/prompts.json") == "inputs, not measurements"
+
+
+def test_a_page_that_read_nothing_says_so():
+    read = provenance.DataRead([])
+    assert repr(read) == provenance.NOTHING and provenance.NOTHING in read._repr_html_()

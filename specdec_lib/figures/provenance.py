@@ -18,6 +18,7 @@ from ..results import results_read
 __all__ = ["DataRead", "data_read"]
 
 CAMPAIGN = "data/results/campaign/"
+NOTHING = "This page read no results files: every number on it is computed on the page."
 
 
 def _source(path: str) -> str:
@@ -51,9 +52,13 @@ class DataRead:
         self.summary = [f"{src} ({n} file{'s' * (n > 1)})" for src, n in sources.items()]
 
     def __repr__(self) -> str:
-        return "\n".join(["Read: " + ("; ".join(self.summary) or "nothing"), *self.lines])
+        if not self.lines:
+            return NOTHING
+        return "\n".join(["Read: " + "; ".join(self.summary), *self.lines])
 
     def _repr_html_(self) -> str:
+        if not self.lines:
+            return f"<p>{NOTHING}</p>"
         items = "".join(f"<li>{html.escape(s)}</li>" for s in self.summary)
         files = html.escape("\n".join(self.lines))
         return (

@@ -15,6 +15,21 @@
 # %% [markdown]
 # # 01 · The acceptance rule: why speculative sampling is exact
 #
+# **What this notebook finds.** The acceptance rule (accept a draft token $x \sim q$ with
+# probability $\min(1, p(x)/q(x))$, otherwise emit a token of $\operatorname{norm}(\max(0, p - q))$,
+# and add a bonus token from the target when all $K$ drafts pass) emits tokens distributed exactly as
+# the target's $p$: at one position, over a $K$-token step, and over a whole generation; it accepts a
+# draft with probability $\alpha = \sum_x \min(p(x), q(x))$. Computed by exact enumeration, the output
+# law of the library's code path equals $p$ to float64 rounding on every pair of distributions
+# tried, and the rule written out below as a short function has the same law as the library's.
+# Exactness breaks in two ways, both shown with exact laws: the prototype's correction biases the
+# output, and so does a ratio built from a distribution other than the one the draft was drawn from.
+# Under a constant acceptance rate a step yields $(1 - \alpha^{K+1})/(1 - \alpha)$ tokens on average,
+# and the predicted speedup has a best $K$ that grows with $\alpha$ and shrinks with the draft's cost;
+# greedy decoding is the same rule at temperature 0. The checked cells below carry the numbers. This
+# is the first notebook of the series and assumes nothing from the others.
+
+# %% [markdown]
 # **Aim.** In speculative decoding a cheap *draft* model proposes $K$ tokens and an expensive *target*
 # model checks all of them in one forward pass. This notebook derives the rule that decides which
 # proposals to keep, proves that the tokens it emits follow *exactly* the target's distribution, and
@@ -65,9 +80,9 @@ warnings.filterwarnings("ignore", message="IProgress not found")
 
 from specdec_lib import config, costs
 from specdec_lib.figures import acceptance_rule as figs
+from specdec_lib.figures.provenance import data_read
 from specdec_lib.figures.style import savefig
 from specdec_lib.research import stats
-from specdec_lib.results import results_read
 from specdec_lib.sampling import (
     Warp,
     acceptance_rate,
@@ -82,21 +97,6 @@ from specdec_lib.sampling import (
 QUICK = config.quick()
 SEED = 1
 print("quick mode:", QUICK)
-
-# %% [markdown]
-# **What this notebook finds.** The acceptance rule (accept a draft token $x \sim q$ with
-# probability $\min(1, p(x)/q(x))$, otherwise emit a token of $\operatorname{norm}(\max(0, p - q))$,
-# and add a bonus token from the target when all $K$ drafts pass) emits tokens distributed exactly as
-# the target's $p$: at one position, over a $K$-token step, and over a whole generation; it accepts a
-# draft with probability $\alpha = \sum_x \min(p(x), q(x))$. Computed by exact enumeration, the output
-# law of the library's code path equals $p$ to float64 rounding on every pair of distributions
-# tried, and the rule written out below as a short function has the same law as the library's.
-# Exactness breaks in two ways, both shown with exact laws: the prototype's correction biases the
-# output, and so does a ratio built from a distribution other than the one the draft was drawn from.
-# Under a constant acceptance rate a step yields $(1 - \alpha^{K+1})/(1 - \alpha)$ tokens on average,
-# and the predicted speedup has a best $K$ that grows with $\alpha$ and shrinks with the draft's cost;
-# greedy decoding is the same rule at temperature 0. The checked cells below carry the numbers. This
-# is the first notebook of the series and assumes nothing from the others.
 
 # %% [markdown]
 # ## 1. From rejection sampling to speculative sampling
@@ -174,7 +174,7 @@ print("r =", np.round(r.numpy(), 3))
 
 # %%
 fig = figs.acceptance_split(p, q, torch.minimum(p, q), (1 - alpha) * r, alpha=alpha)
-savefig("01_residual", fig);
+savefig("01_residual", fig)
 
 
 # %% [markdown]
@@ -755,7 +755,7 @@ fig = figs.prototype_bias(
     summary=summary,
     tv_correct_max=bias.tv_correct.max(),
 )
-savefig("01_prototype_bias", fig);
+savefig("01_prototype_bias", fig)
 
 
 # %% [markdown]
@@ -824,7 +824,7 @@ print(
 
 # %%
 fig = figs.mismatched_q(p, law_wrong, law_right, x_star)
-savefig("01_mismatched_q", fig);
+savefig("01_mismatched_q", fig)
 # %% [markdown]
 # **Example 2: warps.** Temperature, top-$k$ and top-$p$ change the distribution that is sampled. The
 # library's `Warp` applies the same transformation (through transformers' own logits processors) to
@@ -986,7 +986,7 @@ print(
 K_grid = np.arange(1, 11)
 expected = {alpha: costs.expected_tokens_per_step(alpha, K_grid) for alpha in ALPHAS_MC}
 fig = figs.tokens_per_step(K_grid, expected, mc, n_steps=N_STEPS)
-savefig("01_tokens_per_step", fig);
+savefig("01_tokens_per_step", fig)
 # %% [markdown]
 # **Speedup against $K$.** Theorem 3.8 for three acceptance rates and two draft costs; the star marks
 # the optimal $K$. The right panel contrasts the prediction at $\alpha = 0.71$ (claimed by the
@@ -1017,7 +1017,7 @@ optima = pd.DataFrame(
     ]
 )
 fig = figs.speedup_theory(curves, optima, claimed_alpha=CLAIMED_ALPHA)
-savefig("01_speedup_vs_K", fig);
+savefig("01_speedup_vs_K", fig)
 # %%
 # NBVAL_CHECK_OUTPUT
 opt = pd.DataFrame(
@@ -1112,7 +1112,7 @@ fig = figs.greedy_limit(
     alpha_agree=[alpha_T(T, ell_agree) for T in T_grid],
     alpha_differ=[alpha_T(T, ell_differ) for T in T_grid],
 )
-savefig("01_greedy_limit", fig);
+savefig("01_greedy_limit", fig)
 # %%
 # NBVAL_CHECK_OUTPUT
 print(
@@ -1183,9 +1183,10 @@ display(
 # %% [markdown]
 # ## The data this page read
 #
-# The results files read above, each with the SHA-256 of the bytes read (its first 16 digits).
-# The repository's tests recompute them from the committed files: a page whose outputs came from
-# other results than those is refused.
+# Where every number on this page was measured: one line per machine, commit and date. The files
+# behind them are folded below it, each with the first 16 digits of its SHA-256; the repository's
+# tests recompute those from the committed files, and refuse a page whose outputs came from other
+# results.
 
 # %%
-print(results_read())
+data_read()

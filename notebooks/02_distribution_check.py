@@ -15,6 +15,27 @@
 # %% [markdown]
 # # 02 · Distribution check: is speculative sampling lossless on a real model?
 #
+# **What this notebook finds.** Everything speculative sampling emits here fits the target's exact
+# law, as far as tests sized to see small biases can tell: the next token and every position of whole
+# steps drawn through the library's `verify` from the model's own distributions (sections 3 to 5), the
+# decoder's multi-token outputs with their KV caches, rollbacks and bonus tokens (section 6), and every
+# configuration the series ships (section 9). The same tests reject the prototype's correction
+# wherever its exact bias is large enough for them to have power, and reject decoders with a
+# bookkeeping bug, so a pass means something; each test states the smallest bias it would have
+# caught. llama.cpp's own speculative sampling example, put through the same test at $T = 1$, is
+# rejected: it proposes the draft's most probable token instead of a draw from the draft, and its
+# output follows the law of that rule, not the target's (section 9). A draft as far from the target as uniform proposals changes how often drafts are accepted,
+# never the law of what is emitted (section 7.3). What does depend on the arithmetic is which $p$ the
+# rule is exact for: in float32 greedy speculative output matches autoregressive output token for
+# token on every prompt tried, while in bfloat16 the verifier's multi-token passes round differently
+# from one-token passes and some greedy outputs part from the autoregressive ones (section 8 counts them, and how many of
+# those partings fall at a near tie). Each pass and each rejection stated here is asserted by a
+# checked cell of its section when the notebook runs.
+#
+# From notebook 01 this page needs the acceptance rule and its residual, the function `verify` that
+# implements it, and the prototype's correction that the checks there showed to be wrong.
+
+# %% [markdown]
 # **Aim.** Notebook 01 proved that the acceptance rule emits tokens distributed exactly as the target's
 # $p$, and checked the proof in exact arithmetic on the numbers `verify` samples from. But the claim
 # "lossless" is only as good as the test that could have caught a bug. This notebook is that test, run
@@ -58,7 +79,7 @@
 # 6. Three-token sequences from the decoder against the target's exact law
 # 7. Power, and a test that fails
 # 8. bfloat16, stated precisely
-# 9. Each kind of configuration we ship, and three decoders that must fail
+# 9. Each kind of configuration we ship, three decoders that must fail, and llama.cpp's sampler
 # 10. Discussion: what we showed, what it cost, what's next
 #
 # Generating samples is the cost here. Every part says how many samples it draws and how long they
@@ -87,11 +108,11 @@ from specdec_lib import config
 from specdec_lib.decoding import AutoregressiveDecoder, SpeculativeDecoder
 from specdec_lib.drafters import BaseDrafter, ModelDrafter
 from specdec_lib.figures import distribution_check as figs
+from specdec_lib.figures.provenance import data_read
 from specdec_lib.figures.style import savefig
 from specdec_lib.lm import model_forward
 from specdec_lib.models import load_pair
 from specdec_lib.research import power, stats
-from specdec_lib.results import results_read
 from specdec_lib.sampling import Warp, acceptance_rate, prototype_correction, sample, verify
 
 QUICK = config.quick()
@@ -102,25 +123,6 @@ VERIFY = (
 print(
     "quick mode:", QUICK, "| torch threads:", torch.get_num_threads(), "| torch", torch.__version__
 )
-
-# %% [markdown]
-# **What this notebook finds.** Everything speculative sampling emits here fits the target's exact
-# law, as far as tests sized to see small biases can tell: the next token and every position of whole
-# steps drawn through the library's `verify` from the model's own distributions (sections 3 to 5), the
-# decoder's multi-token outputs with their KV caches, rollbacks and bonus tokens (section 6), and every
-# configuration the series ships (section 9). The same tests reject the prototype's correction
-# wherever its exact bias is large enough for them to have power, and reject decoders with a
-# bookkeeping bug, so a pass means something; each test states the smallest bias it would have
-# caught. A draft as far from the target as uniform proposals changes how often drafts are accepted,
-# never the law of what is emitted (section 7.3). What does depend on the arithmetic is which $p$ the
-# rule is exact for: in float32 greedy speculative output matches autoregressive output token for
-# token on every prompt tried, while in bfloat16 the verifier's multi-token passes round differently
-# from one-token passes and some greedy outputs part from the autoregressive ones (section 8 counts them, and how many of
-# those partings fall at a near tie). Each pass and each rejection stated here is asserted by a
-# checked cell of its section when the notebook runs.
-#
-# From notebook 01 this page needs the acceptance rule and its residual, the function `verify` that
-# implements it, and the prototype's correction that the checks there showed to be wrong.
 
 # %% [markdown]
 # ## 1. What is tested, and how
@@ -369,11 +371,21 @@ def alpha_of(p, q):
 
 
 def formatted(df, formats):
-    # A copy with some columns as formatted strings: tables that read the same in any viewer.
+    # A copy with some columns as formatted strings: tables that read the same in any viewer
+    # ("p": a p-value, by p_text).
     out = df.copy()
     for col, fmt in formats.items():
-        out[col] = out[col].map(lambda v, fmt=fmt: "not made" if pd.isna(v) else fmt.format(v))
+        out[col] = out[col].map(
+            lambda v, fmt=fmt: (
+                "not made" if pd.isna(v) else p_text(v) if fmt == "p" else fmt.format(v)
+            )
+        )
     return out
+
+
+def p_text(p):
+    # A p-value for people: float64 cannot tell apart the values below about 1e-300.
+    return "below 1e-300" if p < 1e-300 else f"{p:.2g}"
 
 
 def tex_int(n):
@@ -488,8 +500,8 @@ formatted(
     {
         "alpha": "{:.3f}",
         "chi2": "{:.1f}",
-        "p": "{:.3f}",
-        "Holm p": "{:.3f}",
+        "p": "p",
+        "Holm p": "p",
         "detectable TV": "{:.3f}",
     },
 )
@@ -645,9 +657,7 @@ grid_summary = (
 )
 grid_summary.insert(0, "alpha_0", grid.groupby(["draft", "warp"], sort=False).alpha_0.first())
 display(
-    formatted(
-        grid_summary, {"alpha_0": "{:.3f}", **{c: "{:.2g}" for c in grid_summary.columns[1:]}}
-    )
+    formatted(grid_summary, {"alpha_0": "{:.3f}", **{c: "p" for c in grid_summary.columns[1:]}})
 )
 full_grid = formatted(
     grid.drop(columns=["s", *["Holm " + c for c in GRID_TESTS]]),
@@ -765,6 +775,63 @@ savefig("02_pvalues", fig)
 # accepted: the bonus token and the cache after full acceptance); the sharp self-draft (partial
 # acceptances, the cache cropped in the middle of a step); and the uniform draft.
 
+# %% [markdown]
+# **The step, on the page.** Before testing the decoder, here is what one of its steps does, for
+# a chain of $K$ drafts, written out in full with uncached passes: draw $K$ tokens from the draft,
+# each $x_i \sim q_i$; run the target once over the prompt and all $K$ drafts, which gives
+# $p_0, \dots, p_K$; accept $x_i$ while a uniform $u_i < p_i(x_i)/q_i(x_i)$; at the first
+# rejection draw from the residual $\mathrm{norm}(\max(0, p_n - q_n))$, and if all $K$ pass draw
+# the bonus token from $p_K$. The library's decoder does the same with KV caches (cropped after a
+# rejection) and reads the same random numbers in the same order, so with the same seed the two
+# emit the same tokens: the cell after checks that on four prompts.
+
+
+# %%
+def speculative_step(draft, target, ids, K, warp, generator):
+    # One step of speculative sampling after `ids`: the tokens it emits (1 to K + 1).
+    seq, xs, qs = ids, [], []
+    with torch.inference_mode():
+        for _ in range(K):  # 1. K drafts, x_i ~ q_i, each after the previous ones
+            q = warp.probs(draft(seq[None]).logits[0, -1])
+            x = sample(q, generator)
+            xs, qs, seq = xs + [x], qs + [q], torch.cat([seq, x.view(1)])
+        p = warp.probs(target(seq[None]).logits[0, -(K + 1) :])  # 2. one pass: p_0 .. p_K
+    x = torch.stack(xs) if K else torch.empty(0, dtype=torch.long)
+    rows = torch.arange(K)
+    ratio = (p[rows, x] / torch.stack(qs)[rows, x]).double() if K else torch.empty(0)
+    u = torch.rand(K, generator=generator, dtype=torch.float64)  # 3. accept x_i while u_i < ratio
+    n = int((u < ratio).long().cumprod(0).sum())
+    if n < K:  # 4. the first rejection: a draw from the residual
+        last = sample((p[n] - qs[n]).clamp(min=0), generator)  # `sample` normalises
+    else:  # 5. every draft accepted: the bonus token from p_K
+        last = sample(p[K], generator)
+    return torch.cat([x[:n], last.view(1)])
+
+
+def decode_on_the_page(draft, target, ids, n_new, K, warp, seed):
+    generator, out = torch.Generator().manual_seed(seed), []
+    while len(out) < n_new:  # as the decoder: at most the drafts still useful
+        step = speculative_step(draft, target, ids, min(K, n_new - len(out) - 1), warp, generator)
+        out, ids = out + step.tolist(), torch.cat([ids, step])
+    return out
+
+
+# %%
+# NBVAL_CHECK_OUTPUT
+t0 = time.perf_counter()
+same = []
+for i, prompt in enumerate(PROMPTS[:4]):
+    ids = tok(prompt, return_tensors="pt").input_ids[0]
+    lib = SpeculativeDecoder(pair.draft, pair.target, K=3, temperature=1.0, seed=SEED + i)
+    mine = decode_on_the_page(pair.draft, pair.target, ids, 24, 3, Warp(1.0), SEED + i)
+    same.append(mine == lib.generate_ids(ids, 24).tokens)
+TIMES["6 the step on the page"] = time.perf_counter() - t0
+print(
+    "the step on the page emits the library decoder's tokens (K = 3, T = 1, 4 prompts, "
+    "24 tokens each):",
+    all(same),
+)
+
 # %%
 SEQ_PROMPT = "Water boils at"
 SEQ_IDS = tok(SEQ_PROMPT, return_tensors="pt").input_ids[0]
@@ -875,8 +942,8 @@ formatted(
     seq_df,
     {
         "chi2": "{:.1f}",
-        "p": "{:.3f}",
-        "Holm p": "{:.3f}",
+        "p": "p",
+        "Holm p": "p",
         "s per sequence": "{:.2f}",
         "detectable TV": "{:.2f}",
         **{f"% {k}": "{:.0f}" for k in ("rejected", "partial", "bonus", "no draft")},
@@ -990,7 +1057,7 @@ print(
 )
 formatted(
     proto_ee,
-    {"alpha": "{:.3f}", "TV(proto, p)": "{:.4f}", "power at 1e-6": "{:.3f}", "p": "{:.2g}"},
+    {"alpha": "{:.3f}", "TV(proto, p)": "{:.4f}", "power at 1e-6": "{:.3f}", "p": "p"},
 )
 
 # %% [markdown]
@@ -1026,8 +1093,8 @@ formatted(
     {
         "alpha_0": "{:.3f}",
         "power at 1e-6": "{:.4f}",
-        "p position 0": "{:.2g}",
-        "p later positions": "{:.2g}",
+        "p position 0": "p",
+        "p later positions": "p",
         "p accepted": "{:.3f}",
     },
 )
@@ -1261,7 +1328,7 @@ TIMES["7.3 far drafts"] = time.perf_counter() - t0
 far = pd.DataFrame(rows)
 far["Holm p"] = stats.holm(far.p)
 print(f"{len(far)} tests x N = {N_FAR:,}: {TIMES['7.3 far drafts']:.1f} s")
-formatted(far, {"alpha": "{:.4f}", "chi2": "{:.1f}", "p": "{:.3f}", "Holm p": "{:.3f}"})
+formatted(far, {"alpha": "{:.4f}", "chi2": "{:.1f}", "p": "p", "Holm p": "p"})
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -1534,7 +1601,7 @@ print(
     f"must fail; {shipped_df.seconds.sum() / 60:.0f} min of decoding"
 )
 shipped_df["p by position"] = [
-    " / ".join("not made" if q is None else f"{q:.2g}" for q in ps)
+    " / ".join("not made" if q is None else p_text(q) for q in ps)
     for ps in shipped_df.p_by_position
 ]
 shipped_df["bins by position"] = [" / ".join(map(str, b)) for b in shipped_df.bins_by_position]
@@ -1544,7 +1611,7 @@ shipped_table = formatted(
         + ["steps"]
         + ["bins by position", "p by position", "p", "p_holm", "detectable TV"]
     ].set_index("name"),
-    {"alpha": "{:.2f}", "p": "{:.2g}", "p_holm": "{:.3f}", "detectable TV": "{:.3f}"},
+    {"alpha": "{:.2f}", "p": "p", "p_holm": "p", "detectable TV": "{:.3f}"},
 )
 for col in ("bonus_steps", "steps"):  # transformers' generate records no steps of its own
     shipped_table[col] = [
@@ -1608,7 +1675,7 @@ display(
         f"{probe['level']:g} against it."
     )
 )
-formatted(probe_rows, {"p": "{:.2g}", "outputs": "{:.0f}"})
+formatted(probe_rows, {"p": "p", "outputs": "{:.0f}"})
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -1649,11 +1716,11 @@ live_df = exactness.as_frame(live).set_index("name")
 live_n = f"N = {N_LIVE}" if N_LIVE_PASS == N_LIVE else f"N = {N_LIVE_PASS} and {N_LIVE}"
 print(f"{len(live_df)} arms x {live_n}: {TIMES['9 shipped, live']:.0f} s")
 live_df["p by position"] = [
-    " / ".join("not made" if q is None else f"{q:.2g}" for q in ps) for ps in live_df.p_by_position
+    " / ".join("not made" if q is None else p_text(q) for q in ps) for ps in live_df.p_by_position
 ]
 formatted(
     live_df[["kept", "alpha", "bonus_steps", "steps", "bins", "p by position", "p"]],
-    {"alpha": "{:.2f}", "p": "{:.2g}"},
+    {"alpha": "{:.2f}", "p": "p"},
 )
 
 # %%
@@ -1665,6 +1732,55 @@ print(
 print(
     f"live: the bonus from the wrong row rejected (p < {ALPHA_FAMILY:.2g}):",
     bool(live_df.loc["bonus from the wrong row", "p"] < ALPHA_FAMILY),
+)
+
+# %% [markdown]
+# **A peer's sampler: llama.cpp's.** llama.cpp ships its own speculative decoding with a draft
+# model, the `llama-speculative` example, which verifies stochastically when the temperature is
+# above 0. It runs here as a user would run it: the embedded GGUF file as the target, the same
+# file requantized to Q4_0 by llama.cpp's `llama-quantize` as the draft (the same model at
+# another precision, so $q$ is close to $p$ but not equal), $T = 1$ with no top-k, top-p or
+# min-p, one process per draw with its own seed, and the first two tokens it emits read from its
+# log (`research.peer_sampler`). The first token is the target's own draw (the prompt's pass); the
+# second is the first the speculative step decides. Two exact laws of the two tokens are computed
+# on llama.cpp's own passes: the target's, and the law of the rule as the example applies it.
+# Reading its source, the example proposes the draft's *most probable* token $a = \arg\max q$
+# rather than a draw from $q$, then accepts it with $\min(1, p(a)/q(a))$ and otherwise draws from
+# the residual. Section 1's proof needs $x \sim q$: with $x = a$ the output puts probability
+# $\min(1, p(a)/q(a)) \ge p(a)$ on $a$, and exactly 1 whenever $p(a) \ge q(a)$.
+
+# %%
+peer = CAMPAIGN.run("peer_sampler")
+peer_tests = pd.DataFrame(peer["tests"]).T.rename(
+    index={"target_law": "the target's law", "argmax_draft_law": "the law of the example's rule"}
+)
+fav = peer["second_is_drafts_favourite"]
+display(
+    Markdown(
+        f"Prompt {peer['prompt']!r}, draft {peer['draft']['kind']} drafting "
+        f"{peer['draft']['n_draft']} tokens a step, $N = {peer['n']}$ runs. The two laws are at "
+        f"total variation {peer['tv_target_vs_rule']:.3f}. The second token is the draft's most "
+        f"probable one in {fav['observed']:.0%} of the runs; under the target's law it would be "
+        f"in {fav['target']:.0%}."
+    )
+)
+peer_tests["p"] = [p_text(v) for v in peer_tests.pvalue]
+formatted(
+    peer_tests[["n", "n_bins", "statistic", "p"]].rename(
+        columns={"n": "runs", "n_bins": "bins", "statistic": "chi-square"}
+    ),
+    {"runs": "{:.0f}", "bins": "{:.0f}", "chi-square": "{:.1f}"},
+)
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print(
+    f"llama.cpp's speculative example rejected against the target's law (p < {ALPHA_FAMILY:.2g}):",
+    peer["tests"]["target_law"]["pvalue"] < ALPHA_FAMILY,
+)
+print(
+    f"its draws fit the law of the rule it applies (p > {ALPHA_FAMILY:.2g}):",
+    peer["tests"]["argmax_draft_law"]["pvalue"] > ALPHA_FAMILY,
 )
 
 # %% [markdown]
@@ -1731,6 +1847,11 @@ display(
                     "rejects each of them on the tiny models, where the tests have the power"
                 )
                 + ".",
+                "* llama.cpp's own speculative sampling, through a test of the same kind "
+                f"({peer['n']} runs at $T = 1$), is rejected against the target's law ($p$ = "
+                f"{p_text(peer['tests']['target_law']['pvalue'])}) and fits the law of the rule "
+                "it applies, the draft's most probable token in place of a draw from the draft "
+                f"($p$ = {peer['tests']['argmax_draft_law']['pvalue']:.2f}).",
             ]
         )
     )
@@ -1812,9 +1933,10 @@ display(
 # %% [markdown]
 # ## The data this page read
 #
-# The results files read above, each with the SHA-256 of the bytes read (its first 16 digits).
-# The repository's tests recompute them from the committed files: a page whose outputs came from
-# other results than those is refused.
+# Where every number on this page was measured: one line per machine, commit and date. The files
+# behind them are folded below it, each with the first 16 digits of its SHA-256; the repository's
+# tests recompute those from the committed files, and refuse a page whose outputs came from other
+# results.
 
 # %%
-print(results_read())
+data_read()

@@ -84,9 +84,9 @@
 # autoregressive baseline on the same prompts, in the same run. Its 95 % interval
 # (`speedup_low`–`speedup_high`, `bench.speedup_interval`) is a paired bootstrap over prompts: a
 # prompt's cells of both methods, repeats pooled, are resampled together. It speaks of prompts like
-# these on this machine, at its timing noise. The headline's $K$ is chosen on one run and read again
-# on a replicate with other sampling seeds (`bench.headline`), so the number quoted is not the best
-# of several draws.
+# these on this machine, at its timing noise. The headline's $K$ is chosen on one run, among the $K$
+# its replicate also ran, and read again on that replicate with other sampling seeds
+# (`Campaign.headline`), so the number quoted is not the best of several draws.
 
 # %%
 import textwrap
@@ -96,7 +96,7 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
-from specdec_lib.bench import HEADLINE_RUNS, headline, runs_frame
+from specdec_lib.bench import runs_frame
 from specdec_lib.bench.analysis import depth_counts, model_costs, run_tree, tree_rates
 from specdec_lib.config import DATA_DIR, RESULTS_DIR
 from specdec_lib.costs import (
@@ -112,11 +112,12 @@ from specdec_lib.costs import (
     tree_prediction,
 )
 from specdec_lib.figures import speedup_vs_k as figs
+from specdec_lib.figures.provenance import data_read
 from specdec_lib.figures.style import COLORS, CURVE_COLORS, savefig
 from specdec_lib.research import gpu_model
 from specdec_lib.research.campaign import Campaign
 from specdec_lib.research.gpu_model import GPUS, gpu_pass_time
-from specdec_lib.results import check_same_machine, read_json, results_read
+from specdec_lib.results import check_same_machine, read_json
 
 pd.set_option("display.precision", 3)
 CAMPAIGN = Campaign.read(RESULTS_DIR / "campaign")
@@ -133,7 +134,7 @@ PLAN = {
     EARLY: "early_exit_T1",
 }
 results = CAMPAIGN.runs(PLAN)  # refused if the runs come from two machines
-HEADLINE = headline(CAMPAIGN.runs(HEADLINE_RUNS))
+HEADLINE = CAMPAIGN.headline()  # the best K of the T = 1 run among the K the replicate ran too
 PEERS = CAMPAIGN.runs({"T = 1": "peers_T1", "greedy": "peers_greedy"})  # §9: llama.cpp beside us
 MACHINE, MACHINE_SHORT = CAMPAIGN.machine, CAMPAIGN.machine_short
 tables = {name: runs_frame(res, intervals=True) for name, res in results.items()}
@@ -206,6 +207,30 @@ def rng_(values, fmt=".2f"):
     return lo if lo == hi else f"{lo}–{hi}"
 
 
+def _k_choice():
+    """How the headline's K was chosen, where the T = 1 run's own best lies outside the replicate."""
+    if HEADLINE["best_K_T1"] == HEADLINE["K"]:
+        return ", the best of that run"
+    k = HEADLINE["best_K_T1"]
+    best = with_ci(MAIN, k)
+    return (
+        f", the best of the {len(HEADLINE['common_K'])} draft lengths its replicate also ran "
+        f"(the run's own best, {best} at $K = {k}$, has no replicate)"
+    )
+
+
+def _gpu_finding():
+    """What §8 rests on: a GPU's measured pass costs where its run is stored, else a model."""
+    gpu_path = RESULTS_DIR / "gpu_run_cuda.json"
+    if not gpu_path.exists():
+        return """Section 8 predicts what a GPU changes from a roofline-plus-launch model of its
+pass costs; those numbers are predictions, not measurements."""
+    name = read_json(gpu_path)["provenance"].get("gpu", "a GPU")
+    return f"""Section 8 sets pass costs measured on an {name} (the default target's shapes with
+random weights: a pass's time depends on the shapes, not the values) beside this CPU's acceptance;
+the pass costs are measured, the GPU speedups they give are predictions."""
+
+
 def _peer_finding():
     # §9 in one sentence: the recommended configuration against llama.cpp on the same file
     out = []
@@ -234,8 +259,8 @@ efficiency = pd.concat([spec_rows(n).efficiency for n in results])
 findings = [
     f"""**Findings.** On {MACHINE}, the recommended configuration decodes
 {fmt_ci(H["T1"]["speedup"], H["T1"]["low"], H["T1"]["high"])} as fast as the autoregressive
-baseline at its best draft length, $K = {H["K"]}$ ($T = 1$, {n_prompts} prompts × {n_tokens}
-tokens; 95 % bootstrap interval over prompts). That $K$ was chosen on this run; read on a replicate
+baseline at $K = {H["K"]}$ ($T = 1$, {n_prompts} prompts × {n_tokens}
+tokens; 95 % bootstrap interval over prompts){_k_choice()}. That $K$ was chosen on this run; read on a replicate
 with other sampling seeds it gives {fmt_ci(H["replicate"]["speedup"], H["replicate"]["low"], H["replicate"]["high"])},
 and in greedy decoding {fmt_ci(H["greedy"]["speedup"], H["greedy"]["low"], H["greedy"]["high"])}
 (greedy's own best: $K = {H["greedy_best_K"]}$).""",
@@ -251,11 +276,10 @@ page.""",
         else "."
     ),
     _peer_finding(),
-    """Section 8 predicts what a GPU changes from a model of its pass costs; those numbers are
-predictions, not measurements.""",
+    _gpu_finding(),
     """From earlier notebooks this page needs the acceptance rule and the expected tokens per step
-(notebook 01) and the exactness of the decoders (notebook 02); of the trained draft (notebook 05),
-only its cost and its acceptance, both measured here.""",
+(notebook 01) and the exactness of the decoders (notebook 02). The trained draft is built later,
+in notebook 05; here only its cost and its acceptance matter, and this page measures both.""",
 ]
 display(Markdown(" ".join(findings)))
 
@@ -538,7 +562,8 @@ for name in (MAIN, GREEDY):
     spec = df.method == "speculative"
     df.loc[spec, "alpha_iid"] = df.loc[spec, "K"].map(alpha_judged(name)).values
     display(Markdown(f"**{name}** ({describe_run(results[name])})"))
-    display(df.rename(columns={"alpha_iid": "alpha_judged"}).drop(columns=["n_cells"]).round(3))
+    table = df.rename(columns={"alpha_iid": "alpha_judged"}).drop(columns=["n_cells"]).round(3)
+    display(table.astype(object).where(table.notna(), "not measured"))
 
 # %% [markdown]
 # ## 3. Speedup vs $K$
@@ -624,7 +649,7 @@ fig = figs.speedup_vs_K(
     ylim=(0, top),
 )
 fig.suptitle(
-    f"The chain and the untrained early exit on {MACHINE_SHORT} ({pooled(results[CHAIN])})", y=1.06
+    f"The chain and the untrained early exit on {MACHINE_SHORT} ({pooled(results[CHAIN])})", y=1.12
 )
 savefig("03_speedup_vs_K_drafts", fig)
 
@@ -757,21 +782,27 @@ if len(breakdown):
         ax.bar(d.index, d[col], bottom=bottom, color=COLORS[color], label=col.removesuffix(" ms"))
         bottom += d[col].values
     model_ms = [model_step(main, K) * base_cost(model_costs(main)) * 1e3 for K in d.index]
+    below = 1 - np.array(model_ms) / bottom  # the model against the measured step
+    gap = (
+        f"{rng_(below, '.0%')} below the measured step"
+        if below.min() >= 0
+        else f"within {np.abs(below).max():.0%} of the measured step"
+    )
     ax.plot(d.index, model_ms, "D", color="black", ms=5,
-            label="the cost model's step (§1), pass costs timed between the cells")  # fmt: skip
+            label=f"the cost model's step (§1): passes timed apart from decoding, {gap}")  # fmt: skip
     ax.set(
         xlabel="draft length K",
         ylabel="ms per step",
         title=f"Where a step's time goes ({MAIN}; {MACHINE_SHORT})",
     )
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1))
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2, fontsize=8.5)
     savefig("03_time_per_step", fig)
 
 # %% [markdown]
 # *Implementation efficiency* = measured / predicted speedup: near 1, the decoder adds nothing the
 # cost model does not count. The best $K$ is read from the measurement and from the model; the
-# headline takes the measured best of the $T = 1$ run and reads the same $K$ on the replicate and in
-# greedy decoding.
+# headline takes the measured best of the $T = 1$ run among the $K$ its replicate also ran, and reads
+# the same $K$ on the replicate and in greedy decoding.
 
 # %%
 rows = []
@@ -790,7 +821,8 @@ for name in (MAIN, GREEDY, CHAIN, EARLY):
         tps = df.set_index("method").query("K == 0").tokens_per_s
         row["our AR / transformers generate"] = tps["autoregressive"] / tps["hf_autoregressive"]
     rows.append(row)
-display(pd.DataFrame(rows).set_index("run").T.round(3))
+best_table = pd.DataFrame(rows).set_index("run").T.round(3)
+display(best_table.astype(object).where(best_table.notna(), "not measured"))
 print(
     f"headline: K = {H['K']} (chosen on {PLAN[MAIN]}); "
     + "; ".join(
@@ -1015,11 +1047,16 @@ if len(gpu_steps):
             color=device_colors[gpu_name],
         )
 ax1.axhline(1.0, color="black", lw=0.8)
+lowest = min(  # the panel's axis starts near its lowest point, so close curves stay apart
+    [predicted.predicted_speedup.min()]
+    + [spec_rows(name).speedup_low.min() for name in CONFIGS.values()]
+    + ([t1_steps["implied speedup"].min()] if len(gpu_steps) else [])
+)
 ax1.set(
     xlabel="draft length K",
     ylabel="speedup over autoregressive",
     title="Speedup at T = 1, measured and predicted",
-    ylim=(0, None),
+    ylim=(min(0.9, 0.95 * lowest), None),
 )
 for ax in (ax0, ax1):
     ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
@@ -1054,7 +1091,7 @@ if len(gpu_steps):
     ]
 fig.legend(handles=handles, loc="lower center", ncol=2, fontsize=8, frameon=False)
 fig.suptitle(f"{title}\nthis CPU: {MACHINE_SHORT}", fontsize=10.5)
-fig.tight_layout(rect=(0, 0.25 if len(gpu_steps) else 0.2, 1, 1))
+fig.tight_layout(rect=(0, 0.19 if len(gpu_steps) else 0.15, 1, 1))
 savefig("03_gpu", fig)
 # %% [markdown]
 # On this CPU the cost model, fed the same acceptance, predicts the measured speedups to within the
@@ -1077,11 +1114,12 @@ savefig("03_gpu", fig)
 # %%
 if len(gpu_steps):
     for values, label in (("step ms", "K: step ms"), ("implied speedup", "K: implied speedup")):
-        display(
+        steps_table = (
             gpu_steps.pivot_table(index=["GPU run", "T", "shape"], columns="K", values=values)
             .rename_axis(columns=label)
             .round(2)
         )
+        display(steps_table.astype(object).where(steps_table.notna(), "not measured"))
 else:
     print("no GPU run in data/results/: the decoders' steps on a GPU are not measured here")
 
@@ -1312,7 +1350,7 @@ lines = [
     f"""**What we measured.** On {MACHINE}, with the embedded SmolLM2-135M target in
 {kind[0]}, the recommended configuration ({describe_run(main)}) is faster than autoregressive
 decoding, with the whole 95 % interval above 1, at {int((t1.speedup_low > 1).sum())} of the
-{len(t1)} draft lengths measured at $T = 1$. At the best $K = {H["K"]}$, chosen on that run, the
+{len(t1)} draft lengths measured at $T = 1$. At $K = {H["K"]}$, chosen on that run{_k_choice()}, the
 speedup is {fmt_ci(H["T1"]["speedup"], H["T1"]["low"], H["T1"]["high"])}; a replicate with
 other sampling seeds gives {fmt_ci(H["replicate"]["speedup"], H["replicate"]["low"], H["replicate"]["high"])}
 and greedy decoding {fmt_ci(H["greedy"]["speedup"], H["greedy"]["low"], H["greedy"]["high"])}
@@ -1369,9 +1407,10 @@ within the draft, token by token."""
 # %% [markdown]
 # ## The data this page read
 #
-# The results files read above, each with the SHA-256 of the bytes read (its first 16 digits).
-# The repository's tests recompute them from the committed files: a page whose outputs came from
-# other results than those is refused.
+# Where every number on this page was measured: one line per machine, commit and date. The files
+# behind them are folded below it, each with the first 16 digits of its SHA-256; the repository's
+# tests recompute those from the committed files, and refuse a page whose outputs came from other
+# results.
 
 # %%
-print(results_read())
+data_read()

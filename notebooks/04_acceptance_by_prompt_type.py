@@ -51,9 +51,9 @@ from specdec_lib.bench.analysis import depth_counts, run_tree
 from specdec_lib.config import RESULTS_DIR
 from specdec_lib.costs import drafted_widths
 from specdec_lib.figures import acceptance_by_prompt_type as figs
+from specdec_lib.figures.provenance import data_read
 from specdec_lib.figures.style import COLORS, savefig
 from specdec_lib.research.campaign import Campaign
-from specdec_lib.results import results_read
 
 pd.set_option("display.precision", 3)
 CAMPAIGN = Campaign.read(RESULTS_DIR / "campaign")
@@ -558,9 +558,10 @@ ways to draft."""
 # %% [markdown]
 # ## The data this page read
 #
-# The results files read above, each with the SHA-256 of the bytes read (its first 16 digits).
-# The repository's tests recompute them from the committed files: a page whose outputs came from
-# other results than those is refused.
+# Where every number on this page was measured: one line per machine, commit and date. The files
+# behind them are folded below it, each with the first 16 digits of its SHA-256; the repository's
+# tests recompute those from the committed files, and refuse a page whose outputs came from other
+# results.
 
 # %%
-print(results_read())
+data_read()

@@ -51,10 +51,11 @@ from specdec_lib.costs import (
 )
 from specdec_lib.figures import drafting_appendix as figs
 from specdec_lib.figures.drafting_strategies import speedup_intervals
+from specdec_lib.figures.provenance import data_read
 from specdec_lib.figures.style import COLORS, savefig
 from specdec_lib.research import trees
 from specdec_lib.research.campaign import Campaign
-from specdec_lib.results import check_same_machine, read_json, results_read
+from specdec_lib.results import check_same_machine, read_json
 
 pd.set_option("display.precision", 3)
 QUICK = quick()
@@ -259,7 +260,7 @@ for path in sorted(EXPERIMENTS.glob("pilot_*.eval.json")):
             "arch": st["arch"] if st["arch"] == "layers" else f"feature {st['feature_layers']}",
             "train tokens": tr["train_tokens"],
             "epochs": int(st["epochs"]),
-            "lr": st["lr"],
+            "peak lr": f"{st['lr']:g}",
             "alpha (T=1)": r1["alpha"],
             "proposals": r1["proposed"],
             "held-out bound": tr["history"][-1]["eval_alpha"],
@@ -604,6 +605,8 @@ display(
 
 # %%
 # NBVAL_CHECK_OUTPUT
+import itertools
+
 import torch
 
 from specdec_lib.research.stats import exact_tree_law, first_token_law, tv
@@ -616,17 +619,58 @@ def width_law(p, q, width, *correction):
     return first_token_law(law, len(p))
 
 
-g = torch.Generator().manual_seed(0)
+def random_pairs(seed):
+    """Three random (p, q) for each V in 3, 5, 8 and each of 1-3 candidates, float64."""
+    g = torch.Generator().manual_seed(seed)
+    for V, width, _ in itertools.product((3, 5, 8), (1, 2, 3), range(3)):
+        p = torch.softmax(2 * torch.randn(V, generator=g, dtype=torch.float64), 0)
+        q = torch.softmax(3 * torch.randn(V, generator=g, dtype=torch.float64), 0)
+        yield p, q, width
+
+
 worst, wrong = 0.0, 0.0
-for V in (3, 5, 8):
-    for width in (1, 2, 3):
-        for _ in range(3):
-            p = torch.softmax(2 * torch.randn(V, generator=g, dtype=torch.float64), 0)
-            q = torch.softmax(3 * torch.randn(V, generator=g, dtype=torch.float64), 0)
-            worst = max(worst, tv(width_law(p, q, width), p))
-            wrong = max(wrong, tv(width_law(p, q, width, prototype_correction), p))
+for p, q, width in random_pairs(0):
+    worst = max(worst, tv(width_law(p, q, width), p))
+    wrong = max(wrong, tv(width_law(p, q, width, prototype_correction), p))
 print("residual rule, 1-3 candidates, V = 3, 5, 8: law == p to 1e-12:", worst < 1e-12)
 print("prototype's correction: largest TV from p =", round(wrong, 2))
+
+# %% [markdown]
+# **The rule, on the page.** The same law written out from the formula above, without the
+# library's stage functions: candidates drawn from $q$ without replacement, each tried against
+# what is left of $p$. It equals the library's law, and $p$, on the same pairs:
+
+
+# %%
+# NBVAL_CHECK_OUTPUT
+def recursive_rejection_law(p, q, width):
+    # The exact law of the token `width` candidates for one position emit (float64, tiny V).
+    def stage(left, rest, tries):  # left: p_i; rest: q with the earlier candidates removed
+        if tries == 0 or rest.sum() <= 1e-12:
+            return left  # every candidate rejected: a draw from what is left of p
+        q_i = rest / rest.sum()
+        out = torch.zeros_like(left)
+        for x in torch.nonzero(q_i).view(-1).tolist():
+            accept = min(1.0, float(left[x] / q_i[x]))  # min(1, p_i(c_i) / q_i(c_i))
+            out[x] += q_i[x] * accept
+            if accept < 1.0:  # rejected: p_{i+1} = norm(max(0, p_i - q_i)), c_i removed from q
+                passed = (left - q_i).clamp(min=0)
+                without = rest.clone()
+                without[x] = 0
+                out += q_i[x] * (1 - accept) * stage(passed / passed.sum(), without, tries - 1)
+        return out
+
+    return stage(p, q.clone(), width)
+
+
+gap_library, gap_p = 0.0, 0.0
+for p, q, width in random_pairs(1):
+    mine = recursive_rejection_law(p, q, width)
+    gap_library = max(gap_library, tv(mine, width_law(p, q, width)))
+    gap_p = max(gap_p, tv(mine, p))
+print("the rule on the page: its law == the library's to 1e-12:", gap_library < 1e-12)
+print("and == p to 1e-12:", gap_p < 1e-12)
+
 
 # %% [markdown]
 # The chi-square tests of the decoder with alternatives on the tiny models (the law of 2-token
@@ -665,7 +709,6 @@ print("prototype's correction: largest TV from p =", round(wrong, 2))
 
 # %%
 # NBVAL_CHECK_OUTPUT
-import itertools  # noqa: E402
 
 
 def toy_laws(V: int, seed: int):
@@ -800,7 +843,7 @@ display(
         + " Per temperature: "
         + ", ".join(
             f"{ranking.loc[[CHOSEN], panel].iloc[0]:.3f}× against a best of "
-            f"{ranking[panel].max():.3f}× ({ranking[panel].idxmax()}) at {panel}"
+            f"{ranking[panel].max():.3f}×, {ranking[panel].idxmax()}, at {panel}"
             for panel in TEMPS
         )
         + f". The chain at $K = 2$ is predicted at {mean_of[(1, 1)]:.3f}×, two "
@@ -1046,7 +1089,12 @@ display(
         + f" A chain needs $\\alpha$ = "
         f"{trees.required_alpha(2.0, CEILING_COSTS['t_draft_s'], CEILING_COSTS['t_target_s']):.2f}"
         " for 2× on these pass costs, where this head's top candidate at depth 1 is accepted at "
-        f"{min(beta_1):.2f}–{max(beta_1):.2f}. The ceiling's pass costs come from a run with the "
+        + (
+            f"{min(beta_1):.2f}"
+            if f"{min(beta_1):.2f}" == f"{max(beta_1):.2f}"
+            else f"{min(beta_1):.2f}–{max(beta_1):.2f}"
+        )
+        + ". The ceiling's pass costs come from a run with the "
         "target's weights as loaded and random, the measured runs prepack them (§3): the printed "
         "ratios above compare the two runs' relative pass costs."
     )
@@ -1090,9 +1138,10 @@ display(
 # %% [markdown]
 # ## The data this page read
 #
-# The results files read above, each with the SHA-256 of the bytes read (its first 16 digits).
-# The repository's tests recompute them from the committed files: a page whose outputs came from
-# other results than those is refused.
+# Where every number on this page was measured: one line per machine, commit and date. The files
+# behind them are folded below it, each with the first 16 digits of its SHA-256; the repository's
+# tests recompute those from the committed files, and refuse a page whose outputs came from other
+# results.
 
 # %%
-print(results_read())
+data_read()

@@ -74,7 +74,10 @@ class Campaign:
 
         runs = self.runs(HEADLINE_RUNS)
         common = set.intersection(
-            *({r["K"] for r in res["runs"] if r["method"] == "speculative"} for res in runs.values())
+            *(
+                {r["K"] for r in res["runs"] if r["method"] == "speculative"}
+                for res in runs.values()
+            )
         )
         t1 = runs["T1"]
         kept = [r for r in t1["runs"] if r["method"] != "speculative" or r["K"] in common]

@@ -11,6 +11,8 @@ from __future__ import annotations
 import html
 import json
 from collections import Counter
+from functools import cache
+from pathlib import Path
 
 from ..config import REPO_ROOT
 from ..results import results_read
@@ -21,17 +23,23 @@ CAMPAIGN = "data/results/campaign/"
 NOTHING = "This page read no results files: every number on it is computed on the page."
 
 
+@cache
+def _campaign_source(manifest: Path) -> str:
+    """The campaign whose ``manifest`` this is: machine, commit and start date, read once."""
+    m = json.loads(manifest.read_text())
+    machine = m["machine"]
+    return (
+        f"the campaign, on {machine['cpu']} ({machine['cores']} cores), commit "
+        f"{m['commit'][:7]}, {m['started'][:10]}"
+    )
+
+
 def _source(path: str) -> str:
     """Where the numbers of the file at ``path`` (relative to the repository) were measured: the
     campaign, or the file's own provenance, or ``"inputs"`` for what is not a measurement."""
     full = REPO_ROOT / path
     if path.startswith(CAMPAIGN):
-        m = json.loads((full.parent / "manifest.json").read_text())
-        machine = m["machine"]
-        return (
-            f"the campaign, on {machine['cpu']} ({machine['cores']} cores), commit "
-            f"{m['commit'][:7]}, {m['started'][:10]}"
-        )
+        return _campaign_source(full.parent / "manifest.json")
     try:
         prov = json.loads(full.read_text()).get("provenance")
     except (OSError, ValueError, AttributeError):

@@ -172,6 +172,23 @@ def test_headline_chooses_K_on_the_first_run_and_reads_the_replicate_there():
     assert set(HEADLINE_RUNS) == set(speeds)
 
 
+def test_the_headline_keeps_to_the_K_every_run_measured():
+    from specdec_lib.bench import headline
+
+    rng = np.random.default_rng(0)
+    # T1 is fastest at K = 3, which the replicate did not run: the headline reads K = 2 on all
+    # three runs and names K = 3 as T1's own best.
+    speeds = {
+        "T1": {1: 0.8, 2: 0.6, 3: 0.5},
+        "replicate": {1: 0.8, 2: 0.6},
+        "greedy": {1: 0.6, 2: 0.7, 3: 0.5},
+    }
+    h = headline({name: _timed_run(at_K, rng) for name, at_K in speeds.items()})
+    assert (h["K"], h["best_K_T1"], h["common_K"], h["greedy_best_K"]) == (2, 3, [1, 2], 3)
+    with pytest.raises(ValueError, match="share no K"):
+        headline({n: _timed_run({K: 0.5}, rng) for n, K in zip(speeds, (1, 2, 2), strict=True)})
+
+
 def test_cells_run_while_the_machine_ran_slow_are_flagged():
     # a chain's pass costs: one-token pass 30 ms, the draft 2 ms (+1 ms a further token), host work
     costs = {

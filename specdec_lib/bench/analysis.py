@@ -540,11 +540,6 @@ def _speculative_by_K(result: dict[str, Any]) -> dict[int, dict[str, Any]]:
     return {r["K"]: r for r in result["runs"] if r["method"] == "speculative"}
 
 
-def _baseline_tokens_per_s(result: dict[str, Any]) -> float:
-    """A stored run's autoregressive tokens per second."""
-    return next(r["tokens_per_s"] for r in result["runs"] if r["method"] == "autoregressive")
-
-
 # The runs behind the headline, by their names in specdec_lib/research/campaign.toml.
 HEADLINE_RUNS = {
     "T1": "recommended_T1",
@@ -554,27 +549,30 @@ HEADLINE_RUNS = {
 
 
 def headline(runs: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
-    """The headline from :data:`HEADLINE_RUNS`: the best ``K`` of run ``T1`` (default settings),
-    and that ``K`` on the replicate and greedy runs (speedup, 95% interval ``low``/``high``, tokens
-    per second); plus ``greedy_best_K``. Runs must share a machine."""
+    """The headline from :data:`HEADLINE_RUNS`: the best ``K`` of run ``T1`` (default settings)
+    among the ``K`` every headline run measured (``common_K``: a ``K`` the replicate did not run
+    cannot be read again on it), and that ``K`` on the replicate and greedy runs (speedup, 95%
+    interval ``low``/``high``, tokens per second); plus ``best_K_T1``, the ``T1`` run's own best
+    ``K``, and ``greedy_best_K``. Runs must share a machine."""
     missing = set(HEADLINE_RUNS) - set(runs)
     if missing:
         raise ValueError(f"runs: the headline needs {', '.join(sorted(missing))} as well")
     runs = {name: runs[name] for name in HEADLINE_RUNS}
     check_same_machine(runs.values(), "headline")
-
-    K = best_K(runs["T1"])
-    out: dict[str, Any] = {"K": K, "settings": runs["T1"]["settings"]}
+    common = set.intersection(*(set(_speculative_by_K(r)) for r in runs.values()))
+    if not common:
+        raise ValueError("runs: the headline's runs share no K")
+    t1 = runs["T1"]
+    K = max(common, key=lambda k: _speculative_by_K(t1)[k]["speedup"])
+    out: dict[str, Any] = {"K": K, "settings": t1["settings"], "best_K_T1": best_K(t1)}
+    out |= {"common_K": sorted(common), "greedy_best_K": best_K(runs["greedy"])}
     for name, result in runs.items():
         run = _speculative_by_K(result)[K]
         low, high = speedup_interval(result, "speculative", K)
-        out[name] = {
-            "speedup": run["speedup"],
-            "low": low,
-            "high": high,
-            "tokens_per_s": run["tokens_per_s"],
-            "baseline_tokens_per_s": _baseline_tokens_per_s(result),
-        }
-    out["greedy_best_K"] = best_K(runs["greedy"])
+        base = next(r for r in result["runs"] if r["method"] == "autoregressive")
+        out[name] = dict(
+            speedup=run["speedup"], low=low, high=high, tokens_per_s=run["tokens_per_s"]
+        )
+        out[name]["baseline_tokens_per_s"] = base["tokens_per_s"]
     out["machine"] = runs["T1"]["provenance"]["machine"]
     return out

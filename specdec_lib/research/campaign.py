@@ -66,25 +66,10 @@ class Campaign:
         return f"{m['cpu']}, {m['cores']} cores"
 
     def headline(self) -> dict[str, Any]:
-        """The series' headline (:func:`~specdec_lib.bench.headline`), its ``K`` the best of the
-        ``T1`` run among the ``K`` every headline run measured: a ``K`` the replicate did not run
-        cannot be read again on it. ``best_K_T1``: the ``T1`` run's own best ``K``, which may lie
-        outside them."""
-        from ..bench.analysis import HEADLINE_RUNS, best_K, headline
+        """The series' headline (:func:`~specdec_lib.bench.headline`) from this campaign's runs."""
+        from ..bench.analysis import HEADLINE_RUNS, headline
 
-        runs = self.runs(HEADLINE_RUNS)
-        common = set.intersection(
-            *(
-                {r["K"] for r in res["runs"] if r["method"] == "speculative"}
-                for res in runs.values()
-            )
-        )
-        t1 = runs["T1"]
-        kept = [r for r in t1["runs"] if r["method"] != "speculative" or r["K"] in common]
-        out = headline(runs | {"T1": t1 | {"runs": kept}})
-        out["best_K_T1"] = best_K(t1)
-        out["common_K"] = sorted(common)
-        return out
+        return headline(self.runs(HEADLINE_RUNS))
 
     def command(self, name: str) -> list[str]:
         """The command line of the plan's run ``name``, as it ran."""

@@ -32,6 +32,7 @@ __all__ = [
     "PeerUnavailableError",
     "bindings",
     "llama_bench",
+    "tool",
 ]
 
 LLAMA_CPP_VERSION = "0.3.36"  # llama-cpp-python's source, which vendors llama.cpp (Makefile: peers)
@@ -175,15 +176,30 @@ class LlamaCppLM(torch.nn.Module):
             self._ctx = None
 
 
+def tool(name: str) -> Path:
+    """The path of llama.cpp's built tool ``name``; :class:`PeerUnavailableError` if not built."""
+    exe = BIN / name
+    if not exe.exists():
+        raise PeerUnavailableError(f"{exe} is not built: run `make peers`")
+    return exe
+
+
 def llama_bench(
     path: str | Path, *, threads: int = 2, n_gen: int = 64, depth: int = 128, reps: int = 5
 ) -> dict[str, Any]:
     """llama.cpp's own benchmark of decoding (``llama-bench -p 0 -n n_gen -d depth``): tokens/s
     of ``n_gen`` one-token passes after a context of ``depth`` tokens, ``reps`` repetitions."""
-    exe = BIN / "llama-bench"
-    if not exe.exists():
-        raise PeerUnavailableError(f"{exe} is not built: run `make peers`")
-    cmd = [str(exe), "-m", str(path), "-t", str(threads), "-p", "0", "-n", str(n_gen)]
+    cmd = [
+        str(tool("llama-bench")),
+        "-m",
+        str(path),
+        "-t",
+        str(threads),
+        "-p",
+        "0",
+        "-n",
+        str(n_gen),
+    ]
     cmd += ["-d", str(depth), "-r", str(reps), "-o", "json"]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     (row,) = json.loads(out)

@@ -27,7 +27,8 @@ from typing import Any
 
 import torch
 
-from .peer import BIN, PEERS, LlamaCppLM, PeerUnavailableError
+from ..sampling import residual
+from .peer import PEERS, LlamaCppLM, tool
 
 __all__ = ["argmax_draft_law", "exact_laws", "quantized_draft", "sampler_test", "speculative_draws"]
 
@@ -41,13 +42,6 @@ EMITTED = re.compile(
 )
 
 
-def _tool(name: str) -> Path:
-    exe = BIN / name
-    if not exe.exists():
-        raise PeerUnavailableError(f"{exe} is not built: run `make peers`")
-    return exe
-
-
 def quantized_draft(target: str | Path, kind: str = "Q4_0") -> Path:
     """The target GGUF file requantized to ``kind`` by ``llama-quantize`` (once, into
     ``.cache/peers/drafts``): the same model at another precision, a draft whose law differs."""
@@ -55,7 +49,7 @@ def quantized_draft(target: str | Path, kind: str = "Q4_0") -> Path:
     if not out.exists():
         out.parent.mkdir(parents=True, exist_ok=True)
         part = out.with_suffix(".part")
-        cmd = [str(_tool("llama-quantize")), "--allow-requantize", str(target), str(part), kind]
+        cmd = [str(tool("llama-quantize")), "--allow-requantize", str(target), str(part), kind]
         subprocess.run(cmd, capture_output=True, check=True)
         os.replace(part, out)
     return out
@@ -86,7 +80,7 @@ def speculative_draws(
     process per seed, drafting ``n_draft`` tokens a step."""
     from tqdm.auto import tqdm
 
-    cmd = [str(_tool("llama-speculative")), "-m", str(target), "-md", str(draft), "-p", prompt]
+    cmd = [str(tool("llama-speculative")), "-m", str(target), "-md", str(draft), "-p", prompt]
     cmd += ["-n", "1", "--temp", "1", "--top-k", "0", "--top-p", "1", "--min-p", "0"]
     cmd += ["--spec-draft-n-max", str(n_draft), "-t", str(threads), "-td", str(threads)]
     cmd += ["-c", "256", "-v"]
@@ -107,10 +101,9 @@ def argmax_draft_law(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     ``q``: ``a`` accepted with ``min(1, p(a)/q(a))``, else a draw from ``norm(max(0, p - q))``."""
     a = int(q.argmax())
     accept = min(1.0, float(p[a] / q[a]))
-    residual = (p - q).clamp(min=0)
     law = torch.zeros_like(p)
     if accept < 1.0:
-        law += (1.0 - accept) * residual / residual.sum()
+        law += (1.0 - accept) * residual(p, q)
     law[a] += accept
     return law
 

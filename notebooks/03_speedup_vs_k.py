@@ -15,6 +15,23 @@
 # %% [markdown]
 # # 03 · Speedup vs K: measured, predicted, and what a GPU changes
 #
+# How much faster speculative decoding is than decoding one token a pass, on one CPU, at each draft
+# length $K$; why, by a cost model; and what a GPU would change. What this page finds, rendered from
+# the campaign it reads (`data/results/campaign/`):
+
+# %%
+from IPython.display import Markdown
+
+from specdec_lib.config import RESULTS_DIR
+from specdec_lib.figures import speedup_vs_k as figs
+from specdec_lib.research.campaign import Campaign
+from specdec_lib.results import read_json
+
+CAMPAIGN = Campaign.read(RESULTS_DIR / "campaign")
+GPU_PATH = RESULTS_DIR / "gpu_run_cuda.json"  # §8: a GPU's measured pass costs, where stored
+Markdown(figs.findings(CAMPAIGN, read_json(GPU_PATH) if GPU_PATH.exists() else None))
+
+# %% [markdown]
 # **Aim.** Notebooks 01 and 02 showed that speculative sampling is *exact*. Here we ask whether it is
 # *fast*. We take up the original prototype's experiment — 20 prompts in five categories, 50 new
 # tokens each, a grid of draft lengths $K$, temperature 1.0, plus greedy decoding — with
@@ -63,6 +80,10 @@
 # costs, measured where a GPU run is present, otherwise a roofline-plus-launch model of three
 # GPUs, every number of which is a prediction.
 #
+# From earlier notebooks this page needs the acceptance rule and the expected tokens per step
+# (notebook 01) and the exactness of the decoders (notebook 02). The trained draft is built later,
+# in notebook 05; here only its cost and its acceptance matter, and this page measures both.
+#
 # The prototype printed hard-coded numbers (a T4 GPU, 1.87× at $K=5$, acceptance 0.71, a
 # speedup-vs-$K$ list). We quote them only as **claimed by the prototype**; nothing in them was
 # measured by its code.
@@ -98,7 +119,7 @@ from IPython.display import Markdown, display
 
 from specdec_lib.bench import runs_frame
 from specdec_lib.bench.analysis import depth_counts, model_costs, run_tree, tree_rates
-from specdec_lib.config import DATA_DIR, RESULTS_DIR
+from specdec_lib.config import DATA_DIR
 from specdec_lib.costs import (
     base_cost,
     draft_cost,
@@ -114,13 +135,13 @@ from specdec_lib.costs import (
 from specdec_lib.figures import speedup_vs_k as figs
 from specdec_lib.figures.provenance import data_read
 from specdec_lib.figures.style import COLORS, CURVE_COLORS, savefig
+from specdec_lib.figures.words import interval as fmt_ci
+from specdec_lib.figures.words import span as rng_
 from specdec_lib.research import gpu_model
-from specdec_lib.research.campaign import Campaign
 from specdec_lib.research.gpu_model import GPUS, gpu_pass_time
 from specdec_lib.results import check_same_machine, read_json
 
 pd.set_option("display.precision", 3)
-CAMPAIGN = Campaign.read(RESULTS_DIR / "campaign")
 MAIN, GREEDY, CHAIN, EARLY = (
     "recommended, T = 1",
     "recommended, greedy",
@@ -192,96 +213,15 @@ for name, res in results.items():
 
 
 # %%
-def fmt_ci(speedup, low, high):
-    return f"{speedup:.2f}× [{low:.2f}, {high:.2f}]"
-
-
 def with_ci(name, K, method="speculative"):
     row = tables[name].query("method == @method and K == @K").iloc[0]
     return fmt_ci(row.speedup, row.speedup_low, row.speedup_high)
 
 
-def rng_(values, fmt=".2f"):
-    # "a–b" for the range of values ("a" when they agree at this precision)
-    lo, hi = f"{min(values):{fmt}}", f"{max(values):{fmt}}"
-    return lo if lo == hi else f"{lo}–{hi}"
-
-
-def _k_choice():
-    """How the headline's K was chosen, where the T = 1 run's own best lies outside the replicate."""
-    if HEADLINE["best_K_T1"] == HEADLINE["K"]:
-        return ", the best of that run"
-    k = HEADLINE["best_K_T1"]
-    best = with_ci(MAIN, k)
-    return (
-        f", the best of the {len(HEADLINE['common_K'])} draft lengths its replicate also ran "
-        f"(the run's own best, {best} at $K = {k}$, has no replicate)"
-    )
-
-
-def _gpu_finding():
-    """What §8 rests on: a GPU's measured pass costs where its run is stored, else a model."""
-    gpu_path = RESULTS_DIR / "gpu_run_cuda.json"
-    if not gpu_path.exists():
-        return """Section 8 predicts what a GPU changes from a roofline-plus-launch model of its
-pass costs; those numbers are predictions, not measurements."""
-    name = read_json(gpu_path)["provenance"].get("gpu", "a GPU")
-    return f"""Section 8 sets pass costs measured on an {name} (the default target's shapes with
-random weights: a pass's time depends on the shapes, not the values) beside this CPU's acceptance;
-the pass costs are measured, the GPU speedups they give are predictions."""
-
-
-def _peer_finding():
-    # §9 in one sentence: the recommended configuration against llama.cpp on the same file
-    out = []
-    for mode, res in PEERS.items():
-        rows = {r["method"]: r for r in res["summary"]}
-        lcp, spec = rows["llamacpp_autoregressive"], rows["speculative"]
-        low, high = spec["vs_llamacpp_ci"]
-        out.append(f"{spec['tokens_per_s'] / lcp['tokens_per_s']:.2f}× [{low:.2f}, {high:.2f}] "
-                   f"{'at $T = 1$' if mode == 'T = 1' else 'greedy'}")  # fmt: skip
-    return (
-        "**Against what a user would run** (§9): the recommended configuration decodes at "
-        + " and ".join(out)
-        + " the tokens/s of llama.cpp decoding the same GGUF file one token a pass, with the same "
-        "prompts, seeds and threads; each engine's roofline, the bandwidth over the bytes of its "
-        "weights, is drawn beside it."
-    )
-
-
 H = HEADLINE
 n_prompts = len(results[MAIN]["prompts"])
 n_tokens = results[MAIN]["settings"]["max_new_tokens"]
-early = spec_rows(EARLY)
-early_best = int(early.speedup.idxmax())
-early_slower = bool((early.speedup_high < 1).all())
 efficiency = pd.concat([spec_rows(n).efficiency for n in results])
-findings = [
-    f"""**Findings.** On {MACHINE}, the recommended configuration decodes
-{fmt_ci(H["T1"]["speedup"], H["T1"]["low"], H["T1"]["high"])} as fast as the autoregressive
-baseline at $K = {H["K"]}$ ($T = 1$, {n_prompts} prompts × {n_tokens}
-tokens; 95 % bootstrap interval over prompts){_k_choice()}. That $K$ was chosen on this run; read on a replicate
-with other sampling seeds it gives {fmt_ci(H["replicate"]["speedup"], H["replicate"]["low"], H["replicate"]["high"])},
-and in greedy decoding {fmt_ci(H["greedy"]["speedup"], H["greedy"]["low"], H["greedy"]["high"])}
-(greedy's own best: $K = {H["greedy_best_K"]}$).""",
-    f"""The cost model of §1, fed each run's own pass costs and acceptance, accounts for the
-measurements: measured / predicted speedup lies in {rng_(efficiency)} for every run and $K$ of this
-page.""",
-    f"""The untrained early exit is {"slower than autoregressive decoding at every $K$ measured" if early_slower else "no faster"}
-(best: {with_ci(EARLY, early_best)} at $K = {early_best}$)"""
-    + (
-        f"""; transformers' assisted generation on the same draft gives
-{with_ci(EARLY, early_best, "hf_assisted")} at that $K$."""
-        if has_method(EARLY, "hf_assisted")
-        else "."
-    ),
-    _peer_finding(),
-    _gpu_finding(),
-    """From earlier notebooks this page needs the acceptance rule and the expected tokens per step
-(notebook 01) and the exactness of the decoders (notebook 02). The trained draft is built later,
-in notebook 05; here only its cost and its acceptance matter, and this page measures both.""",
-]
-display(Markdown(" ".join(findings)))
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -1350,7 +1290,7 @@ lines = [
     f"""**What we measured.** On {MACHINE}, with the embedded SmolLM2-135M target in
 {kind[0]}, the recommended configuration ({describe_run(main)}) is faster than autoregressive
 decoding, with the whole 95 % interval above 1, at {int((t1.speedup_low > 1).sum())} of the
-{len(t1)} draft lengths measured at $T = 1$. At $K = {H["K"]}$, chosen on that run{_k_choice()}, the
+{len(t1)} draft lengths measured at $T = 1$. At $K = {H["K"]}$, chosen on that run{figs.k_choice(H, spec_rows(MAIN))}, the
 speedup is {fmt_ci(H["T1"]["speedup"], H["T1"]["low"], H["T1"]["high"])}; a replicate with
 other sampling seeds gives {fmt_ci(H["replicate"]["speedup"], H["replicate"]["low"], H["replicate"]["high"])}
 and greedy decoding {fmt_ci(H["greedy"]["speedup"], H["greedy"]["low"], H["greedy"]["high"])}
@@ -1367,6 +1307,7 @@ $K = {K_chain}$, {with_ci(CHAIN, K_chain)}, against the recommended configuratio
 (two runs of the campaign, each against its own baseline).""",
 ]
 ee = spec_rows(EARLY)
+early_slower = bool((ee.speedup_high < 1).all())
 ee_text = f"""**The untrained early exit** accepts {rng_(alpha_judged(EARLY))} of its judged drafts, so
 a step yields {rng_(ee.tau)} tokens, and it is {"slower than autoregressive decoding at every $K$" if early_slower else "not faster"}
 ({with_ci(EARLY, 1)} at $K = 1$)."""

@@ -15,6 +15,20 @@
 # %% [markdown]
 # # 04 · Acceptance by prompt type, by position, token by token
 #
+# How often the target accepts the draft's tokens, by kind of prompt, along the draft, and token by
+# token. What this page finds, rendered from the campaign it reads (`data/results/campaign/`):
+
+# %%
+from IPython.display import Markdown
+
+from specdec_lib.config import RESULTS_DIR
+from specdec_lib.figures import acceptance_by_prompt_type as figs
+from specdec_lib.research.campaign import Campaign
+
+CAMPAIGN = Campaign.read(RESULTS_DIR / "campaign")
+Markdown(figs.findings(CAMPAIGN))
+
+# %% [markdown]
 # **Aim.** The speedup of notebook 03 is governed by the acceptance rate $\alpha$. Here we open it
 # up: how it varies with the kind of prompt (the prototype's five categories: continuation, code
 # completion, creative writing, question answering, technical explanation), how it changes along
@@ -37,6 +51,9 @@
 # alternative was kept. Nothing here re-runs a model except the tokenizer, to print tokens. The
 # prototype claimed acceptance rates of 0.68–0.84 by category; we show them only as **claimed by the
 # prototype** (a different pair, gpt2 → gpt2-medium, and never measured by its code).
+#
+# From notebook 03 this page needs the runs and the difference between accepted / proposed and
+# accepted / judged (its §1).
 
 # %%
 import html
@@ -44,47 +61,28 @@ import html
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from IPython.display import HTML, Markdown, display
+from IPython.display import HTML, display
 from scipy import stats
 
-from specdec_lib.bench.analysis import depth_counts, run_tree
-from specdec_lib.config import RESULTS_DIR
+from specdec_lib.bench.analysis import run_tree
 from specdec_lib.costs import drafted_widths
-from specdec_lib.figures import acceptance_by_prompt_type as figs
 from specdec_lib.figures.provenance import data_read
 from specdec_lib.figures.style import COLORS, savefig
-from specdec_lib.research.campaign import Campaign
+from specdec_lib.figures.words import span as rng_
 
 pd.set_option("display.precision", 3)
-CAMPAIGN = Campaign.read(RESULTS_DIR / "campaign")
-EARLY, CHAIN, MAIN, GREEDY = (
-    "early exit, T = 1",
-    "chain, T = 1",
-    "recommended, T = 1",
-    "recommended, greedy",
-)
-RUNS = {  # the campaign's runs, by the names of its plan
-    EARLY: "early_exit_T1",
-    CHAIN: "chain_T1",
-    MAIN: "recommended_T1",
-    GREEDY: "recommended_greedy",
-}
-results = CAMPAIGN.runs(RUNS)  # refused if the runs come from two machines
+EARLY, CHAIN, MAIN, GREEDY = figs.RUNS  # the runs' names on this page
+results = CAMPAIGN.runs(figs.RUNS)  # refused if the runs come from two machines
 MACHINE = CAMPAIGN.machine
-CATEGORIES = [
-    "continuation",
-    "code completion",
-    "creative writing",
-    "question answering",
-    "technical explanation",
-]
-PROTOTYPE_CLAIM = {
-    "continuation": 0.84,
-    "code completion": 0.79,
-    "creative writing": 0.68,
-    "question answering": 0.73,
-    "technical explanation": 0.76,
-}
+CATEGORIES = list(figs.PROTOTYPE_CLAIM)
+PROTOTYPE_CLAIM = figs.PROTOTYPE_CLAIM  # claimed by the prototype, for its own pair
+depths = figs.depths_frame(results)  # one row per run, K, prompt and draft depth
+rate = figs.rate
+
+
+def at_depth(name, depth, col="accepted"):
+    # the rate at one depth, every K that drafts it pooled
+    return figs.at_depth(depths, name, depth, col)
 
 
 def tree_at(res, K):
@@ -108,72 +106,11 @@ def is_tree(name):
     return any(max(tree_at(res, K)) > 1 for K in res["settings"]["K"])
 
 
-rows = []
-for name, res in results.items():
-    for key, cell in res["cells"].items():
-        method, K, p, _rep = key.split("|")
-        if method != "speculative":
-            continue
-        counts_by_depth = depth_counts([cell], int(K), tree_at(res, int(K)))
-        for d, counts in enumerate(zip(*counts_by_depth, strict=True), start=1):
-            rows.append(
-                {
-                    "run": name,
-                    "K": int(K),
-                    "prompt": int(p),
-                    "category": res["prompts"][int(p)]["category"],
-                    "depth": d,
-                    "judged": int(counts[0]),
-                    "accepted": int(counts[1]),
-                    "chain_accepted": int(counts[2]),
-                }
-            )
-depths = pd.DataFrame(rows)  # one row per run, K, prompt and draft depth
 print(f"machine: {MACHINE}")
 print(f"the campaign's code: commit {CAMPAIGN.commit}")
 for name, res in results.items():
     prov = res["provenance"]
     print(f"{name}: {res['status']}; {describe_run(res)}; seed {prov['seed']}")
-
-
-# %%
-def rng_(values, fmt=".2f"):
-    lo, hi = f"{min(values):{fmt}}", f"{max(values):{fmt}}"
-    return lo if lo == hi else f"{lo}–{hi}"
-
-
-def rate(df, col="accepted"):
-    return df[col].sum() / df.judged.sum()
-
-
-def at_depth(name, depth, col="accepted"):
-    # the rate at one depth, every K that drafts it pooled
-    d = depths[(depths.run == name) & (depths.depth == depth) & (depths.K >= depth)]
-    return rate(d, col)
-
-
-pooled = {name: rate(depths[depths.run == name]) for name in results}
-by_cat = {
-    name: depths[depths.run == name].groupby("category")[["judged", "accepted"]].sum()
-    for name in results
-}
-cat_rates = {name: t.accepted / t.judged for name, t in by_cat.items()}
-display(
-    Markdown(
-        f"""**Findings.** Measured on {MACHINE}, every $K$ pooled: the recommended configuration
-accepts {pooled[MAIN]:.2f} of the draft depths it judges at $T = 1$ ({rng_(cat_rates[MAIN])} across
-the five prompt categories) and {pooled[GREEDY]:.2f} in greedy decoding; the chain (one candidate
-per position, {results[CHAIN]["settings"]["draft"]} draft) accepts {pooled[CHAIN]:.2f}, and the
-untrained early exit {pooled[EARLY]:.2f}, far from the
-{rng_(PROTOTYPE_CLAIM.values())} claimed by the prototype for its own pair. Along the draft the
-acceptance falls: at $T = 1$ the tree keeps a candidate at its first depth {at_depth(MAIN, 1):.2f}
-of the time (the chain's token alone: {at_depth(MAIN, 1, "chain_accepted"):.2f}) and at its second
-{at_depth(MAIN, 2):.2f} ({at_depth(MAIN, 2, "chain_accepted"):.2f}); the chain accepts
-{at_depth(CHAIN, 1):.2f} at its first position and {at_depth(CHAIN, 2):.2f} at its second. From
-notebook 03 this page needs the runs and the difference between accepted / proposed and accepted /
-judged (its §1)."""
-    )
-)
 
 # %% [markdown]
 # ## 1. Counting acceptances

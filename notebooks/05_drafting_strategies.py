@@ -15,6 +15,21 @@
 # %% [markdown]
 # # 05 · Drafting strategies: making a draft that pays
 #
+# How to make a draft that the target accepts often and that costs little, for a target no
+# packaged small model shares a tokenizer with, and what it buys. What this page finds, rendered
+# from the campaign it reads (`data/results/campaign/`):
+
+# %%
+from IPython.display import Markdown
+
+from specdec_lib.config import RESULTS_DIR
+from specdec_lib.figures import drafting_strategies as figs
+from specdec_lib.research.campaign import Campaign
+
+CAMPAIGN = Campaign.read(RESULTS_DIR / "campaign")
+Markdown(figs.findings(CAMPAIGN))
+
+# %% [markdown]
 # **Aim.** Speculative decoding pays only when the draft agrees with the target often (high
 # $\alpha$) and costs little (low $c$). No packaged small model shares SmolLM2's tokenizer, so this
 # notebook makes a draft for it, offline, on a CPU, and follows it from end to end:
@@ -59,21 +74,23 @@
 # Every benchmark and evaluation number on this page comes from one campaign
 # (`data/results/campaign/`): one machine, one commit, and each run's command in its manifest. The
 # training records (`data/drafter/`) are those of the training runs themselves.
+#
+# This page uses the acceptance rule of notebook 01 and the cost model and benchmark of notebook 03.
 
 # %%
 import numpy as np
 import pandas as pd
-from IPython.display import Markdown, display
+from IPython.display import display
 from scipy import stats as sps
 
 from specdec_lib import bench
 from specdec_lib.bench.analysis import position_counts
-from specdec_lib.config import DATA_DIR, RESULTS_DIR, quick
+from specdec_lib.config import DATA_DIR, quick
 from specdec_lib.costs import expected_tokens_per_step
-from specdec_lib.figures import drafting_strategies as figs
+from specdec_lib.figures.drafting_strategies import EVALS, LAYOUTS, shape_of
 from specdec_lib.figures.provenance import data_read
 from specdec_lib.figures.style import savefig
-from specdec_lib.research.campaign import Campaign
+from specdec_lib.figures.words import interval as with_interval
 from specdec_lib.results import check_same_machine, read_json
 from specdec_lib.training import load_manifest, summary
 
@@ -81,32 +98,23 @@ pd.set_option("display.precision", 3)
 QUICK = quick()
 DRAFTER = DATA_DIR / "drafter"
 EXPERIMENTS = DRAFTER / "experiments"
-CAMPAIGN = Campaign.read(RESULTS_DIR / "campaign")
 MACHINE, MACHINE_SHORT = CAMPAIGN.machine, CAMPAIGN.machine_short
 TEMPS = {"1": "T = 1", "0.7": "T = 0.7", "0": "greedy"}
-EVALS = {
-    "early exit (untrained)": "drafter_eval_early_exit.json",
-    "trained head": "drafter_eval_trained.json",
-    "trained head, int8": "drafter_eval_trained_int8.json",
-}
 # The series' headline (Campaign.headline): the recommended configuration at the best K of its
 # T = 1 run among the K its replicate also ran, and the same K on the replicate and in greedy
 # decoding, each with its 95% interval.
 HEADLINE = CAMPAIGN.headline()
-CHOSEN_AS = (
-    "the best $K$ of that run"
-    if HEADLINE["best_K_T1"] == HEADLINE["K"]
-    else f"the best of that run's $K$ that its replicate also ran ({HEADLINE['common_K'][0]}-"
-    f"{HEADLINE['common_K'][-1]}; the run's own best is $K = {HEADLINE['best_K_T1']}$)"
-)
+CHOSEN_AS = figs.chosen_as(HEADLINE)
+HS = HEADLINE["settings"]
+RECOMMENDED = figs.recommended(HS)
+evals = CAMPAIGN.runs(EVALS)  # refused if they come from two machines
+alpha_T1 = {name: ev["by_temperature"]["1"]["alpha"] for name, ev in evals.items()}
+c_eval = {name: ev["costs"]["c"] for name, ev in evals.items()}
+NGRAM = CAMPAIGN.run("ngram_T1")
+ngram_drafting, ngram_alpha = figs.ngram_rates(NGRAM)
 print("quick mode:", QUICK)
 print(f"measured on: {MACHINE}")
 print(f"campaign commit: {CAMPAIGN.commit}")
-
-
-def with_interval(speedup: float, low: float, high: float) -> str:
-    """A speedup and its 95% interval over prompts."""
-    return f"{speedup:.2f}× [{low:.2f}, {high:.2f}]"
 
 
 def headline_at(run: str) -> str:
@@ -119,49 +127,6 @@ def cells_at(result: dict, method: str, K: int) -> list[dict]:
     """The cells of one (method, K) of a stored run."""
     return [c for key, c in result["cells"].items() if key.startswith(f"{method}|{K}|")]
 
-
-# %%
-evals = {name: read_json(CAMPAIGN.folder / f) for name, f in EVALS.items()}
-check_same_machine(evals.values(), "the drafters' evaluations")
-alpha_T1 = {name: ev["by_temperature"]["1"]["alpha"] for name, ev in evals.items()}
-c_eval = {name: ev["costs"]["c"] for name, ev in evals.items()}
-NGRAM = CAMPAIGN.run("ngram_T1")
-ngram_K1 = cells_at(NGRAM, "speculative", 1)
-ngram_drafting = sum(c["n_proposed"] for c in ngram_K1) / sum(c["n_steps"] for c in ngram_K1)
-ngram_alpha = sum(c["n_accepted"] for c in ngram_K1) / sum(c["n_proposed"] for c in ngram_K1)
-HS = HEADLINE["settings"]
-LAYOUTS = {"library": ", on the library's bfloat16 product", "on": ", prepacked for oneDNN"}
-
-
-def shape_of(settings: dict) -> str:
-    """A run's step shape: its tree, or a tree tuned per K at start-up."""
-    if settings.get("tune_tree"):
-        return "a tree tuned per K"
-    return f"tree {tuple(settings.get('tree') or [settings.get('width') or 1])}"
-
-
-RECOMMENDED = (
-    f"the trained head{' with int8 weights' if HS['draft'] == 'trained-int8' else ''}, "
-    f"{shape_of(HS)}"
-    + (", drafts stopped by confidence" if HS.get("schedule") == "threshold" else "")
-    + f", {HS['dtype']}{LAYOUTS.get(HS['pack'], '')}"
-)
-display(
-    Markdown(
-        f"**Findings.** On {MACHINE}, the recommended configuration ({RECOMMENDED}) decodes at "
-        f"$T = 1$ at **{headline_at('T1')}** the speed of autoregressive decoding at "
-        f"$K = {HEADLINE['K']}$, {CHOSEN_AS}; at the same $K$ the replicate, with "
-        f"other sampling seeds, measured {headline_at('replicate')}, and greedy decoding "
-        f"{headline_at('greedy')} (95% intervals over prompts, §4). On held-out prompts the "
-        f"trained head accepts {alpha_T1['trained head']:.2f} of its drafts at $T = 1$, the "
-        f"untrained early exit {alpha_T1['early exit (untrained)']:.2f}, at $c$ = "
-        f"{c_eval['trained head']:.3f} and {c_eval['early exit (untrained)']:.3f} of a target "
-        f"pass (§3). Prompt lookup drafts at {ngram_drafting:.0%} of the steps on the benchmark "
-        f"prompts at $K = 1$, and {ngram_alpha:.2f} of its drafts are accepted at $T = 1$.\n\n"
-        "This page uses the acceptance rule of notebook 01 and the cost model and benchmark of "
-        "notebook 03."
-    )
-)
 
 # %% [markdown]
 # ## 1. The data: on-policy samples from the target
@@ -559,8 +524,24 @@ savefig("05_predicted_by_drafter", fig)
 # `python -m specdec_lib bench` on the benchmark prompts of notebook 03, each run with its
 # autoregressive baseline measured in the same process, dtype and threads. The speedup is pooled
 # tokens per second over the baseline's; its interval is a 95% paired bootstrap over prompts
-# (`bench.speedup_interval`: a prompt's cells of both methods go together). The runs, from the
-# campaign's manifest:
+# (`bench.speedup_interval`: a prompt's cells of both methods go together).
+#
+# Three ways of running the same head appear in the runs, each treated in full in notebook 06:
+#
+# * **a chain or a tree.** The chain drafts one token per position, $K$ of them. A *draft tree*
+#   adds, beside the chain's token at the first depths, alternatives drawn without replacement from
+#   the same row of the draft's $q$; the target checks the whole tree in one pass (an attention
+#   mask lets each token see only its own branch), and at each depth the candidates are judged one
+#   after the other by recursive rejection, at most one kept, so the step's output is still an
+#   exact sample of $p$ (notebook 06 §4 writes the rule out and checks its exact law; §5 measures
+#   trees against the chain);
+# * **a stop by confidence**: the head stops drafting after a token it gave less than 0.4, so $K$
+#   caps the draft's length; stopping on the drafts so far keeps the output exact;
+# * **the weights' dtype and layout**: the target in float32 or bfloat16, its weights as loaded or
+#   laid out once for the matrix product that reads them (*prepacked*); a start-up timing on the
+#   machine picks the fastest (notebook 06 §3 measures each).
+#
+# The runs, from the campaign's manifest:
 
 # %%
 SPEED_RUNS = {

@@ -15,25 +15,11 @@
 # %% [markdown]
 # # 06 · Appendix: the drafting experiments behind notebook 05
 #
-# **Aim.** Notebook 05 follows one draft from its data to its speedup. This appendix holds the
-# experiments behind its choices, each read from the committed measurements:
-#
-# 1. which architecture, compared at equal data;
-# 2. how the head trains, and whether a bigger head pays;
-# 3. what a target pass over several tokens costs in float32 and in bfloat16, with the weights as
-#    loaded and prepacked, and what int8 weights do to the draft;
-# 4. several candidates for the first draft position: why the output law stays exactly $p$;
-# 5. draft trees: candidates at every depth, the shape chosen by the cost model, measured against
-#    the chain, and the host's work per step;
-# 6. how far a tree of depth 2 could go with this draft, and the acceptance a faster speedup needs.
-#
-# The names are those of notebook 05: $p$ the target's law, $q$ the draft's, $K$ the draft length,
-# $\alpha$ the acceptance rate, $c = t_\text{draft} / t_\text{target}(1)$ the draft's cost. Every
-# benchmark number comes from one campaign (`data/results/campaign/`: one machine, one commit, each
-# run's command in its manifest); the training records of §1-2 (`data/drafter/`) are those of the
-# training runs themselves.
+# The experiments behind notebook 05's choices: the draft's architecture, its training, the cost of a
+# target pass by dtype and weight layout, several candidates per position, and draft trees. What
+# this page finds, computed from the measurements it reads (the code is folded below):
 
-# %%
+# %% tags=["hide-input"] jupyter={"source_hidden": true}
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -79,9 +65,6 @@ def shape_of(res: dict) -> str:
 
 
 BUDGET = 8  # drafted tokens per target pass in the ranking of trees (§5)
-print("quick mode:", QUICK)
-print(f"measured on: {MACHINE}")
-print(f"campaign commit: {CAMPAIGN.commit}")
 
 
 def wilson(k: int, n: int) -> tuple[float, float]:
@@ -158,7 +141,7 @@ def depth_ceiling(rates: dict, costs: dict, max_depth: int) -> list[dict]:
     return out
 
 
-# %%
+# %% tags=["hide-input"] jupyter={"source_hidden": true}
 PILOT_LABELS = {
     "feat_last": "feature head, last layer, raw inputs",
     "featn_last": "feature head, last layer",
@@ -203,30 +186,57 @@ top_ceiling = {
 bf16 = packed_ratio.get("bfloat16", [np.nan])
 display(
     Markdown(
-        f"**Findings.** At equal data, the pilot's draft that accepts most is the "
+        f"**Findings.**\n\n- At equal data, the pilot's draft that accepts most is the "
         f"*{PILOT_LABELS.get(best_pilot, best_pilot)}* ($\\alpha$ = {pilot_alpha[best_pilot]:.3f} "
-        f"at $T = 1$, §1). On "
+        f"at $T = 1$, §1).\n- On "
         f"{MACHINE}, prepacking the weights makes a bfloat16 target pass take "
         f"{min(bf16):.2f}-{max(bf16):.2f} of its time as loaded, over 1-{len(bf16)} tokens, and "
         f"the recommended run's start-up timing chose {choice['dtype']}"
-        f"{PACKED_AS.get(choice['pack'], '')} (§3). Among the chain trees of "
+        f"{PACKED_AS.get(choice['pack'], '')} (§3).\n- Among the chain trees of "
         f"depth 1-2 with up to {BUDGET} drafted tokens, the cost model at one wide tree's rates "
         f"ranks the preset's fixed tree {CHOSEN} number {ranking.loc[[CHOSEN], 'rank'].iloc[0]} of "
-        f"{len(ranking)} at $T = 1$ (§5). Measured at $T = 1$, the "
+        f"{len(ranking)} at $T = 1$ (§5).\n- Measured at $T = 1$, the "
         f"recommended configuration ({REC['settings']['draft']} head, {shape_of(REC)}, "
         f"{REC['settings']['dtype']}) "
         f"reaches {with_interval(rec_best)} at its best $K$ = {rec_best.K:.0f}, the chain (the "
         f"{CHAIN['settings']['draft']} head, {CHAIN['settings']['dtype']}, the dtype its own "
         "start-up timing chose) "
-        f"{with_interval(chain_best)} at $K$ = {chain_best.K:.0f} (§5). The cost model's ceiling "
+        f"{with_interval(chain_best)} at $K$ = {chain_best.K:.0f} (§5).\n- The cost model's ceiling "
         "for any tree of depth 2 or less with this head is "
         + " and ".join(
             f"{c['predicted_speedup']:.2f}× ({panel})" for panel, c in top_ceiling.items()
         )
-        + " (§6).\n\nThis page uses notebook 05's draft, its $\\alpha$, $c$ and $S(K)$, and "
-        "notebook 01's acceptance rule."
+        + " (§6)."
     )
 )
+
+# %% [markdown]
+# **Aim.** Notebook 05 follows one draft from its data to its speedup. This appendix holds the
+# experiments behind its choices, each read from the committed measurements:
+#
+# 1. which architecture, compared at equal data;
+# 2. how the head trains, and whether a bigger head pays;
+# 3. what a target pass over several tokens costs in float32 and in bfloat16, with the weights as
+#    loaded and prepacked, and what int8 weights do to the draft;
+# 4. several candidates for the first draft position: why the output law stays exactly $p$;
+# 5. draft trees: candidates at every depth, the shape chosen by the cost model, measured against
+#    the chain, and the host's work per step;
+# 6. how far a tree of depth 2 could go with this draft, and the acceptance a faster speedup needs.
+#
+# The names are those of notebook 05: $p$ the target's law, $q$ the draft's, $K$ the draft length,
+# $\alpha$ the acceptance rate, $c = t_\text{draft} / t_\text{target}(1)$ the draft's cost. Every
+# benchmark number comes from one campaign (`data/results/campaign/`: one machine, one commit, each
+# run's command in its manifest); the training records of §1-2 (`data/drafter/`) are those of the
+# training runs themselves.
+#
+# This page uses notebook 05's draft, its $\alpha$, $c$ and $S(K)$, and notebook 01's acceptance
+# rule. The two cells above, folded, read the campaign and compute the findings; the sections below
+# show each step.
+
+# %%
+print("quick mode:", QUICK)
+print(f"measured on: {MACHINE}")
+print(f"campaign commit: {CAMPAIGN.commit}")
 
 # %% [markdown]
 # ## 1. Which architecture? A pilot at equal data

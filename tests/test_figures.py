@@ -351,14 +351,25 @@ def test_figure_function_draws(function, args, kwargs, n_axes):
     fig.canvas.draw()  # lay out every text, legend and tick for real
 
 
+def _draws(obj) -> bool:
+    import inspect
+
+    return callable(obj) and inspect.signature(obj).return_annotation in (Figure, "Figure")
+
+
 def test_every_figure_function_is_tested_and_documented():
-    public = {(m, n) for m in MODULES for n in m.__all__ if n != "TOKEN_KINDS"}
+    public = {(m, n) for m in MODULES for n in m.__all__ if _draws(getattr(m, n))}
     assert {(m.__name__, n) for m, n in public} == {(c[0].__module__, c[0].__name__) for c in CASES}
     for module, name in public:
         doc = getattr(module, name).__doc__ or ""
         assert "Notebook" in doc, f"{name}: the docstring names the notebook that uses it"
         number = _notebook_of(module)[:2]
         assert number in doc.split(":")[0], f"{name}: drawn by its module's notebook, {number}"
+    # the rest of each module: the page's findings and the words and data they are made of
+    for module in MODULES:
+        for name in module.__all__:
+            obj = getattr(module, name)
+            assert not callable(obj) or _draws(obj) or obj.__doc__, f"{name}: no docstring"
 
 
 def _notebook_of(module) -> str:
@@ -371,6 +382,7 @@ def test_one_module_per_notebook_named_after_it():
         "__init__",
         "style",  # shared by every notebook: the figures' look
         "provenance",  # and what each page read
+        "words",  # and how numbers read in prose
     }
     assert files == {m.__name__.rsplit(".", 1)[-1] for m in MODULES}
     notebooks = {re.sub(r"^\d\d_", "", p.stem) for p in (ROOT / "notebooks").glob("*.ipynb")}
@@ -381,3 +393,27 @@ def test_one_module_per_notebook_named_after_it():
 
 def test_token_kinds_have_colours():
     assert all(kind in COLORS for kind in acceptance_by_prompt_type.TOKEN_KINDS)
+
+
+def test_numbers_in_words():
+    from specdec_lib.figures.words import interval, span
+
+    assert interval(1.16, 1.081, 1.234) == "1.16× [1.08, 1.23]"
+    assert span([0.6, 0.5, 0.55]) == "0.50–0.60"
+    assert span([0.501, 0.499]) == "0.50"
+    assert span([3, 12], "d") == "3–12"
+
+
+@pytest.mark.parametrize(
+    "name", ["speedup_vs_k", "acceptance_by_prompt_type", "drafting_strategies"]
+)
+def test_each_pages_findings_render_from_the_campaign(name):
+    import importlib
+
+    from specdec_lib.config import RESULTS_DIR
+    from specdec_lib.research.campaign import Campaign
+
+    module = importlib.import_module(f"specdec_lib.figures.{name}")
+    text = module.findings(Campaign.read(RESULTS_DIR / "campaign"))
+    assert text.startswith("**Findings.**") and "accept" in text
+    assert "nan" not in text.lower().replace("nanos", "")

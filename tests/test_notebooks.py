@@ -161,3 +161,38 @@ def test_each_notebook_says_what_it_needs_and_needs_only_earlier_ones(twin):
     named = {int(k) for k in re.findall(r"notebooks? 0(\d)", m.group())}
     assert all(k < n for k in named), f"{twin.name} needs a later notebook: {m.group()!r}"
     assert named or n == 1, f"{twin.name} names no earlier notebook: {m.group()!r}"
+
+
+FINDINGS = re.compile(r"\*\*Findings\.\*\*|\*\*What this notebook finds\.\*\*|\bfindings\(")
+
+
+def _shown_before_the_findings(cells) -> list[str]:
+    """The code a reader sees before a notebook's findings: every unfolded code cell of more than
+    twelve lines before the first cell that states or renders them."""
+    seen = []
+    for cell in cells:
+        if FINDINGS.search(cell.source):
+            return seen
+        folded = cell.metadata.get("jupyter", {}).get("source_hidden", False)
+        if cell.cell_type == "code" and not folded and len(cell.source.splitlines()) > 12:
+            seen.append(cell.source.splitlines()[0])
+    raise AssertionError("no cell states or renders the findings")
+
+
+@pytest.mark.parametrize("twin", TWINS, ids=lambda p: p.name)
+def test_findings_come_before_any_setup(twin):
+    """A reader meets each page's findings before its setup: in the title, or rendered by a short
+    cell right after it, or with the code that computes them folded."""
+    shown = _shown_before_the_findings(jupytext.read(twin).cells)
+    assert not shown, f"{twin.name}: setup shown before the findings: {shown}"
+
+
+def test_setup_before_the_findings_is_caught():
+    cells = [
+        nbformat.v4.new_markdown_cell("# Title"),
+        nbformat.v4.new_code_cell("\n".join(f"x{i} = {i}" for i in range(20))),
+        nbformat.v4.new_markdown_cell("**Findings.** x"),
+    ]
+    assert _shown_before_the_findings(cells) == ["x0 = 0"]
+    cells[1].metadata["jupyter"] = {"source_hidden": True}
+    assert _shown_before_the_findings(cells) == []

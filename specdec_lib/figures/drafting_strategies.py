@@ -5,6 +5,7 @@ intervals (also used by notebook 06)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -14,8 +15,19 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
 from .style import COLORS, CURVE_COLORS
+from .words import interval
 
-__all__ = ["learning_curves", "predicted_by_drafter", "speedup_intervals"]
+__all__ = [
+    "EVALS",
+    "chosen_as",
+    "findings",
+    "learning_curves",
+    "ngram_rates",
+    "predicted_by_drafter",
+    "recommended",
+    "shape_of",
+    "speedup_intervals",
+]
 
 # Training's held-out sum_x min(p, q) over the target's top 64 only: a lower bound on acceptance.
 BOUND_LABEL = (
@@ -140,3 +152,72 @@ def speedup_intervals(
         fontsize=9,
     )
     return fig
+
+
+# The page's findings and the words it describes the runs with: the first thing notebook 05 shows.
+
+EVALS = {  # the drafters' evaluations: the page's names for the campaign's runs
+    "early exit (untrained)": "eval_early_exit",
+    "trained head": "eval_trained",
+    "trained head, int8": "eval_trained_int8",
+}
+LAYOUTS = {"library": ", on the library's bfloat16 product", "on": ", prepacked for oneDNN"}
+
+
+def shape_of(settings: Mapping[str, Any]) -> str:
+    """A run's step shape: its tree, or a tree tuned per K at start-up."""
+    if settings.get("tune_tree"):
+        return "a tree tuned per K"
+    return f"tree {tuple(settings.get('tree') or [settings.get('width') or 1])}"
+
+
+def recommended(settings: Mapping[str, Any]) -> str:
+    """The recommended configuration in words, from the settings its run resolved."""
+    int8 = " with int8 weights" if settings["draft"] == "trained-int8" else ""
+    stop = ", drafts stopped by confidence" if settings.get("schedule") == "threshold" else ""
+    layout = LAYOUTS.get(settings["pack"], "")
+    return f"the trained head{int8}, {shape_of(settings)}{stop}, {settings['dtype']}{layout}"
+
+
+def chosen_as(h: Mapping[str, Any]) -> str:
+    """How the headline ``h`` (``Campaign.headline()``) chose its K, in words."""
+    if h["best_K_T1"] == h["K"]:
+        return "the best $K$ of that run"
+    return (
+        f"the best of that run's $K$ that its replicate also ran ({h['common_K'][0]}-"
+        f"{h['common_K'][-1]}; the run's own best is $K = {h['best_K_T1']}$)"
+    )
+
+
+def ngram_rates(run: Mapping[str, Any], K: int = 1) -> tuple[float, float]:
+    """Prompt lookup in a stored bench run at ``K``: the share of steps it drafted at, and the
+    share of its drafts accepted."""
+    cells = [c for key, c in run["cells"].items() if key.startswith(f"speculative|{K}|")]
+    steps, proposed = (sum(c[k] for c in cells) for k in ("n_steps", "n_proposed"))
+    return proposed / steps, sum(c["n_accepted"] for c in cells) / proposed
+
+
+def findings(campaign: Any) -> str:
+    """Notebook 05's findings in Markdown, from ``campaign`` (a
+    :class:`~specdec_lib.research.campaign.Campaign`): the headline, the drafts' acceptance and
+    cost, prompt lookup."""
+    h = campaign.headline()
+    at = {
+        r: interval(h[r]["speedup"], h[r]["low"], h[r]["high"])
+        for r in ("T1", "replicate", "greedy")
+    }
+    ev = campaign.runs(EVALS)
+    alpha = {name: e["by_temperature"]["1"]["alpha"] for name, e in ev.items()}
+    c = {name: e["costs"]["c"] for name, e in ev.items()}
+    drafting, accepted = ngram_rates(campaign.run("ngram_T1"))
+    return f"""**Findings.** On {campaign.machine}:
+
+- the recommended configuration ({recommended(h["settings"])}) decodes at $T = 1$ at
+  **{at["T1"]}** the speed of autoregressive decoding at $K = {h["K"]}$, {chosen_as(h)}; at the
+  same $K$ the replicate, with other sampling seeds, measured {at["replicate"]}, and greedy
+  decoding {at["greedy"]} (95% intervals over prompts, §4);
+- on held-out prompts the trained head accepts {alpha["trained head"]:.2f} of its drafts at
+  $T = 1$, the untrained early exit {alpha["early exit (untrained)"]:.2f}, at $c$ =
+  {c["trained head"]:.3f} and {c["early exit (untrained)"]:.3f} of a target pass (§3);
+- prompt lookup drafts at {drafting:.0%} of the steps on the benchmark prompts at $K = 1$, and
+  {accepted:.2f} of its drafts are accepted at $T = 1$."""

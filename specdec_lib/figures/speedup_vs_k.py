@@ -12,9 +12,11 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from ..bench import runs_frame
 from .style import COLORS
+from .words import interval, span
 
-__all__ = ["absolute_speed", "latency_throughput", "speedup_vs_K"]
+__all__ = ["absolute_speed", "findings", "k_choice", "latency_throughput", "speedup_vs_K"]
 
 
 def speedup_vs_K(
@@ -208,3 +210,113 @@ def absolute_speed(
     fig.suptitle(f"Absolute speed on the same GGUF file, {machine}", fontsize=11)
     fig.tight_layout()
     return fig
+
+
+# The page's findings, in words rendered from the campaign: the first thing notebook 03 shows.
+
+MAIN_RUNS = {
+    "recommended, T = 1": "recommended_T1",
+    "recommended, greedy": "recommended_greedy",
+    "chain, T = 1": "chain_T1",
+    "early exit, T = 1": "early_exit_T1",
+}
+
+
+def findings(campaign: Any, gpu_run: dict[str, Any] | None = None) -> str:
+    """Notebook 03's findings in Markdown, from ``campaign`` (a
+    :class:`~specdec_lib.research.campaign.Campaign`) and the stored GPU run, if any: the
+    headline with its interval, the cost model's fit, the early exit, llama.cpp, the GPU."""
+    h = campaign.headline()
+    results = campaign.runs(MAIN_RUNS)
+    tables = {name: runs_frame(res, intervals=True) for name, res in results.items()}
+    spec = {n: t[t.method == "speculative"].set_index("K") for n, t in tables.items()}
+    main = results["recommended, T = 1"]
+    n_prompts, n_tokens = len(main["prompts"]), main["settings"]["max_new_tokens"]
+    efficiency = pd.concat([s.efficiency for s in spec.values()])
+    out = [
+        f"""**Findings.** On {campaign.machine}, the recommended configuration decodes
+{_at(h, "T1")} as fast as the autoregressive baseline at $K = {h["K"]}$ ($T = 1$, {n_prompts}
+prompts × {n_tokens} tokens; 95 % bootstrap interval over prompts){k_choice(h, spec["recommended, T = 1"])}. That $K$
+was chosen on this run; read on a replicate with other sampling seeds it gives
+{_at(h, "replicate")}, and in greedy decoding {_at(h, "greedy")} (greedy's own best:
+$K = {h["greedy_best_K"]}$).""",
+        f"""The cost model of §1, fed each run's own pass costs and acceptance, accounts for the
+measurements: measured / predicted speedup lies in {span(efficiency)} for every run and $K$ of
+this page.""",
+        _early_finding(tables["early exit, T = 1"]),
+        _peer_finding(campaign.runs({"T = 1": "peers_T1", "greedy": "peers_greedy"})),
+        _gpu_finding(gpu_run),
+    ]
+    return out[0] + "\n\n" + "\n".join(f"- {line}" for line in out[1:])
+
+
+def _at(h: dict[str, Any], run: str) -> str:
+    return interval(h[run]["speedup"], h[run]["low"], h[run]["high"])
+
+
+def _row(table: pd.DataFrame, K: int, method: str = "speculative") -> str:
+    row = table[(table.method == method) & (table.K == K)].iloc[0]
+    return interval(row.speedup, row.speedup_low, row.speedup_high)
+
+
+def k_choice(h: dict[str, Any], main: pd.DataFrame) -> str:
+    """How the headline ``h`` (``Campaign.headline()``) chose its K, where the T = 1 run's own best
+    (in ``main``, its speculative rows indexed by K) lies outside the K its replicate ran."""
+    if h["best_K_T1"] == h["K"]:
+        return ", the best of that run"
+    k, row = h["best_K_T1"], main.loc[h["best_K_T1"]]
+    best = interval(row.speedup, row.speedup_low, row.speedup_high)
+    return (
+        f", the best of the {len(h['common_K'])} draft lengths its replicate also ran "
+        f"(the run's own best, {best} at $K = {k}$, has no replicate)"
+    )
+
+
+def _early_finding(table: pd.DataFrame) -> str:
+    early = table[table.method == "speculative"].set_index("K")
+    best = int(early.speedup.idxmax())
+    slower = bool((early.speedup_high < 1).all())
+    text = (
+        "The untrained early exit is "
+        + ("slower than autoregressive decoding at every $K$ measured" if slower else "no faster")
+        + f" (best: {_row(table, best)} at $K = {best}$)"
+    )
+    if (table.method == "hf_assisted").any():
+        text += (
+            "; transformers' assisted generation on the same draft gives "
+            f"{_row(table, best, 'hf_assisted')} at that $K$"
+        )
+    return text + "."
+
+
+def _peer_finding(peers: Mapping[str, dict[str, Any]]) -> str:
+    """§9 in one sentence: the recommended configuration against llama.cpp on the same file."""
+    out = []
+    for mode, res in peers.items():
+        rows = {r["method"]: r for r in res["summary"]}
+        lcp, spec = rows["llamacpp_autoregressive"], rows["speculative"]
+        ratio = spec["tokens_per_s"] / lcp["tokens_per_s"]
+        where = "at $T = 1$" if mode == "T = 1" else "greedy"
+        out.append(f"{interval(ratio, *spec['vs_llamacpp_ci'])} {where}")
+    return (
+        "**Against what a user would run** (§9): the recommended configuration decodes at "
+        + " and ".join(out)
+        + " the tokens/s of llama.cpp decoding the same GGUF file one token a pass, with the same "
+        "prompts, seeds and threads; each engine's roofline, the bandwidth over the bytes of its "
+        "weights, is drawn beside it."
+    )
+
+
+def _gpu_finding(gpu_run: dict[str, Any] | None) -> str:
+    """What §8 rests on: a GPU's measured pass costs where its run is stored, else a model."""
+    if gpu_run is None:
+        return (
+            "Section 8 predicts what a GPU changes from a roofline-plus-launch model of its pass "
+            "costs; those numbers are predictions, not measurements."
+        )
+    name = gpu_run["provenance"].get("gpu", "a GPU")
+    return (
+        f"Section 8 sets pass costs measured on an {name} (the default target's shapes with "
+        "random weights: a pass's time depends on the shapes, not the values) beside this CPU's "
+        "acceptance; the pass costs are measured, the GPU speedups they give are predictions."
+    )

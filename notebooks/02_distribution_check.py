@@ -1423,7 +1423,7 @@ for dtype, r in identical.groupby("dtype").identical.agg(["min", "max"]).iterrow
 # divergence of the recommended configuration at $K = 2$, the prefix up to the first differing
 # token is run through the target twice: a pass over the last token alone, as the autoregressive
 # decoder runs it, and the last row of a pass over the last $K + 1$ tokens, a verification pass of
-# a chain's shape (the tree's own pass, over eight tokens under a tree mask, rounds differently
+# a chain's shape (a tree's own pass, over more tokens under a tree mask, rounds differently
 # again). Below, the gap between the top two logits of the one-token pass against the largest
 # difference between the two passes' logits, and, for scale, the same gap at every position of the
 # autoregressive outputs.
@@ -1648,8 +1648,8 @@ fig = figs.exactness_grid(shipped_df, level=ALPHA_FAMILY)
 savefig("02_shipped", fig)
 # %% [markdown]
 # **The uncropped cache, tested with power.** In the grid the uncropped cache's arm runs on a
-# prompt chosen for the shipped configurations, where its bias may be too small for its $N$. So
-# its exact bias is computed where it is largest, and $N$ is chosen from it. With one draft per
+# prompt chosen for the shipped configurations, not for it, so the grid's $N$ is not sized to its
+# bias. Its exact bias is therefore also computed where it is largest, and $N$ chosen from it. With one draft per
 # step from prompt lookup (a one-hot $q$), the law of two tokens follows from the target alone
 # (`exactness.stale_cache_law`): the draft $x_1$ is accepted with probability $p(x_1)$ and the
 # second token follows $p(\cdot \mid \text{prompt}, x_1)$; rejected, the first token $y$ follows

@@ -466,8 +466,9 @@ for name in (MAIN, GREEDY):
 lines.append(
     f"""**Along the draft.** The chain accepts {at_depth(CHAIN, 1):.2f} at its first position and
 {at_depth(CHAIN, 2):.2f} at its second (every $K$ that drafts the position pooled). The tree
-keeps a candidate more often than the chain's token alone is accepted ({"; ".join(pos)}): that gap
-is what its alternatives add, and the acceptance still falls from the first depth to the second.
+keeps a candidate at least as often as the chain's token alone is accepted ({"; ".join(pos)}): the
+difference is what its alternatives add (none at a depth where the tuned tree has no
+alternatives), and the acceptance still falls from the first depth to the second.
 The head builds its first draft position from the target's features and each later one from its
 own (notebook 05)."""
 )

@@ -409,7 +409,13 @@ display(
         f"at {trained['c'] / ee['c']:.2f} of its cost ($c$ = {trained['c']:.3f} against "
         f"{ee['c']:.3f}). Under greedy decoding a draft is accepted only when its argmax is the "
         f"target's argmax (no partial credit); the head's greedy acceptance is "
-        f"{trained['greedy']:.2f}, against {trained['T = 1']:.2f} at $T = 1$. int8 weights take "
+        f"{trained['greedy']:.2f}"
+        + (
+            ", as at $T = 1$"
+            if f"{trained['greedy']:.2f}" == f"{trained['T = 1']:.2f}"
+            else f", against {trained['T = 1']:.2f} at $T = 1$"
+        )
+        + ". int8 weights take "
         f"a draft step from {draft_ms['trained head']:.2f} to {draft_ms['trained head, int8']:.2f} "
         f"ms: on the same target pass ({base_ms:.1f} ms) $c$ goes from {trained['c']:.3f} to "
         f"{c_i8_same_base:.3f}, at an acceptance of "
@@ -691,7 +697,7 @@ display(
         f"($c$ from {trained['c']:.3f} to {c_i8_same_base:.3f} on one target pass). What would move the "
         "speedup further is the draft's acceptance itself (notebook 06 §6 bounds what a tree "
         "of depth 2 can add with this head), more on-policy data (§2), and a machine where a "
-        "target pass costs more relative to the draft (notebook 03 §8 sets out a GPU's costs)."
+        "draft step costs less relative to a target pass (notebook 03 §8 measures a GPU's $c$)."
     )
 )
 

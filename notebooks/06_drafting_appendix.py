@@ -112,7 +112,7 @@ def tree_ranking(probes: dict) -> pd.DataFrame:
     ranked["tree"] = ranked["tree"].map(tuple)
     pooled = ranked.pivot_table(index="tree", columns="panel", values="predicted_speedup")
     pooled["mean"] = pooled.mean(axis=1)
-    pooled = pooled.sort_values("mean", ascending=False)
+    pooled = pooled.sort_values("mean", ascending=False, kind="stable")
     pooled["rank"] = np.arange(1, len(pooled) + 1)
     return pooled
 
@@ -826,7 +826,10 @@ print("chain trees ranked (depth 1-2, at most", BUDGET, "drafted tokens):", len(
 print(f"the preset's fixed tree {CHOSEN}: rank {ranking.loc[[CHOSEN], 'rank'].iloc[0]}")
 print(
     "rank of the fixed tree at each temperature:",
-    {panel: int(ranking[panel].rank(ascending=False)[CHOSEN]) for panel in TEMPS},
+    {
+        panel: ranking[panel].sort_values(ascending=False, kind="stable").index.get_loc(CHOSEN) + 1
+        for panel in TEMPS
+    },  # fmt: skip
 )
 
 # %%
@@ -912,7 +915,9 @@ display(
         + (
             "at every $K$"
             if tree_ahead.all()
-            else "at $K$ = " + (", ".join(str(k) for k in tree_ahead[tree_ahead].index) or "none")
+            else "at $K$ = " + ", ".join(str(k) for k in tree_ahead[tree_ahead].index)
+            if tree_ahead.any()
+            else "at no $K$"
         )
         + f" of 1-{tree_speed.K.max()}. Tokens per target pass at $K = 2$: "
         f"{by_K.loc[2, ('tau', TT)]:.2f} with the tree against {by_K.loc[2, ('tau', TC)]:.2f} "
@@ -1136,8 +1141,9 @@ display(
         f"{ranking.loc[[CHOSEN], 'rank'].iloc[0]} of {len(ranking)}; measured beside the chain at "
         f"$T = 1$, the recommended configuration reaches {with_interval(rec_best)} against "
         f"{with_interval(chain_best)} at the best $K$ of each (the chain in "
-        f"{CHAIN['settings']['dtype']}, the dtype its start-up timing chose, so the gap mixes the "
-        "tree and the stop with the dtype and the head's weights). For trees of depth 2 or less the "
+        f"{CHAIN['settings']['dtype']}, the dtype its own start-up timing chose, with the "
+        f"{CHAIN['settings']['draft']} head's weights: a difference between the two mixes the "
+        "tree and the stop with those). For trees of depth 2 or less the "
         "cost model's ceiling with this head is "
         + " and ".join(f"{c['predicted_speedup']:.2f}× ({p})" for p, c in ceilings.items())
         + " (§6). Deeper trees, which these probes do not measure, and a draft that accepts more "

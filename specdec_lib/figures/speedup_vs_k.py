@@ -236,10 +236,9 @@ def findings(campaign: Any, gpu_run: dict[str, Any] | None = None) -> str:
     out = [
         f"""**Findings.** On {campaign.machine}, the recommended configuration decodes
 {_at(h, "T1")} as fast as the autoregressive baseline at $K = {h["K"]}$ ($T = 1$, {n_prompts}
-prompts × {n_tokens} tokens; 95 % bootstrap interval over prompts){k_choice(h, spec["recommended, T = 1"])}. That $K$
-was chosen on this run; read on a replicate with other sampling seeds it gives
-{_at(h, "replicate")}, and in greedy decoding {_at(h, "greedy")} (greedy's own best:
-$K = {h["greedy_best_K"]}$).""",
+prompts × {n_tokens} tokens; 95 % bootstrap interval over prompts){k_choice(h, spec["recommended, T = 1"])}. Read
+again on a replicate with other sampling seeds, that $K$ gives {_at(h, "replicate")}, and
+greedy decoding gives {_at(h, "greedy")} there (greedy's own best: $K = {h["greedy_best_K"]}$).""",
         f"""The cost model of §1, fed each run's own pass costs and acceptance, accounts for the
 measurements: measured / predicted speedup lies in {span(efficiency)} for every run and $K$ of
 this page.""",
@@ -296,14 +295,13 @@ def _peer_finding(peers: Mapping[str, dict[str, Any]]) -> str:
         rows = {r["method"]: r for r in res["summary"]}
         lcp, spec = rows["llamacpp_autoregressive"], rows["speculative"]
         ratio = spec["tokens_per_s"] / lcp["tokens_per_s"]
-        where = "at $T = 1$" if mode == "T = 1" else "greedy"
-        out.append(f"{interval(ratio, *spec['vs_llamacpp_ci'])} {where}")
+        where = "at $T = 1$" if mode == "T = 1" else "in greedy decoding"
+        out.append(f"{interval(ratio, *spec['vs_llamacpp_ci'])} llama.cpp's tokens/s {where}")
     return (
-        "**Against what a user would run** (§9): the recommended configuration decodes at "
+        "**Against what a user would run** (§9): llama.cpp decoding the same GGUF file one token a "
+        "pass, with the same prompts, seeds and threads. The recommended configuration decodes at "
         + " and ".join(out)
-        + " the tokens/s of llama.cpp decoding the same GGUF file one token a pass, with the same "
-        "prompts, seeds and threads; each engine's roofline, the bandwidth over the bytes of its "
-        "weights, is drawn beside it."
+        + "; each engine's roofline, the bandwidth over the bytes of its weights, is drawn beside it."
     )
 
 

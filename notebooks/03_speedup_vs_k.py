@@ -221,7 +221,6 @@ def with_ci(name, K, method="speculative"):
 H = HEADLINE
 n_prompts = len(results[MAIN]["prompts"])
 n_tokens = results[MAIN]["settings"]["max_new_tokens"]
-efficiency = pd.concat([spec_rows(n).efficiency for n in results])
 
 # %%
 # NBVAL_CHECK_OUTPUT

@@ -77,7 +77,6 @@ MACHINE = CAMPAIGN.machine
 CATEGORIES = list(figs.PROTOTYPE_CLAIM)
 PROTOTYPE_CLAIM = figs.PROTOTYPE_CLAIM  # claimed by the prototype, for its own pair
 depths = figs.depths_frame(results)  # one row per run, K, prompt and draft depth
-rate = figs.rate
 
 
 def at_depth(name, depth, col="accepted"):

@@ -108,10 +108,8 @@ CHOSEN_AS = figs.chosen_as(HEADLINE)
 HS = HEADLINE["settings"]
 RECOMMENDED = figs.recommended(HS)
 evals = CAMPAIGN.runs(EVALS)  # refused if they come from two machines
-alpha_T1 = {name: ev["by_temperature"]["1"]["alpha"] for name, ev in evals.items()}
-c_eval = {name: ev["costs"]["c"] for name, ev in evals.items()}
 NGRAM = CAMPAIGN.run("ngram_T1")
-ngram_drafting, ngram_alpha = figs.ngram_rates(NGRAM)
+ngram_drafting, _ = figs.ngram_rates(NGRAM)
 print("quick mode:", QUICK)
 print(f"measured on: {MACHINE}")
 print(f"campaign commit: {CAMPAIGN.commit}")

@@ -142,18 +142,8 @@ from specdec_lib.research.gpu_model import GPUS, gpu_pass_time
 from specdec_lib.results import check_same_machine, read_json
 
 pd.set_option("display.precision", 3)
-MAIN, GREEDY, CHAIN, EARLY = (
-    "recommended, T = 1",
-    "recommended, greedy",
-    "chain, T = 1",
-    "early exit, T = 1",
-)
-PLAN = {
-    MAIN: "recommended_T1",
-    GREEDY: "recommended_greedy",
-    CHAIN: "chain_T1",
-    EARLY: "early_exit_T1",
-}
+PLAN = figs.MAIN_RUNS  # the page's names for the campaign's runs, as its findings read them
+MAIN, GREEDY, CHAIN, EARLY = PLAN
 results = CAMPAIGN.runs(PLAN)  # refused if the runs come from two machines
 HEADLINE = CAMPAIGN.headline()  # the best K of the T = 1 run among the K the replicate ran too
 PEERS = CAMPAIGN.runs({"T = 1": "peers_T1", "greedy": "peers_greedy"})  # §9: llama.cpp beside us

@@ -16,7 +16,14 @@ from ..bench import runs_frame
 from .style import COLORS
 from .words import interval, span
 
-__all__ = ["absolute_speed", "findings", "k_choice", "latency_throughput", "speedup_vs_K"]
+__all__ = [
+    "MAIN_RUNS",
+    "absolute_speed",
+    "findings",
+    "k_choice",
+    "latency_throughput",
+    "speedup_vs_K",
+]
 
 
 def speedup_vs_K(

@@ -90,7 +90,9 @@ def test_readme_table_is_the_campaigns():
             assert cell in row, f"README.md, K = {K}: {name} is {cell}"
     if "every `K`'s point lies within every other `K`'s interval" in " ".join(text.split()):
         for f in frames.values():
-            assert f.speedup.max() <= f.speedup_high.min() and f.speedup.min() >= f.speedup_low.max()
+            assert (
+                f.speedup.max() <= f.speedup_high.min() and f.speedup.min() >= f.speedup_low.max()
+            )
 
 
 @pytest.mark.skipif(not (CAMPAIGN / "peers_T1.json").exists(), reason="no peers run committed")
